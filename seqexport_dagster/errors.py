@@ -1,0 +1,90 @@
+"""The export error tree.
+
+Third-party exceptions (botocore, SQLAlchemy, OS errors) are translated into these classes at
+exactly one boundary each. The split that matters is retryable vs permanent: a retryable error may
+be retried inside the run (Dagster RetryPolicy); a permanent one fails the run at once and waits for
+the scheduler's backoff, with a message the customer can act on.
+"""
+
+from __future__ import annotations
+
+
+class ExportError(Exception):
+    """Base of every error the export core raises on purpose."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InvalidInput(ExportError):
+    """A customer or operator value is wrong. Names the field and what it accepts."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+class NotFound(ExportError):
+    """The export (or another control-plane object) does not exist."""
+
+
+class ConflictError(ExportError):
+    """The operation does not apply to the export in its current state."""
+
+
+class RetryableError(ExportError):
+    """Transient: throttling, connection resets, 5xx, timeouts, a database briefly away."""
+
+    retryable = True
+
+
+class PermanentError(ExportError):
+    """Will not heal by itself within a run; retried only by the scheduler's backoff."""
+
+
+class AccessDenied(PermanentError):
+    """The credentials are valid but may not PutObject where we write."""
+
+
+class NoSuchBucket(PermanentError):
+    """The bucket does not exist (or is not visible to these credentials)."""
+
+
+class BadCredentials(PermanentError):
+    """The access key is unknown or the secret does not match it."""
+
+
+class ClockSkew(PermanentError):
+    """The store refused our request time: the worker's clock is off."""
+
+
+class EndpointRefused(PermanentError):
+    """The endpoint is not one we may connect to (scheme, address or name)."""
+
+
+class EndpointUnreachable(RetryableError):
+    """The endpoint did not answer (DNS failure, refused or timed-out connection)."""
+
+
+class DestinationError(PermanentError):
+    """Any other refusal by the store, passed on in the store's own words."""
+
+
+class SecretKeyError(PermanentError):
+    """The credential encryption keys are missing, malformed or cannot open a stored secret."""
+
+
+class RunInterrupted(ExportError):
+    """The export was paused or deleted while a run was writing. Not a failure."""
+
+    def __init__(self, export_id: str, status: str) -> None:
+        super().__init__(f"export {export_id} is {status}; stopped before the next file")
+        self.export_id = export_id
+        self.status = status

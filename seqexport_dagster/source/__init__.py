@@ -1,0 +1,1 @@
+"""Sequenzy's own data: the tables we read, streaming readers, and the demo data generator."""

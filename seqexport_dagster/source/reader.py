@@ -1,0 +1,120 @@
+"""Streaming readers over Sequenzy's tables.
+
+Rows come out as tuples in the contract's field order, ordered by ``(recorded_at, id)`` for events
+and by ``id`` for subscribers, in batches, so memory is bounded by the batch size whatever the
+window. Timestamps are stored in the contract's text form and JSON fields arrive as text, so the writer
+does no per-field work in Python.
+
+We go below SQLAlchemy's ORM/Core row layer to the DBAPI cursor on purpose: it is the hot path and
+Row objects cost more than the whole serialization (DESIGN §9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import closing
+from typing import Any
+
+import sqlalchemy as sa
+
+from seqexport_dagster.errors import RetryableError
+from seqexport_dagster.schema import DATASETS, Dataset
+from seqexport_dagster.window import Window, iso_ms
+
+Row = tuple[Any, ...]
+DEFAULT_BATCH = 5_000
+
+
+def select_list(ds: Dataset, dialect: str) -> str:
+    if dialect not in ("sqlite", "postgresql"):
+        raise ValueError(f"unsupported source database {dialect!r}: use sqlite or postgresql")
+    cast = "::text" if dialect == "postgresql" else ""
+    return ", ".join(f"{f.name}{cast}" if f.type in ("object", "array") else f.name for f in ds.fields)
+
+
+class SourceReader:
+    """Reads one account's rows. One instance per source database; cheap to keep around."""
+
+    def __init__(self, engine: sa.Engine, batch_size: int = DEFAULT_BATCH) -> None:
+        self.engine = engine
+        self.batch_size = batch_size
+        self.dialect = engine.dialect.name
+        self._mark = "%s" if engine.dialect.paramstyle in ("format", "pyformat") else "?"
+
+    def window_batches(self, dataset: str, account_id: str, window: Window) -> Iterator[list[Row]]:
+        ds = DATASETS[dataset]
+        if ds.is_snapshot:
+            raise ValueError(f"{dataset} is a snapshot, not a windowed dataset")
+        m = self._mark
+        sql = (
+            f"SELECT {select_list(ds, self.dialect)} FROM {ds.name} "
+            f"WHERE account_id = {m} AND recorded_at > {m} AND recorded_at <= {m} "
+            f"ORDER BY recorded_at, id"
+        )
+        return self._stream(sql, (account_id, *_bounds(window)), snapshot=False)
+
+    def snapshot_batches(self, account_id: str) -> Iterator[list[Row]]:
+        """All of the account's subscribers, ordered by id, from one consistent read."""
+        ds = DATASETS["subscribers"]
+        sql = f"SELECT {select_list(ds, self.dialect)} FROM {ds.name} WHERE account_id = {self._mark} ORDER BY id"
+        return self._stream(sql, (account_id,), snapshot=True)
+
+    def count_window(self, dataset: str, account_id: str, window: Window) -> int:
+        m = self._mark
+        sql = f"SELECT count(*) FROM {dataset} WHERE account_id = {m} AND recorded_at > {m} AND recorded_at <= {m}"
+        with self._connection() as conn, closing(conn.cursor()) as cur:
+            cur.execute(sql, (account_id, *_bounds(window)))
+            return int(cur.fetchone()[0])
+
+    def _connection(self) -> Any:
+        try:
+            return closing(self.engine.raw_connection())
+        except sa.exc.OperationalError as exc:
+            raise RetryableError(f"source database unavailable: {_first_line(exc)}") from exc
+
+    def _stream(self, sql: str, params: tuple[Any, ...], *, snapshot: bool) -> Iterator[list[Row]]:
+        try:
+            with self._connection() as conn:
+                if self.dialect == "postgresql":
+                    yield from self._stream_postgres(conn, sql, params, snapshot=snapshot)
+                else:
+                    with closing(conn.cursor()) as cur:
+                        cur.execute(sql, params)
+                        while batch := cur.fetchmany(self.batch_size):
+                            yield batch
+                conn.rollback()
+        except (sa.exc.DBAPIError, _driver_errors()) as exc:
+            raise RetryableError(f"source database error: {_first_line(exc)}") from exc
+
+    def _stream_postgres(self, conn: Any, sql: str, params: tuple[Any, ...], *, snapshot: bool) -> Iterator[list[Row]]:
+        with closing(conn.cursor()) as plain:
+            # One repeatable-read transaction: the snapshot is consistent even if it spans minutes.
+            if snapshot:
+                plain.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        # A named (server-side) cursor streams; a plain psycopg2 cursor would buffer the whole result.
+        with closing(conn.cursor(name="seqexport_stream")) as cur:
+            cur.itersize = self.batch_size
+            cur.execute(sql, params)
+            while batch := cur.fetchmany(self.batch_size):
+                yield batch
+
+
+def _bounds(window: Window) -> tuple[str, str]:
+    return iso_ms(window.from_ms), iso_ms(window.to_ms)
+
+
+def _driver_errors() -> tuple[type[BaseException], ...]:
+    import sqlite3  # noqa: PLC0415
+
+    errors: list[type[BaseException]] = [sqlite3.OperationalError, sqlite3.DatabaseError]
+    try:
+        import psycopg2  # noqa: PLC0415
+
+        errors += [psycopg2.OperationalError, psycopg2.InterfaceError]
+    except ImportError:  # pragma: no cover - psycopg2 is a dependency
+        pass
+    return tuple(errors)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or ["unknown error"])[0]

@@ -1,0 +1,26 @@
+"""Engines for the control plane and the source, with the settings each backend needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+
+def create_engine(url: str, **kwargs: Any) -> sa.Engine:
+    """SQLite gets WAL and a busy timeout (the sensor, runs and the CLI share the file);
+    PostgreSQL gets pre-ping so a restarted server costs one retry, not a failed run."""
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"timeout": 30}, **kwargs)
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True, **kwargs)

@@ -1,0 +1,648 @@
+"""The control-plane store: the one place that reads and writes exports, positions and the ledger.
+
+Invariants kept here:
+- A position only moves in the transaction that commits its window in the ledger, and only forward
+  along the chain (the committed window must start exactly at the current position).
+- Secrets are stored sealed (`SecretBox`) and only `destination_config` returns one decrypted.
+- Every database failure leaves as `RetryableError`: a control plane briefly away is transient.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+
+from seqexport_dagster.destination.base import DestinationConfig
+from seqexport_dagster.errors import ConflictError, NotFound, RetryableError
+from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
+from seqexport_dagster.store.crypto import SecretBox
+from seqexport_dagster.store.tables import export_datasets, exports, parts, windows
+from seqexport_dagster.window import Window, backoff_ms, date_key, day_of, day_start
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+ACTIVE, PAUSED, DELETED = "active", "paused", "deleted"
+RUNNING, COMMITTED, FAILED, CANCELED = "running", "committed", "failed", "canceled"
+HISTORY_MS = 14 * 24 * 3600 * 1000
+
+
+def _translate(fn: Callable[P, T]) -> Callable[P, T]:
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            first = (str(exc.orig or exc).strip().splitlines() or ["unknown error"])[0]
+            raise RetryableError(f"control-plane database unavailable: {first}") from exc
+
+    return wrapper
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetState:
+    dataset: str
+    added_at: int
+    position_ms: int
+    failures: int = 0
+    next_retry_at: int | None = None
+    last_error: str | None = None
+    last_error_at: int | None = None
+    last_error_window: Window | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExportRecord:
+    """An export as the API shows it: never carries the secret."""
+
+    id: str
+    account_id: str
+    provider: str
+    bucket: str
+    region: str | None
+    endpoint: str | None
+    prefix: str
+    access_key_id: str | None
+    frequency: str
+    lag_ms: int
+    status: str
+    config_version: int
+    destination_version: int
+    export_now_at: int | None
+    created_at: int
+    updated_at: int
+    deleted_at: int | None
+    datasets: tuple[DatasetState, ...] = field(default=())
+
+    @property
+    def location(self) -> str:
+        return location_of(self.provider, self.endpoint, self.bucket, self.prefix)
+
+    def dataset_state(self, name: str) -> DatasetState | None:
+        return next((d for d in self.datasets if d.dataset == name), None)
+
+    def export_now_pending(self, state: DatasetState) -> bool:
+        """Export now is satisfied once the dataset has written up to the request time."""
+        if self.export_now_at is None:
+            return False
+        if state.dataset in EVENT_DATASETS:
+            return state.position_ms < self.export_now_at - self.lag_ms
+        return state.failures > 0
+
+
+@dataclass(frozen=True, slots=True)
+class ExportState:
+    """What a run re-reads before every file."""
+
+    status: str
+    destination_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerWindow:
+    id: int
+    dataset: str
+    window: Window
+    run_id: str | None
+    status: str
+    rows: int
+    parts: int
+    bytes: int
+    error: str | None
+    started_at: int
+    finished_at: int | None
+    snapshot_taken_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One run as the customer's history shows it (all windows that run attempted)."""
+
+    run_id: str
+    started_at: int
+    finished_at: int | None
+    status: str
+    datasets: tuple[str, ...]
+    windows: int
+    rows: int
+    files: int
+    bytes: int
+    error: str | None
+
+
+def location_of(provider: str, endpoint: str | None, bucket: str, prefix: str) -> str:
+    material = "\0".join((provider, endpoint or "", bucket, prefix))
+    return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def new_export_id() -> str:
+    return f"exp_{secrets.token_hex(8)}"
+
+
+def initial_position(dataset: str, added_at: int) -> int:
+    """Events start at the moment they are added; the snapshot at the day it was added."""
+    return day_start(added_at) if DATASETS[dataset].is_snapshot else added_at
+
+
+class ControlPlane:
+    def __init__(self, engine: sa.Engine, box: SecretBox) -> None:
+        self.engine = engine
+        self.box = box
+
+    @_translate
+    def migrate(self) -> None:
+        cfg = Config()
+        cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+        with self.engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+    @_translate
+    def create_export(
+        self,
+        *,
+        account_id: str,
+        destination: DestinationConfig,
+        datasets: Iterable[str],
+        frequency: str,
+        lag_ms: int,
+        now_ms: int,
+        export_id: str | None = None,
+    ) -> ExportRecord:
+        export_id = export_id or new_export_id()
+        with self.engine.begin() as conn:
+            conn.execute(
+                exports.insert().values(
+                    id=export_id,
+                    account_id=account_id,
+                    frequency=frequency,
+                    lag_ms=lag_ms,
+                    status=ACTIVE,
+                    created_at=now_ms,
+                    updated_at=now_ms,
+                    **self._destination_values(export_id, destination),
+                )
+            )
+            for name in datasets:
+                self._add_dataset(conn, export_id, name, now_ms)
+        return self.get_export(export_id)
+
+    def _destination_values(self, export_id: str, d: DestinationConfig) -> dict[str, Any]:
+        return {
+            "provider": d.provider,
+            "bucket": d.bucket,
+            "region": d.region,
+            "endpoint": d.endpoint,
+            "prefix": d.prefix,
+            "access_key_id": d.access_key_id,
+            "secret_ciphertext": self.box.encrypt(d.secret_access_key, export_id) if d.secret_access_key else None,
+        }
+
+    def _add_dataset(self, conn: sa.Connection, export_id: str, name: str, now_ms: int) -> None:
+        conn.execute(
+            export_datasets.insert().values(
+                export_id=export_id, dataset=name, added_at=now_ms, position_ms=initial_position(name, now_ms)
+            )
+        )
+
+    @_translate
+    def get_export(self, export_id: str, *, include_deleted: bool = True) -> ExportRecord:
+        found = self._load(sa.and_(exports.c.id == export_id))
+        if not found or (not include_deleted and found[0].status == DELETED):
+            raise NotFound(f"export {export_id!r} not found")
+        return found[0]
+
+    @_translate
+    def list_exports(self, *, account_id: str | None = None, include_deleted: bool = False) -> list[ExportRecord]:
+        clauses = []
+        if account_id is not None:
+            clauses.append(exports.c.account_id == account_id)
+        if not include_deleted:
+            clauses.append(exports.c.status != DELETED)
+        return self._load(sa.and_(sa.true(), *clauses))
+
+    @_translate
+    def active_exports(self) -> list[ExportRecord]:
+        """Everything the scheduler looks at in one tick: two queries whatever the number of exports."""
+        return self._load(exports.c.status == ACTIVE)
+
+    def _load(self, where: sa.ColumnElement[bool]) -> list[ExportRecord]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(exports).where(where).order_by(exports.c.created_at, exports.c.id)).all()
+            if not rows:
+                return []
+            ids = [r.id for r in rows]
+            states: dict[str, list[DatasetState]] = {i: [] for i in ids}
+            ds_query = (
+                sa.select(export_datasets).where(export_datasets.c.removed_at.is_(None)).order_by(export_datasets.c.id)
+            )
+            if len(ids) < 500:
+                ds_query = ds_query.where(export_datasets.c.export_id.in_(ids))
+            for d in conn.execute(ds_query):
+                if d.export_id in states:
+                    states[d.export_id].append(_dataset_state(d))
+        order = {name: i for i, name in enumerate(DATASETS)}
+        return [
+            ExportRecord(
+                id=r.id,
+                account_id=r.account_id,
+                provider=r.provider,
+                bucket=r.bucket,
+                region=r.region,
+                endpoint=r.endpoint,
+                prefix=r.prefix,
+                access_key_id=r.access_key_id,
+                frequency=r.frequency,
+                lag_ms=r.lag_ms,
+                status=r.status,
+                config_version=r.config_version,
+                destination_version=r.destination_version,
+                export_now_at=r.export_now_at,
+                created_at=r.created_at,
+                updated_at=r.updated_at,
+                deleted_at=r.deleted_at,
+                datasets=tuple(sorted(states[r.id], key=lambda s: order[s.dataset])),
+            )
+            for r in rows
+        ]
+
+    @_translate
+    def state(self, export_id: str) -> ExportState:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(exports.c.status, exports.c.destination_version).where(exports.c.id == export_id)
+            ).first()
+        if row is None:
+            return ExportState(DELETED, -1)
+        return ExportState(row.status, row.destination_version)
+
+    @_translate
+    def destination_config(self, export_id: str) -> tuple[DestinationConfig, int]:
+        """The destination with its secret decrypted, in memory only, plus its version."""
+        with self.engine.connect() as conn:
+            r = conn.execute(sa.select(exports).where(exports.c.id == export_id)).first()
+        if r is None:
+            raise NotFound(f"export {export_id!r} not found")
+        secret = self.box.decrypt(r.secret_ciphertext, export_id) if r.secret_ciphertext else None
+        config = DestinationConfig(
+            provider=r.provider,
+            bucket=r.bucket,
+            prefix=r.prefix,
+            region=r.region,
+            endpoint=r.endpoint,
+            access_key_id=r.access_key_id,
+            secret_access_key=secret,
+        )
+        return config, r.destination_version
+
+    def _update_export(self, conn: sa.Connection, export_id: str, now_ms: int, **values: Any) -> None:
+        result = conn.execute(
+            exports.update()
+            .where(exports.c.id == export_id)
+            .values(config_version=exports.c.config_version + 1, updated_at=now_ms, **values)
+        )
+        if result.rowcount == 0:
+            raise NotFound(f"export {export_id!r} not found")
+
+    @_translate
+    def set_status(self, export_id: str, status: str, now_ms: int) -> ExportRecord:
+        current = self.get_export(export_id)
+        if current.status == DELETED:
+            raise ConflictError(f"export {export_id} is deleted; create a new export instead")
+        extra: dict[str, Any] = {"deleted_at": now_ms} if status == DELETED else {}
+        with self.engine.begin() as conn:
+            self._update_export(conn, export_id, now_ms, status=status, **extra)
+        return self.get_export(export_id)
+
+    @_translate
+    def add_dataset(self, export_id: str, dataset: str, now_ms: int) -> ExportRecord:
+        with self.engine.begin() as conn:
+            self._update_export(conn, export_id, now_ms)
+            self._add_dataset(conn, export_id, dataset, now_ms)
+        return self.get_export(export_id)
+
+    @_translate
+    def remove_dataset(self, export_id: str, dataset: str, now_ms: int) -> ExportRecord:
+        with self.engine.begin() as conn:
+            self._update_export(conn, export_id, now_ms)
+            conn.execute(
+                export_datasets.update()
+                .where(
+                    export_datasets.c.export_id == export_id,
+                    export_datasets.c.dataset == dataset,
+                    export_datasets.c.removed_at.is_(None),
+                )
+                .values(removed_at=now_ms)
+            )
+        return self.get_export(export_id)
+
+    @_translate
+    def update_destination(self, export_id: str, destination: DestinationConfig, now_ms: int) -> ExportRecord:
+        with self.engine.begin() as conn:
+            self._update_export(
+                conn,
+                export_id,
+                now_ms,
+                destination_version=exports.c.destination_version + 1,
+                **self._destination_values(export_id, destination),
+            )
+        return self.get_export(export_id)
+
+    @_translate
+    def request_export_now(self, export_id: str, now_ms: int) -> ExportRecord:
+        with self.engine.begin() as conn:
+            self._update_export(conn, export_id, now_ms, export_now_at=now_ms)
+        return self.get_export(export_id)
+
+    @_translate
+    def clear_export_now(self, export_id: str, requested_at: int) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                exports.update()
+                .where(exports.c.id == export_id, exports.c.export_now_at == requested_at)
+                .values(export_now_at=None)
+            )
+
+    @_translate
+    def rotate_secrets(self) -> int:
+        """Re-seal every stored secret with the primary key; returns how many changed."""
+        changed = 0
+        with self.engine.begin() as conn:
+            for r in conn.execute(sa.select(exports.c.id, exports.c.secret_ciphertext)).all():
+                if r.secret_ciphertext and self.box.needs_rotation(r.secret_ciphertext):
+                    plain = self.box.decrypt(r.secret_ciphertext, r.id)
+                    conn.execute(
+                        exports.update()
+                        .where(exports.c.id == r.id)
+                        .values(secret_ciphertext=self.box.encrypt(plain, r.id))
+                    )
+                    changed += 1
+        return changed
+
+    @_translate
+    def start_window(
+        self, export_id: str, dataset: str, window: Window, *, run_id: str | None, location: str, now_ms: int
+    ) -> int:
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                windows.insert().values(
+                    export_id=export_id,
+                    dataset=dataset,
+                    date=window.date_key,
+                    from_ms=window.from_ms,
+                    to_ms=window.to_ms,
+                    run_id=run_id,
+                    location=location,
+                    status=RUNNING,
+                    started_at=now_ms,
+                )
+            )
+            return int(result.inserted_primary_key[0])
+
+    @_translate
+    def record_part(self, window_id: int, *, part: int, key: str, rows: int, size: int, now_ms: int) -> None:
+        with self.engine.begin() as conn:
+            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            conn.execute(
+                parts.insert().values(
+                    window_id=window_id,
+                    export_id=w.export_id,
+                    dataset=w.dataset,
+                    from_ms=w.from_ms,
+                    to_ms=w.to_ms,
+                    location=w.location,
+                    part=part,
+                    key=key,
+                    rows=rows,
+                    bytes=size,
+                    written_at=now_ms,
+                )
+            )
+
+    @_translate
+    def parts_written(self, export_id: str, dataset: str, window: Window, location: str) -> int:
+        """How many part numbers were ever written for this window at this location (0 if none)."""
+        with self.engine.connect() as conn:
+            top = conn.execute(
+                sa.select(sa.func.max(parts.c.part)).where(
+                    parts.c.export_id == export_id,
+                    parts.c.dataset == dataset,
+                    parts.c.from_ms == window.from_ms,
+                    parts.c.to_ms == window.to_ms,
+                    parts.c.location == location,
+                )
+            ).scalar()
+        return 0 if top is None else int(top) + 1
+
+    @_translate
+    def commit_window(
+        self,
+        window_id: int,
+        *,
+        rows: int,
+        part_count: int,
+        size: int,
+        now_ms: int,
+        snapshot_taken_at: int | None = None,
+    ) -> bool:
+        """Mark the window written and, if it continues the chain, advance the position.
+
+        Returns whether the position moved. Both happen in one transaction: the position is never
+        ahead of the ledger, and the ledger never claims a window the position has skipped.
+        """
+        with self.engine.begin() as conn:
+            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            conn.execute(
+                windows.update()
+                .where(windows.c.id == window_id)
+                .values(
+                    status=COMMITTED,
+                    rows=rows,
+                    parts=part_count,
+                    bytes=size,
+                    finished_at=now_ms,
+                    error=None,
+                    snapshot_taken_at=snapshot_taken_at,
+                )
+            )
+            active = sa.and_(
+                export_datasets.c.export_id == w.export_id,
+                export_datasets.c.dataset == w.dataset,
+                export_datasets.c.removed_at.is_(None),
+            )
+            advanced = conn.execute(
+                export_datasets.update()
+                .where(active, export_datasets.c.position_ms == w.from_ms)
+                .values(position_ms=w.to_ms)
+            ).rowcount
+            conn.execute(
+                export_datasets.update()
+                .where(active)
+                .values(
+                    failures=0,
+                    next_retry_at=None,
+                    last_error=None,
+                    last_error_at=None,
+                    last_error_from_ms=None,
+                    last_error_to_ms=None,
+                )
+            )
+        return bool(advanced)
+
+    @_translate
+    def fail_window(
+        self, window_id: int, *, error: str, now_ms: int, count_failure: bool = True
+    ) -> DatasetState | None:
+        """Record a failed attempt; unless canceled, count it for backoff and show it as last error."""
+        with self.engine.begin() as conn:
+            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            conn.execute(
+                windows.update()
+                .where(windows.c.id == window_id)
+                .values(status=FAILED if count_failure else CANCELED, error=error, finished_at=now_ms)
+            )
+        if not count_failure:
+            return None
+        return self.record_failure(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), error, now_ms)
+
+    @_translate
+    def record_failure(
+        self, export_id: str, dataset: str, window: Window | None, error: str, now_ms: int
+    ) -> DatasetState | None:
+        with self.engine.begin() as conn:
+            e = conn.execute(sa.select(exports.c.frequency).where(exports.c.id == export_id)).first()
+            active = sa.and_(
+                export_datasets.c.export_id == export_id,
+                export_datasets.c.dataset == dataset,
+                export_datasets.c.removed_at.is_(None),
+            )
+            d = conn.execute(sa.select(export_datasets).where(active)).first()
+            if e is None or d is None:
+                return None
+            failures = d.failures + 1
+            conn.execute(
+                export_datasets.update()
+                .where(active)
+                .values(
+                    failures=failures,
+                    next_retry_at=now_ms + backoff_ms(e.frequency, failures),
+                    last_error=error,
+                    last_error_at=now_ms,
+                    last_error_from_ms=window.from_ms if window else None,
+                    last_error_to_ms=window.to_ms if window else None,
+                )
+            )
+            d = conn.execute(sa.select(export_datasets).where(active)).one()
+        return _dataset_state(d)
+
+    @_translate
+    def ledger(
+        self,
+        export_id: str,
+        *,
+        dataset: str | None = None,
+        since_ms: int | None = None,
+        date: str | None = None,
+    ) -> list[LedgerWindow]:
+        query = sa.select(windows).where(windows.c.export_id == export_id)
+        if dataset:
+            query = query.where(windows.c.dataset == dataset)
+        if since_ms is not None:
+            query = query.where(windows.c.started_at >= since_ms)
+        if date:
+            query = query.where(windows.c.date == date)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(windows.c.id)).all()
+        return [
+            LedgerWindow(
+                id=r.id,
+                dataset=r.dataset,
+                window=Window(r.from_ms, r.to_ms),
+                run_id=r.run_id,
+                status=r.status,
+                rows=r.rows,
+                parts=r.parts,
+                bytes=r.bytes,
+                error=r.error,
+                started_at=r.started_at,
+                finished_at=r.finished_at,
+                snapshot_taken_at=r.snapshot_taken_at,
+            )
+            for r in rows
+        ]
+
+    def committed_windows(self, export_id: str, dataset: str, day: str) -> list[Window]:
+        """The distinct windows ever committed on one day: what a backfill of that day rewrites."""
+        return sorted({w.window for w in self.ledger(export_id, dataset=dataset, date=day) if w.status == COMMITTED})
+
+    def history(self, export_id: str, now_ms: int) -> list[RunSummary]:
+        """Every run of the last 14 days, newest first, as the customer sees it."""
+        runs: dict[str, list[LedgerWindow]] = {}
+        for w in self.ledger(export_id, since_ms=now_ms - HISTORY_MS):
+            runs.setdefault(w.run_id or f"window-{w.id}", []).append(w)
+        summaries = []
+        for run_id, ws in runs.items():
+            statuses = {w.status for w in ws}
+            status = next(s for s in (RUNNING, FAILED, CANCELED, COMMITTED) if s in statuses or s == COMMITTED)
+            errors = [w.error for w in ws if w.error]
+            finished = [w.finished_at for w in ws if w.finished_at is not None]
+            summaries.append(
+                RunSummary(
+                    run_id=run_id,
+                    started_at=min(w.started_at for w in ws),
+                    finished_at=max(finished) if finished and RUNNING not in statuses else None,
+                    status=status,
+                    datasets=tuple(sorted({w.dataset for w in ws})),
+                    windows=sum(1 for w in ws if w.status == COMMITTED),
+                    rows=sum(w.rows for w in ws if w.status == COMMITTED),
+                    files=sum(w.parts for w in ws if w.status == COMMITTED),
+                    bytes=sum(w.bytes for w in ws if w.status == COMMITTED),
+                    error=errors[-1] if errors else None,
+                )
+            )
+        return sorted(summaries, key=lambda s: s.started_at, reverse=True)
+
+
+def _dataset_state(d: Any) -> DatasetState:
+    window = (
+        Window(d.last_error_from_ms, d.last_error_to_ms)
+        if d.last_error_from_ms is not None and d.last_error_to_ms is not None
+        else None
+    )
+    return DatasetState(
+        dataset=d.dataset,
+        added_at=d.added_at,
+        position_ms=d.position_ms,
+        failures=d.failures,
+        next_retry_at=d.next_retry_at,
+        last_error=d.last_error,
+        last_error_at=d.last_error_at,
+        last_error_window=window,
+    )
+
+
+def snapshot_window(day_ms: int) -> Window:
+    """The ledger records a snapshot as the whole day it describes."""
+    start = day_start(day_ms)
+    return Window(start, start + 24 * 3600 * 1000)
+
+
+__all__ = [
+    "ControlPlane",
+    "DatasetState",
+    "ExportRecord",
+    "ExportState",
+    "LedgerWindow",
+    "RunSummary",
+    "date_key",
+    "day_of",
+]
