@@ -1,0 +1,443 @@
+"""The S3 family (AWS S3, GCS through HMAC keys, R2 / B2 / MinIO) behind one `Destination`.
+
+This module is the one boundary where botocore and urllib3 exceptions become our error tree; nothing
+above it sees a botocore type.
+
+What the client is allowed to do, and why:
+
+* Only ``PutObject`` ever reaches the wire. A ``before-send`` handler refuses every other
+  operation, so neither a botocore customization (region redirects call ``HeadBucket``) nor a future
+  change here can quietly need more than the ``s3:PutObject`` grant customers give us.
+* The handler also does the sending, through urllib3 pools whose sockets go through `ConnectGuard`
+  (resolve once, refuse non-public answers, connect to the checked IP). Proxies are never consulted,
+  and a request for any host other than the endpoint (or ``<bucket>.<endpoint>`` on AWS) is refused,
+  so no redirect can move an upload elsewhere.
+* botocore runs from a session that reads no environment variable and no ``~/.aws`` file: the
+  worker's own credentials, profile, endpoint overrides or checksum settings can never leak in.
+* Bodies are sent as-is with an explicit ``Content-MD5``; flexible checksums are only calculated
+  "when required", which ``PutObject`` is not, so there is no aws-chunked framing and no
+  ``x-amz-checksum-*`` header or trailer that GCS, B2 or older MinIO would reject.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, cast
+from urllib.parse import urlsplit
+
+import botocore.session
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.client import BaseClient
+from botocore.config import Config
+from botocore.configprovider import BOTOCORE_DEFAUT_SESSION_VARIABLES, ConfigValueStore, ConstantProvider
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    HTTPClientError,
+    NoCredentialsError,
+    ParamValidationError,
+    PartialCredentialsError,
+    SSLError,
+)
+from botocore.exceptions import ConnectTimeoutError as BotoConnectTimeoutError
+from botocore.exceptions import ReadTimeoutError as BotoReadTimeoutError
+from botocore.httpsession import get_cert_path
+from urllib3 import PoolManager, Timeout
+from urllib3.exceptions import ConnectTimeoutError as Urllib3ConnectTimeoutError
+from urllib3.exceptions import NewConnectionError, ProtocolError
+from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeoutError
+from urllib3.exceptions import SSLError as Urllib3SSLError
+from urllib3.util.retry import Retry
+
+from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy, validate_config
+from seqexport_dagster.destination.endpoint import (
+    ConnectGuard,
+    Connector,
+    Resolver,
+    pinned_pool_classes,
+    socket_connector,
+    system_resolver,
+)
+from seqexport_dagster.errors import (
+    AccessDenied,
+    BadCredentials,
+    ClockSkew,
+    DestinationError,
+    EndpointRefused,
+    EndpointUnreachable,
+    ExportError,
+    InvalidInput,
+    NoSuchBucket,
+    RetryableError,
+)
+
+GCS_ENDPOINT: Final = "https://storage.googleapis.com"
+
+_RETRYABLE_CODES: Final = frozenset(
+    {
+        "SlowDown",
+        "ServiceUnavailable",
+        "InternalError",
+        "RequestTimeout",
+        "Throttling",
+        "ThrottlingException",
+        "TooManyRequests",
+        "RequestLimitExceeded",
+        "OperationAborted",
+        "BadDigest",  # the body changed in transit; sending it again is the cure
+        "500",
+        "502",
+        "503",
+        "504",
+    }
+)
+_ACCESS_CODES: Final = frozenset({"AccessDenied", "AllAccessDisabled", "AccountProblem", "403", "Forbidden"})
+_REDIRECT_CODES: Final = frozenset({"PermanentRedirect", "TemporaryRedirect", "301", "302", "307"})
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """How one provider is addressed. Decided from the (validated) config, never from the network."""
+
+    name: str  # "aws", "gcs" or "s3-compatible", for messages
+    endpoint_url: str | None  # None: botocore's AWS endpoint for the region
+    region: str
+    addressing_style: str  # "path" everywhere except AWS
+
+
+def profile_for(config: DestinationConfig) -> Profile:
+    if config.provider == "gcs":
+        return Profile("gcs", config.endpoint or GCS_ENDPOINT, config.region or "auto", "path")
+    if config.endpoint:
+        region = config.region or ("auto" if config.endpoint.endswith(".r2.cloudflarestorage.com") else "us-east-1")
+        return Profile("s3-compatible", config.endpoint, region, "path")
+    if not config.region:
+        raise InvalidInput("region", "is required for Amazon S3 (for example us-east-1)")
+    # "auto" picks virtual-hosted names, but falls back to path-style for bucket names with dots,
+    # whose virtual-hosted names do not match AWS's wildcard certificate.
+    return Profile("aws", None, config.region, "auto")
+
+
+def _isolated_session(max_attempts: int) -> botocore.session.Session:
+    """A botocore session that reads no environment variable and no config or credentials file.
+
+    Every setting has a constant value: botocore's default, or ours where it matters. An
+    ``AWS_PROFILE`` naming a missing profile, ``AWS_ENDPOINT_URL_S3``,
+    ``AWS_REQUEST_CHECKSUM_CALCULATION=when_supported`` or a stray ``~/.aws/credentials`` on a worker
+    therefore change nothing.
+    """
+    session = botocore.session.Session()
+    mapping: dict[str, Any] = {
+        name: ConstantProvider(spec[2]) for name, spec in BOTOCORE_DEFAUT_SESSION_VARIABLES.items()
+    }
+    overrides: dict[str, object] = {
+        # os.devnull exists but is not a regular file, so botocore finds "no config" without error.
+        "config_file": os.devnull,
+        "credentials_file": os.devnull,
+        "profile": None,
+        "region": None,
+        "ca_bundle": None,
+        "ignore_configured_endpoint_urls": True,
+        "request_checksum_calculation": "when_required",
+        "response_checksum_validation": "when_required",
+        "retry_mode": "standard",
+        "max_attempts": max_attempts,
+        "csm_enabled": False,
+        "ec2_metadata_service_endpoint": None,
+    }
+    mapping.update({name: ConstantProvider(value) for name, value in overrides.items()})
+    mapping["s3"] = ConstantProvider({})
+    mapping["proxies_config"] = ConstantProvider({})
+    session.register_component("config_store", ConfigValueStore(mapping=mapping))
+    return session
+
+
+class PinnedSender:
+    """Sends botocore's prepared requests through guarded urllib3 pools.
+
+    Raises botocore's own transport exceptions (so botocore's standard retry mode still retries
+    resets and timeouts) or `EndpointRefused`, which botocore does not retry.
+    """
+
+    def __init__(
+        self,
+        guard: ConnectGuard,
+        allowed_hosts: frozenset[str],
+        *,
+        verify: bool | str = True,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        max_pool_connections: int = 4,
+    ) -> None:
+        self._allowed_hosts = allowed_hosts
+        self._manager = PoolManager(
+            num_pools=4,
+            maxsize=max_pool_connections,
+            timeout=Timeout(connect=connect_timeout, read=read_timeout),
+            cert_reqs="CERT_REQUIRED",
+            ca_certs=verify if isinstance(verify, str) else get_cert_path(True),
+        )
+        # Replaces the plain pools: every socket this manager opens goes through the guard.
+        self._manager.pool_classes_by_scheme = pinned_pool_classes(guard)
+
+    def send(self, request: AWSPreparedRequest) -> AWSResponse:
+        url = urlsplit(request.url)
+        host = (url.hostname or "").lower()
+        if host not in self._allowed_hosts:
+            allowed = ", ".join(sorted(self._allowed_hosts))
+            raise EndpointRefused(f"refusing to send to {host}: only {allowed} may be contacted for this export")
+        if url.scheme not in self._manager.pool_classes_by_scheme:
+            raise EndpointRefused(f"refusing {url.scheme}:// for {host}: only https:// is allowed")
+        target = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        try:
+            pool = self._manager.connection_from_url(request.url)
+            raw = pool.urlopen(
+                method=request.method,
+                url=target,
+                body=cast(Any, request.body),
+                headers=dict(request.headers.items()),
+                retries=Retry(False),
+                redirect=False,
+                assert_same_host=False,
+                preload_content=False,
+                decode_content=False,
+                chunked=False,
+            )
+            response = AWSResponse(request.url, raw.status, cast(Any, raw.headers), raw)
+            # Read the body now, as botocore's own session does for non-streaming operations.
+            response.content  # noqa: B018
+        except ExportError:
+            raise
+        except Urllib3SSLError as exc:
+            raise SSLError(endpoint_url=request.url, error=exc) from exc
+        except (NewConnectionError, socket.gaierror) as exc:
+            # NewConnectionError subclasses urllib3's ConnectTimeoutError: it must come first.
+            raise EndpointConnectionError(endpoint_url=request.url, error=exc) from exc
+        except Urllib3ConnectTimeoutError as exc:
+            raise BotoConnectTimeoutError(endpoint_url=request.url, error=exc) from exc
+        except Urllib3ReadTimeoutError as exc:
+            raise BotoReadTimeoutError(endpoint_url=request.url, error=exc) from exc
+        except ProtocolError as exc:
+            raise ConnectionClosedError(error=exc, request=request, endpoint_url=request.url) from exc
+        except Exception as exc:
+            raise HTTPClientError(error=exc) from exc
+        return response
+
+    def close(self) -> None:
+        self._manager.clear()
+
+
+class S3Destination:
+    """Writes objects with ``PutObject`` into an S3-family bucket. See the module docstring."""
+
+    def __init__(
+        self,
+        config: DestinationConfig,
+        policy: OperatorPolicy,
+        *,
+        resolver: Resolver = system_resolver,
+        connector: Connector = socket_connector,
+        max_attempts: int = 3,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        verify: bool | str = True,
+    ) -> None:
+        if config.provider not in ("s3", "gcs"):
+            raise InvalidInput("provider", f"{config.provider!r} is not an S3-family provider (s3, gcs)")
+        # Empty credentials would make botocore fall back to the worker's own; refuse first.
+        if not config.access_key_id:
+            raise InvalidInput("access_key_id", "is required")
+        if not config.secret_access_key:
+            raise InvalidInput("secret_access_key", "is required (prompt, stdin or environment variable)")
+        # Re-validated here as well as at save time: whatever path built this config, no unchecked
+        # endpoint, bucket or prefix reaches botocore.
+        self.config = validate_config(config, policy)
+        self.profile = profile_for(self.config)
+        self._access_key_id = config.access_key_id
+        self._secret = config.secret_access_key
+        self._client = self._make_client(max_attempts, connect_timeout, read_timeout)
+        endpoint_host = (urlsplit(self._client.meta.endpoint_url).hostname or "").lower()
+        allowed = {endpoint_host}
+        if self.profile.name == "aws":
+            allowed.add(f"{self.config.bucket}.{endpoint_host}")
+        self._sender = PinnedSender(
+            ConnectGuard(policy, resolver, connector),
+            frozenset(allowed),
+            verify=verify,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+        )
+        self._client.meta.events.register("before-call.s3", _disable_region_redirect)
+        send: Callable[..., Any] = self._send
+        self._client.meta.events.register("before-send.s3", send)
+
+    def _make_client(self, max_attempts: int, connect_timeout: float, read_timeout: float) -> BaseClient:
+        client_config = Config(
+            region_name=self.profile.region,
+            signature_version="s3v4",
+            s3=cast(
+                Any,
+                {
+                    "addressing_style": self.profile.addressing_style,
+                    # Sign the body's SHA-256 even over https: one more integrity check, and some
+                    # S3-compatible stores reject UNSIGNED-PAYLOAD.
+                    "payload_signing_enabled": True,
+                    # The regional name for us-east-1 too, so the host we allow is always
+                    # <bucket>.s3.<region>.amazonaws.com (or s3.<region>... for dotted bucket names).
+                    "us_east_1_regional_endpoint": "regional",
+                },
+            ),
+            retries={"mode": "standard", "total_max_attempts": max_attempts},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+            proxies={},
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            tcp_keepalive=False,
+        )
+        session = _isolated_session(max_attempts)
+        return session.create_client(
+            "s3",
+            region_name=self.profile.region,
+            endpoint_url=self.profile.endpoint_url,
+            aws_access_key_id=self._access_key_id,
+            aws_secret_access_key=self._secret,
+            aws_session_token=None,
+            verify=True,
+            config=client_config,
+        )
+
+    def _send(self, request: AWSPreparedRequest, event_name: str = "", **_: object) -> AWSResponse:
+        if not event_name.endswith(".PutObject"):
+            operation = event_name.rsplit(".", 1)[-1] or "an unknown operation"
+            raise DestinationError(f"refusing to send {operation}: this exporter only ever uses PutObject")
+        return self._sender.send(request)
+
+    def put(self, key: str, body: bytes) -> None:
+        prefix = self.config.prefix
+        if not key or (prefix and not key.startswith(prefix + "/")):
+            raise InvalidInput("key", f"{key!r} is not below the export prefix {prefix!r}")
+        md5 = base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode("ascii")
+        try:
+            self._client.put_object(  # type: ignore[attr-defined]
+                Bucket=self.config.bucket,
+                Key=key,
+                Body=body,
+                ContentMD5=md5,
+                ContentType=_content_type(key),
+            )
+        except Exception as exc:
+            raise self._translate(exc, key) from None
+
+    def describe(self) -> str:
+        return self.config.describe()
+
+    def close(self) -> None:
+        self._sender.close()
+        self._client.close()
+
+    def _where(self) -> str:
+        return self.profile.endpoint_url or f"Amazon S3 ({self.profile.region})"
+
+    def _clean(self, text: str) -> str:
+        # A store cannot echo the secret (it is never sent), but an odd one may echo anything it got;
+        # keep the guarantee here rather than trusting every server.
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def _translate(self, exc: Exception, key: str) -> ExportError:
+        if isinstance(exc, ExportError):
+            return exc
+        inner = exc.kwargs.get("error") if isinstance(exc, HTTPClientError) else None
+        if isinstance(inner, ExportError):
+            return inner
+        if isinstance(exc, ClientError):
+            return self._translate_client_error(exc, key)
+        if isinstance(exc, EndpointConnectionError | BotoConnectTimeoutError):
+            reason = self._clean(str(exc.kwargs.get("error", exc)))
+            return EndpointUnreachable(f"cannot reach {self._where()}: {reason}")
+        if isinstance(exc, BotoReadTimeoutError | ConnectionClosedError):
+            return RetryableError(f"connection to {self._where()} was interrupted: {self._clean(str(exc))}")
+        if isinstance(exc, SSLError):
+            return DestinationError(f"TLS with {self._where()} failed: {self._clean(str(exc))}")
+        if isinstance(exc, HTTPClientError):
+            return RetryableError(f"HTTP error talking to {self._where()}: {self._clean(str(exc))}")
+        if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+            return BadCredentials("the access key id and secret are both required")
+        if isinstance(exc, ParamValidationError):
+            return InvalidInput("key", self._clean(str(exc)))
+        if isinstance(exc, BotoCoreError):
+            return DestinationError(f"{self._where()}: {self._clean(str(exc))}")
+        return DestinationError(f"unexpected error writing {key}: {type(exc).__name__}: {self._clean(str(exc))}")
+
+    def _translate_client_error(self, exc: ClientError, key: str) -> ExportError:
+        error: dict[str, Any] = cast(dict[str, Any], exc.response.get("Error", {}))
+        code = str(error.get("Code", ""))
+        message = self._clean(str(error.get("Message", "") or ""))
+        meta = exc.response.get("ResponseMetadata", {})
+        status = int(meta.get("HTTPStatusCode", 0) or 0)
+        bucket, prefix = self.config.bucket, self.config.prefix
+        scope = f"{bucket}/{prefix}/*" if prefix else f"{bucket}/*"
+        if code == "NoSuchBucket" or (status == 404 and code in ("", "404")):
+            return NoSuchBucket(f"bucket {bucket} does not exist at {self._where()} (or is not visible to this key)")
+        if code == "InvalidAccessKeyId":
+            return BadCredentials(f"access key {self._access_key_id} is not known to {self._where()}")
+        if code == "SignatureDoesNotMatch":
+            return BadCredentials(f"bad signature: the secret does not match the access key {self._access_key_id}")
+        if code == "RequestTimeTooSkewed":
+            return ClockSkew(
+                "the store refused our request time: this worker's clock is off by more than 15 minutes; "
+                "fix the clock (NTP), the export will then resume"
+            )
+        if code in _ACCESS_CODES:
+            return AccessDenied(
+                f"access denied for s3:PutObject on {bucket}/{key}: the policy of access key "
+                f"{self._access_key_id} must allow s3:PutObject on {scope}"
+                + (f" ({message})" if message and message != "Access Denied" else "")
+            )
+        if code == "AuthorizationHeaderMalformed" and error.get("Region"):
+            return DestinationError(
+                f"bucket {bucket} is in region {error['Region']}, not {self.profile.region}; change the export's region"
+            )
+        if code in _REDIRECT_CODES or 300 <= status < 400:
+            headers = meta.get("HTTPHeaders", {})
+            region = headers.get("x-amz-bucket-region") or error.get("Region")
+            hint = (
+                f"bucket {bucket} is in region {region}, not {self.profile.region}; change the export's region"
+                if region
+                else "check the bucket's region and endpoint"
+            )
+            return DestinationError(f"{self._where()} answered with a redirect, which is never followed: {hint}")
+        if code in _RETRYABLE_CODES or status >= 500 or status == 429:
+            return RetryableError(
+                f"{self._where()} is busy or failing ({code or status}): {message or 'try again later'}"
+            )
+        return DestinationError(
+            f"{self._where()} refused PutObject of {bucket}/{key}: {code or status}"
+            + (f": {message}" if message else "")
+        )
+
+
+def _disable_region_redirect(context: dict[str, Any] | None = None, **_: object) -> None:
+    """Switch off botocore's S3 region redirector for this call.
+
+    It would retry against another region's host and may call ``HeadBucket`` to find the region,
+    which the customer's policy does not grant. We report the right region instead. The redirector
+    skips requests it believes it already redirected; this marks every request so.
+    """
+    if context is not None and isinstance(context.get("s3_redirect"), dict):
+        context["s3_redirect"]["redirected"] = True
+
+
+def _content_type(key: str) -> str:
+    if key.endswith(".gz"):
+        return "application/gzip"
+    if key.endswith(".txt"):
+        return "text/plain; charset=utf-8"
+    return "application/octet-stream"
