@@ -1,0 +1,119 @@
+"""A real moto server in a subprocess on 127.0.0.1, for tests and demos.
+
+A subprocess rather than moto's ThreadedMotoServer: moto keeps its auth switch
+(``INITIAL_NO_AUTH_ACTION_COUNT``) in process-global settings, so an IAM-enforcing server must not
+share a process with the tests (or with another server that should stay permissive).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+ADMIN_KEY = "testing"
+ADMIN_SECRET = "testing"  # moto accepts anything while auth is off
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class MotoServer:
+    port: int
+    process: subprocess.Popen[bytes]
+    iam: bool
+    enforcing: bool = False
+    _clients: list[Any] = field(default_factory=list)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def admin_client(self, service: str = "s3") -> Any:
+        """A plain boto3 client with admin rights (only meaningful while auth is off)."""
+        client = boto3.session.Session(
+            aws_access_key_id=ADMIN_KEY, aws_secret_access_key=ADMIN_SECRET, region_name="us-east-1"
+        ).client(
+            service,
+            endpoint_url=self.endpoint,
+            config=Config(s3={"addressing_style": "path"}, proxies={}, retries={"total_max_attempts": 1}),
+        )
+        self._clients.append(client)
+        return client
+
+    def enforce_auth(self) -> None:
+        """From now on every request is authenticated and authorized against moto's IAM."""
+        if not self.iam:
+            raise RuntimeError("start(iam=True) for a server that enforces IAM; this one is shared")
+        request = urllib.request.Request(
+            f"{self.endpoint}/moto-api/reset-auth", data=b"0", method="POST", headers={"Content-Type": "text/plain"}
+        )
+        with _no_proxy_opener().open(request, timeout=10) as response:
+            if response.status != 200:
+                raise RuntimeError(f"moto reset-auth answered {response.status}")
+        self.enforcing = True
+
+    def reset(self) -> None:
+        """Forget every bucket and user (auth stays as it is)."""
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", data=b"", method="POST")
+        with _no_proxy_opener().open(request, timeout=10):
+            pass
+
+    def stop(self) -> None:
+        for client in self._clients:
+            client.close()
+        if self.process.poll() is not None:
+            return
+        # The server runs in its own session: signal the group so a reloader child dies too.
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=5)
+        except ProcessLookupError:
+            pass
+
+
+def _no_proxy_opener() -> urllib.request.OpenerDirector:
+    # Tests set HTTP(S)_PROXY to dead addresses on purpose; talk to loopback directly.
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def start(iam: bool = False, timeout: float = 30.0) -> MotoServer:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("AWS_", "HTTP_PROXY", "HTTPS_PROXY"))}
+    env["AWS_DEFAULT_REGION"] = "us-east-1"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    server = MotoServer(port=port, process=process, iam=iam)
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"moto server exited with {process.returncode}")
+        try:
+            with _no_proxy_opener().open(f"{server.endpoint}/moto-api/", timeout=2):
+                return server
+        except OSError:
+            if time.monotonic() > deadline:
+                server.stop()
+                raise RuntimeError(f"moto server did not answer on port {port} within {timeout}s") from None
+            time.sleep(0.1)
