@@ -153,7 +153,7 @@ def _looks_like_ipv4(host: str) -> bool:
     return True
 
 
-def _check_dns_name(host: str) -> None:
+def _check_dns_name(host: str, policy: OperatorPolicy) -> None:
     if not host.isascii():
         raise InvalidInput("endpoint", f"{host!r} is not an ASCII host name; use its punycode (xn--) form")
     if host.endswith("."):
@@ -165,7 +165,12 @@ def _check_dns_name(host: str) -> None:
             f"{host!r} is not a valid DNS name: labels of 1-63 letters, digits and '-', not starting or "
             "ending with '-'",
         )
+    if policy.allow_local:
+        return
+    if host in _BLOCKED_NAMES or host.endswith(_BLOCKED_SUFFIXES):
+        raise InvalidInput("endpoint", f"{host!r} is a local or internal name; {_ACCEPTED}")
     if len(labels) < 2:
+        # A single label is completed by the worker's DNS search domains: an internal name.
         raise InvalidInput("endpoint", f"{host!r} is not a fully qualified domain name; {_ACCEPTED}")
 
 
@@ -227,9 +232,7 @@ def validate_endpoint(endpoint: str, policy: OperatorPolicy) -> str:
             raise InvalidInput("endpoint", f"{endpoint!r}: write IPv4 addresses as four decimal numbers") from None
         netloc_host = host
     else:
-        _check_dns_name(host)
-        if not policy.allow_local and (host in _BLOCKED_NAMES or host.endswith(_BLOCKED_SUFFIXES)):
-            raise InvalidInput("endpoint", f"{host!r} is a local or internal name; {_ACCEPTED}")
+        _check_dns_name(host, policy)
         netloc_host = host
     default_port = 443 if scheme == "https" else 80
     suffix = f":{port}" if port is not None and port != default_port else ""
