@@ -159,7 +159,8 @@ def backoff_ms(frequency: str, failures: int) -> int:
     """Wait after the ``failures``-th consecutive failure: min(frequency × 2^(n−1), 6 h)."""
     if failures <= 0:
         return 0
-    return min(frequency_ms(frequency) * 2 ** min(failures - 1, 40), MAX_BACKOFF_MS)
+    delay: int = frequency_ms(frequency) * 2 ** min(failures - 1, 40)
+    return min(delay, MAX_BACKOFF_MS)
 
 
 def _join(prefix: str, *parts: str) -> str:

@@ -11,10 +11,12 @@ Row objects cost more than the whole serialization (DESIGN §9).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
 
+import psycopg2
 import sqlalchemy as sa
 
 from seqexport_dagster.errors import RetryableError
@@ -83,7 +85,7 @@ class SourceReader:
                         while batch := cur.fetchmany(self.batch_size):
                             yield batch
                 conn.rollback()
-        except (sa.exc.DBAPIError, _driver_errors()) as exc:
+        except _SOURCE_ERRORS as exc:
             raise RetryableError(f"source database error: {_first_line(exc)}") from exc
 
     def _stream_postgres(self, conn: Any, sql: str, params: tuple[Any, ...], *, snapshot: bool) -> Iterator[list[Row]]:
@@ -103,17 +105,14 @@ def _bounds(window: Window) -> tuple[str, str]:
     return iso_ms(window.from_ms), iso_ms(window.to_ms)
 
 
-def _driver_errors() -> tuple[type[BaseException], ...]:
-    import sqlite3  # noqa: PLC0415
-
-    errors: list[type[BaseException]] = [sqlite3.OperationalError, sqlite3.DatabaseError]
-    try:
-        import psycopg2  # noqa: PLC0415
-
-        errors += [psycopg2.OperationalError, psycopg2.InterfaceError]
-    except ImportError:  # pragma: no cover - psycopg2 is a dependency
-        pass
-    return tuple(errors)
+# Raw DBAPI cursors raise the drivers' own errors, not SQLAlchemy's wrappers.
+_DRIVER_ERRORS: tuple[type[Exception], ...] = (
+    sqlite3.OperationalError,
+    sqlite3.DatabaseError,
+    psycopg2.OperationalError,
+    psycopg2.InterfaceError,
+)
+_SOURCE_ERRORS: tuple[type[Exception], ...] = (sa.exc.DBAPIError, *_DRIVER_ERRORS)
 
 
 def _first_line(exc: BaseException) -> str:

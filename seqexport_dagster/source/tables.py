@@ -13,6 +13,8 @@ a window read is then one sequential range scan, 2× faster than an index plus r
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 from seqexport_dagster.schema import DATASETS, Field
@@ -20,8 +22,8 @@ from seqexport_dagster.schema import DATASETS, Field
 metadata = sa.MetaData()
 
 
-def _column(f: Field) -> sa.Column[object]:
-    kind: sa.types.TypeEngine[object]
+def _column(f: Field) -> sa.Column[Any]:
+    kind: sa.types.TypeEngine[Any]
     if f.type == "timestamp":
         kind = sa.String(24).with_variant(sa.String(24, collation="C"), "postgresql")
     elif f.type == "integer":
@@ -35,15 +37,16 @@ def _column(f: Field) -> sa.Column[object]:
 
 def _table(name: str) -> sa.Table:
     ds = DATASETS[name]
-    columns = [sa.Column("account_id", sa.String(64), nullable=False), *(_column(f) for f in ds.fields)]
+    columns: list[Any] = [sa.Column("account_id", sa.String(64), nullable=False), *(_column(f) for f in ds.fields)]
     if ds.is_snapshot:
-        keys: list[sa.SchemaItem] = [sa.PrimaryKeyConstraint("account_id", "id")]
+        keys: list[Any] = [sa.PrimaryKeyConstraint("account_id", "id")]
     else:
         keys = [
             sa.PrimaryKeyConstraint("account_id", *ds.order_by, name=f"pk_{name}"),
             sa.UniqueConstraint("account_id", "id", name=f"uq_{name}_id"),
         ]
-    return sa.Table(name, metadata, *columns, *keys, sqlite_with_rowid=False)
+    table: sa.Table = sa.Table(name, metadata, *columns, *keys, sqlite_with_rowid=False)
+    return table
 
 
 TABLES: dict[str, sa.Table] = {name: _table(name) for name in DATASETS}

@@ -406,7 +406,9 @@ class ControlPlane:
                     started_at=now_ms,
                 )
             )
-            return int(result.inserted_primary_key[0])
+            key = result.inserted_primary_key
+            assert key is not None  # noqa: S101 - an INSERT always has one
+            return int(key[0])
 
     @_translate
     def record_part(self, window_id: int, *, part: int, key: str, rows: int, size: int, now_ms: int) -> None:
