@@ -21,7 +21,7 @@ from seqexport_dagster.window import DAY_MS
 
 PG_ADMIN_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
 #: 2026-09-30T00:00:00Z, the day of the customer docs' examples.
-DAY0 = 20361 * DAY_MS
+DAY0 = 20726 * DAY_MS
 ALL_DATASETS = ("email_events", "sms_events", "custom_events", "subscribers")
 
 
