@@ -134,6 +134,7 @@ class Runner:
         part_limit: int = PART_LIMIT,
         destination_factory: Callable[[DestinationConfig, OperatorPolicy], Destination] = open_destination,
         max_restarts: int = 5,
+        count_retryable: bool = True,
     ) -> None:
         self.store = store
         self.source = source
@@ -142,6 +143,9 @@ class Runner:
         self.part_limit = part_limit
         self.open_destination = destination_factory
         self.max_restarts = max_restarts
+        # False while Dagster's in-run RetryPolicy will try again: one failed run, not one failed
+        # attempt, is one failure for the backoff.
+        self.count_retryable = count_retryable
 
     def windows_for_day(
         self, export: ExportRecord, state: DatasetState, day: dt.date, *, rewrite: bool
@@ -307,7 +311,8 @@ class Runner:
         if isinstance(exc, RunInterrupted):
             self.store.fail_window(window_id, error=str(exc), now_ms=self.clock(), count_failure=False)
         elif isinstance(exc, ExportError):
-            self.store.fail_window(window_id, error=str(exc), now_ms=self.clock())
+            counted = self.count_retryable or not exc.retryable
+            self.store.fail_window(window_id, error=str(exc), now_ms=self.clock(), count_failure=counted)
         elif isinstance(exc, Exception):
             # Not ours: keep the type and place, never the arguments (they could hold data).
             where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []

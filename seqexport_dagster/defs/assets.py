@@ -1,0 +1,125 @@
+"""The four assets: one per dataset, partitioned by export × UTC day.
+
+An asset body only calls `Runner.run_day` and translates its outcome for Dagster:
+- each window that lands is logged as an `AssetObservation` (visible before the day completes);
+- the (export, day) partition is materialized only when the day's folder is complete, so a green
+  cell in the UI is a finished ``date=`` folder;
+- `RetryableError` is retried by the short `RETRY_POLICY`; every other error fails at once with
+  the customer-readable message (`Failure(allow_retries=False)`); the sensor's backoff retries it;
+- `RunInterrupted` (paused or deleted during the run) ends the run *canceled*, through Dagster's
+  own termination path: mark the run canceling, then interrupt execution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Final
+
+import dagster as dg
+
+from seqexport_dagster.defs.partitions import DATE, EXPORT, export_days
+from seqexport_dagster.defs.resources import ExporterResource
+from seqexport_dagster.errors import ExportError, RetryableError, RunInterrupted
+from seqexport_dagster.runner import DayReport, WindowReport
+from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.window import iso_ms, parse_date_key
+
+#: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) rewrite the day.
+TRIGGER_TAG: Final = "seqexport/trigger"
+SCHEDULED: Final = "scheduler"
+GROUP: Final = "exports"
+
+#: Short on purpose: seconds, for throttling and resets. Hours-long retries belong to the sensor.
+RETRY_POLICY: Final = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+
+
+def window_metadata(report: WindowReport) -> dict[str, Any]:
+    return {
+        "window": str(report.window),
+        "window_from": iso_ms(report.window.from_ms),
+        "window_to": iso_ms(report.window.to_ms),
+        "rows": report.rows,
+        "files": report.parts,
+        "bytes": report.bytes,
+        "blanked_stale_parts": report.blanked,
+    }
+
+
+def day_metadata(report: DayReport, *, rewrite: bool) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "windows": len(report.windows),
+        "rows": report.rows,
+        "files": report.files,
+        "bytes": report.bytes,
+        "rewrite": rewrite,
+    }
+    if report.windows:
+        meta["first_window"] = str(report.windows[0].window)
+        meta["last_window"] = str(report.windows[-1].window)
+    if report.position_ms is not None:
+        meta["position"] = iso_ms(report.position_ms)
+    if report.snapshot is not None:
+        meta["snapshot_taken_at"] = iso_ms(report.snapshot.snapshot_taken_at)
+    return meta
+
+
+def export_day(
+    context: dg.AssetExecutionContext, exporter: ExporterResource, dataset: str
+) -> Iterator[dg.MaterializeResult[Any]]:
+    keys = dg.MultiPartitionKey(context.partition_key).keys_by_dimension
+    export_id, day = keys[EXPORT], parse_date_key(keys[DATE])
+    rewrite = context.run.tags.get(TRIGGER_TAG) != SCHEDULED
+    final_attempt = context.retry_number >= RETRY_POLICY.max_retries
+    runner = exporter.runner(count_retryable=final_attempt)
+
+    def on_window(report: WindowReport) -> None:
+        context.log_event(
+            dg.AssetObservation(
+                asset_key=context.asset_key, partition=context.partition_key, metadata=window_metadata(report)
+            )
+        )
+
+    try:
+        report = runner.run_day(export_id, dataset, day, run_id=context.run_id, rewrite=rewrite, on_window=on_window)
+    except RunInterrupted as exc:
+        # Not a failure and not counted for backoff (the core recorded it as canceled): end the
+        # run the way a termination from the UI ends it.
+        context.log.info(str(exc))
+        context.instance.report_run_canceling(context.run, message=str(exc))
+        raise dg.DagsterExecutionInterruptedError(str(exc)) from None
+    except RetryableError as exc:
+        if final_attempt:
+            raise dg.Failure(description=exc.message, allow_retries=False) from None
+        raise
+    except ExportError as exc:
+        raise dg.Failure(description=exc.message, allow_retries=False) from None
+    except Exception as exc:
+        # Ours to fix, not the customer's: the step keeps the cause for the operator.
+        raise dg.Failure(description=f"internal error ({type(exc).__name__})", allow_retries=False) from exc
+    if report.complete:
+        yield dg.MaterializeResult(metadata=day_metadata(report, rewrite=rewrite))
+    else:
+        context.log.info(
+            f"{dataset} {day.isoformat()} still open after {len(report.windows)} window(s); "
+            f"position {iso_ms(report.position_ms) if report.position_ms is not None else '-'}"
+        )
+
+
+def dataset_asset(dataset: str) -> dg.AssetsDefinition:
+    @dg.asset(
+        name=dataset,
+        partitions_def=export_days,
+        output_required=False,
+        retry_policy=RETRY_POLICY,
+        group_name=GROUP,
+        kinds={"s3"},
+        description=DATASETS[dataset].description,
+    )
+    def _asset(context: dg.AssetExecutionContext, exporter: ExporterResource) -> Iterator[dg.MaterializeResult[Any]]:
+        yield from export_day(context, exporter, dataset)
+
+    return _asset
+
+
+def build_assets() -> list[dg.AssetsDefinition]:
+    return [dataset_asset(name) for name in DATASETS]

@@ -1,0 +1,122 @@
+"""Resources: the control plane, the source database, operator settings and the clock.
+
+Each field is configured through `dg.EnvVar` in `definitions.py`; an empty field falls back to
+`Settings.from_env()` when the resource is used (never at import), so a laptop needs no variables.
+Secrets (``SEQEXPORT_SECRET_KEYS``) reach Dagster only as the *name* of an environment variable:
+run config and the job snapshot store ``{"env": ...}``, never the value.
+
+The clock is swappable (`FixedClock`): tests and the demo pin time by swapping the resource.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+import sqlalchemy as sa
+from pydantic import PrivateAttr
+
+from seqexport_dagster.config import Settings
+from seqexport_dagster.destination.base import OperatorPolicy
+from seqexport_dagster.runner import Runner, wall_clock_ms
+from seqexport_dagster.source.reader import SourceReader
+from seqexport_dagster.store.crypto import SecretBox
+from seqexport_dagster.store.database import create_engine
+from seqexport_dagster.store.store import ControlPlane
+
+
+class ClockResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # generic only for its own factories
+    """Wall-clock time in epoch milliseconds."""
+
+    def now_ms(self) -> int:
+        return wall_clock_ms()
+
+
+class FixedClock(ClockResource):
+    """A pinned clock for tests and the demo's simulated day."""
+
+    at_ms: int
+
+    def now_ms(self) -> int:
+        return self.at_ms
+
+
+class _EngineResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # generic only for its own factories
+    """Owns one engine per run or sensor tick; disposed when Dagster tears the resource down."""
+
+    _engine: sa.Engine | None = PrivateAttr(default=None)
+
+    def _url(self) -> str:
+        raise NotImplementedError
+
+    def engine(self) -> sa.Engine:
+        if self._engine is None:
+            self._engine = create_engine(self._url())
+        return self._engine
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        self.dispose()
+
+    def dispose(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+
+class ControlPlaneResource(_EngineResource):
+    """Exports, positions, the ledger and sealed credentials (``SEQEXPORT_DATABASE_URL``)."""
+
+    database_url: str = ""
+    secret_keys: str = ""
+
+    def _url(self) -> str:
+        return self.database_url or Settings.from_env().database_url
+
+    def box(self) -> SecretBox:
+        if self.secret_keys:
+            return SecretBox.parse(self.secret_keys)
+        return Settings.from_env().secret_box()
+
+    def store(self) -> ControlPlane:
+        return ControlPlane(self.engine(), self.box())
+
+
+class SourceResource(_EngineResource):
+    """Sequenzy's event and subscriber tables, read-only (``SEQEXPORT_SOURCE_URL``)."""
+
+    source_url: str = ""
+
+    def _url(self) -> str:
+        return self.source_url or Settings.from_env().source_url
+
+    def reader(self) -> SourceReader:
+        return SourceReader(self.engine())
+
+
+class OperatorResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # generic only for its own factories
+    """Operator-level switches (``SEQEXPORT_ALLOW_LOCAL``); never a customer's input."""
+
+    allow_local: str = ""
+
+    def policy(self) -> OperatorPolicy:
+        if not self.allow_local:
+            return Settings.from_env().policy
+        return OperatorPolicy(allow_local=self.allow_local.strip().lower() in ("1", "true", "yes"))
+
+
+class ExporterResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # generic only for its own factories
+    """Builds the core `Runner` from the other resources; the asset bodies only call this."""
+
+    control_plane: ControlPlaneResource
+    source: SourceResource
+    operator: OperatorResource
+    clock: ClockResource
+
+    def runner(self, **kwargs: Any) -> Runner:
+        return Runner(
+            self.control_plane.store(),
+            self.source.reader(),
+            self.operator.policy(),
+            clock=self.clock.now_ms,
+            **kwargs,
+        )
