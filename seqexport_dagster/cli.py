@@ -1,14 +1,539 @@
-"""The `seqexport` command line. It only parses and prints; the work is done by the core and the API."""
+"""The `seqexport` command line. It only parses and prints; the work is done by the core and the API.
+
+Every management command is a thin call into `seqexport_dagster.api.Exports`, so the dashboard, the
+CLI and scripts share one implementation. Errors from our error tree become stable exit codes (see
+`EXIT_CODES_HELP`); anything else is a bug and still never prints a traceback or a secret.
+"""
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Final, NoReturn
 
-from seqexport_dagster.errors import ExportError
+from seqexport_dagster.api import ConfigurationError, Exports, LastError, mask_key_id, validate_lag_ms
+from seqexport_dagster.config import Settings
+from seqexport_dagster.connection_test import ConnectionTestFailed
+from seqexport_dagster.errors import (
+    ConflictError,
+    EndpointRefused,
+    ExportError,
+    InvalidInput,
+    NotFound,
+    RetryableError,
+    SecretKeyError,
+)
+from seqexport_dagster.runner import wall_clock_ms
+from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.store.store import ExportRecord
+from seqexport_dagster.window import iso_ms
+
+Handler = Callable[[argparse.Namespace, Exports, "Output"], int]
+
+EXIT_OK: Final = 0
+EXIT_INTERNAL: Final = 1
+EXIT_BAD_INPUT: Final = 2
+EXIT_NOT_FOUND: Final = 3
+EXIT_CONFLICT: Final = 4
+EXIT_CONNECTION: Final = 5
+EXIT_UNAVAILABLE: Final = 6
+
+EXIT_CODES_HELP: Final = """\
+exit codes (stable; scripts may rely on them):
+  0  ok
+  1  internal error (a bug: please report it)
+  2  bad input: a value is wrong or missing; the message names the field and what is accepted
+  3  not found: no export with that id
+  4  conflict: not possible in the export's current state (deleted, paused, dataset already there)
+  5  connection test failed: the store refused or did not answer the test write; nothing was saved
+  6  unavailable: the control-plane database or the credential keys (SEQEXPORT_SECRET_KEYS) are not usable
+
+Every command takes --json (before or after the command name): results go to stdout as JSON,
+errors as {"error": {...}}. Progress goes to stderr. Secrets are never printed.
+configuration: SEQEXPORT_DATABASE_URL, SEQEXPORT_SECRET_KEYS, SEQEXPORT_HOME, SEQEXPORT_ALLOW_LOCAL
+"""
+
+
+class UsageError(Exception):
+    """argparse's complaint, turned into an exit code 2 instead of a SystemExit."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+class Output:
+    """Prints results and errors; scrubs every secret the command has read from all of it."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.secrets: list[str] = []
+
+    def scrub(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def line(self, text: str = "") -> None:
+        print(self.scrub(text), file=sys.stdout)
+
+    def progress(self, text: str) -> None:
+        print(self.scrub(text), file=sys.stderr, flush=True)
+
+    def json(self, value: object) -> None:
+        print(self.scrub(json.dumps(value, indent=2)), file=sys.stdout)
+
+    def error(self, kind: str, message: str, code: int, field: str | None = None) -> int:
+        if self.as_json:
+            error: dict[str, object] = {"type": kind, "message": self.scrub(message), "exit_code": code}
+            if field:
+                error["field"] = field
+            self.json({"error": error})
+        else:
+            print(f"error: {self.scrub(message)}", file=sys.stderr)
+        return code
+
+
+def _iso(ms: int | None) -> str | None:
+    return None if ms is None else iso_ms(ms)
+
+
+def _when(ms: int | None) -> str:
+    return "-" if ms is None else iso_ms(ms)[:19].replace("T", " ") + "Z"
+
+
+def _duration(ms: int) -> str:
+    seconds = ms // 1000
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {seconds:02d}s"
+    return f"{seconds}s"
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{n} B"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Aligned columns for people; numbers right-aligned."""
+    cells = [[str(c) for c in headers], *[["-" if c is None else str(c) for c in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    numeric = [all(isinstance(row[i], int) for row in rows) and bool(rows) for i in range(len(headers))]
+    lines = []
+    for r in cells:
+        parts = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(r, widths, numeric, strict=True)]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def export_json(e: ExportRecord) -> dict[str, object]:
+    return {
+        "id": e.id,
+        "account_id": e.account_id,
+        "status": e.status,
+        "provider": e.provider,
+        "bucket": e.bucket,
+        "prefix": e.prefix,
+        "region": e.region,
+        "endpoint": e.endpoint,
+        "access_key_id": mask_key_id(e.access_key_id),
+        "frequency": e.frequency,
+        "lag_ms": e.lag_ms,
+        "datasets": [
+            {
+                "dataset": d.dataset,
+                "added_at": _iso(d.added_at),
+                "position_ms": d.position_ms,
+                "position": _iso(d.position_ms),
+            }
+            for d in e.datasets
+        ],
+        "config_version": e.config_version,
+        "destination_version": e.destination_version,
+        "export_now_requested_at": _iso(e.export_now_at),
+        "created_at": _iso(e.created_at),
+        "updated_at": _iso(e.updated_at),
+        "deleted_at": _iso(e.deleted_at),
+    }
+
+
+def _where(e: ExportRecord) -> str:
+    scheme = {"s3": "s3", "gcs": "gs", "local": "file"}.get(e.provider, e.provider)
+    where = f"{scheme}://{e.bucket}/{e.prefix}".rstrip("/")
+    return f"{where} via {e.endpoint}" if e.endpoint and e.provider != "gcs" else where
+
+
+def _describe(out: Output, e: ExportRecord) -> None:
+    rows = [
+        ("export", e.id),
+        ("account", e.account_id),
+        ("status", e.status),
+        ("destination", _where(e)),
+        ("region", e.region or "-"),
+        ("access key id", mask_key_id(e.access_key_id) or "-"),
+        ("frequency", f"{e.frequency} (lag {_duration(e.lag_ms)})"),
+        ("datasets", ", ".join(d.dataset for d in e.datasets)),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        out.line(f"{key.ljust(width)}  {value}")
+
+
+def _error_json(err: LastError | None) -> dict[str, object] | None:
+    if err is None:
+        return None
+    return {
+        "dataset": err.dataset,
+        "window": None if err.window is None else {"from_ms": err.window.from_ms, "to_ms": err.window.to_ms},
+        "message": err.message,
+        "at": _iso(err.at),
+        "attempts": err.attempts,
+        "next_retry_at": _iso(err.next_retry_at),
+    }
+
+
+def _read_secret(args: argparse.Namespace, out: Output, *, required: bool) -> str | None:
+    """The secret from stdin, an environment variable or a prompt; never from the command line."""
+    env: Mapping[str, str] = args.environ
+    secret: str | None = None
+    if args.secret_stdin and args.secret_env:
+        raise InvalidInput("secret", "give --secret-stdin or --secret-env, not both")
+    if args.secret_stdin:
+        secret = sys.stdin.readline().rstrip("\r\n")
+        if not secret:
+            raise InvalidInput("secret", "--secret-stdin read an empty line; pipe the secret access key in")
+    elif args.secret_env:
+        secret = env.get(args.secret_env)
+        if not secret:
+            raise InvalidInput("secret", f"environment variable {args.secret_env} is not set or empty")
+    elif required or getattr(args, "secret_prompt", False):
+        if not sys.stdin.isatty():
+            raise InvalidInput(
+                "secret",
+                "the secret access key is missing: give --secret-stdin (pipe it in), --secret-env NAME, "
+                "or run in a terminal to be prompted",
+            )
+        secret = getpass.getpass("Secret access key: ")
+        if not secret:
+            raise InvalidInput("secret", "the secret access key may not be empty")
+    if secret:
+        out.secrets.append(secret)
+    return secret
+
+
+def _create(args: argparse.Namespace, api: Exports, out: Output) -> int:
+    datasets = list(DATASETS) if args.datasets.strip() == "all" else args.datasets
+    record = api.create(
+        account_id=args.account,
+        provider=args.provider,
+        bucket=args.bucket,
+        prefix=args.prefix,
+        region=args.region,
+        endpoint=args.endpoint,
+        access_key_id=args.access_key_id,
+        secret_access_key=lambda: _read_secret(args, out, required=args.provider != "local"),
+        datasets=datasets,
+        frequency=args.frequency,
+        lag_ms=_lag_ms(args.lag_minutes),
+        progress=out.progress,
+    )
+    if out.as_json:
+        out.json(export_json(record))
+    else:
+        out.line(f"Created export {record.id}. The first files arrive after the first {record.frequency} window.")
+        _describe(out, record)
+    return EXIT_OK
+
+
+def _lag_ms(minutes: str) -> int:
+    try:
+        value = float(minutes)
+    except ValueError:
+        raise InvalidInput("lag", f"{minutes!r} is not a number of minutes (0 to 60)") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise InvalidInput("lag", f"{minutes!r} is not a number of minutes (0 to 60)")
+    return validate_lag_ms(int(round(value * 60_000)))
+
+
+def _list(args: argparse.Namespace, api: Exports, out: Output) -> int:
+    records = api.list(account_id=args.account, include_deleted=args.all)
+    if out.as_json:
+        out.json([export_json(r) for r in records])
+        return EXIT_OK
+    if not records:
+        out.line("No exports." + ("" if args.all else " (--all also shows deleted ones)"))
+        return EXIT_OK
+    out.line(
+        table(
+            ("EXPORT", "ACCOUNT", "STATUS", "FREQ", "DATASETS", "DESTINATION"),
+            [
+                (r.id, r.account_id, r.status, r.frequency, ",".join(d.dataset for d in r.datasets), _where(r))
+                for r in records
+            ],
+        )
+    )
+    return EXIT_OK
+
+
+def _status(args: argparse.Namespace, api: Exports, out: Output) -> int:
+    status = api.status(args.export_id)
+    e = status.export
+    if out.as_json:
+        body = export_json(e)
+        body["now"] = _iso(status.now_ms)
+        body["datasets"] = [
+            {
+                "dataset": d.dataset,
+                "added_at": _iso(d.added_at),
+                "position_ms": d.position_ms,
+                "position": _iso(d.position_ms),
+                "behind_ms": d.behind_ms,
+                "last_error": _error_json(d.last_error),
+            }
+            for d in status.datasets
+        ]
+        body["last_error"] = _error_json(status.last_error)
+        out.json(body)
+        return EXIT_OK
+    _describe(out, e)
+    if e.export_now_at is not None:
+        out.line(f"export now  requested at {_when(e.export_now_at)}")
+    out.line()
+    out.line(
+        table(
+            ("DATASET", "POSITION (UTC)", "BEHIND", "FAILURES", "NEXT RETRY"),
+            [
+                (
+                    d.dataset,
+                    _when(d.position_ms),
+                    _duration(d.behind_ms),
+                    d.last_error.attempts if d.last_error else 0,
+                    _when(d.last_error.next_retry_at) if d.last_error else "-",
+                )
+                for d in status.datasets
+            ],
+        )
+    )
+    errors = [d.last_error for d in status.datasets if d.last_error]
+    for err in errors:
+        out.line()
+        out.line(f"last error of {err.dataset} (shown until a run succeeds):")
+        out.line(f"  window      {err.window if err.window else '-'}")
+        out.line(f"  at          {_when(err.at)}")
+        out.line(f"  attempts    {err.attempts}")
+        out.line(f"  next retry  {_when(err.next_retry_at)}")
+        out.line(f"  message     {err.message}")
+    if not errors:
+        out.line()
+        out.line("No errors.")
+    return EXIT_OK
+
+
+def _changed(verb: str) -> Callable[[ExportRecord, Output], int]:
+    def show(record: ExportRecord, out: Output) -> int:
+        if out.as_json:
+            out.json(export_json(record))
+        else:
+            out.line(f"Export {record.id} {verb}; status {record.status}.")
+        return EXIT_OK
+
+    return show
+
+
+def _pause(args: argparse.Namespace, api: Exports, out: Output) -> int:
+    return _changed("paused (position kept)")(api.pause(args.export_id), out)
+
+
+def _resume(args: argparse.Namespace, api: Exports, out: Output) -> int:
+    return _changed("resumed (catches up from its position)")(api.resume(args.export_id), out)
+
+
+def _export_now(args: argparse.Namespace, api: Exports, out: Output) -> int:
+    return _changed("will run at the next scheduler tick (no backoff wait)")(api.export_now(args.export_id), out)
+
+
+def _delete(args: argparse.Namespace, api: Exports, out: Output) -> int:
+    return _changed("deleted; files already written stay in the bucket, history stays readable")(
+        api.delete(args.export_id), out
+    )
+
+
+def _datasets(args: argparse.Namespace, api: Exports, out: Output) -> int:
+    if args.action == "add":
+        record = api.add_datasets(args.export_id, args.names)
+        verb = f"now also exports {args.names} (from now on)"
+    else:
+        record = api.remove_datasets(args.export_id, args.names)
+        verb = f"no longer exports {args.names} (files stay)"
+    if out.as_json:
+        out.json(export_json(record))
+    else:
+        out.line(f"Export {record.id} {verb}; datasets: {', '.join(d.dataset for d in record.datasets)}.")
+    return EXIT_OK
+
+
+def _destination(args: argparse.Namespace, api: Exports, out: Output) -> int:
+    needs_secret = args.access_key_id is not None or (args.provider is not None and args.provider != "local")
+    asked = needs_secret or args.secret_stdin or args.secret_env or args.secret_prompt
+    record = api.change_destination(
+        args.export_id,
+        provider=args.provider,
+        bucket=args.bucket,
+        prefix=args.prefix,
+        region=args.region,
+        endpoint=args.endpoint,
+        access_key_id=args.access_key_id,
+        secret_access_key=(lambda: _read_secret(args, out, required=needs_secret)) if asked else None,
+        progress=out.progress,
+    )
+    if out.as_json:
+        out.json(export_json(record))
+    else:
+        out.line(f"Export {record.id} now writes to {_where(record)}; it continues from its position there.")
+    return EXIT_OK
+
+
+def _history(args: argparse.Namespace, api: Exports, out: Output) -> int:
+    runs = api.history(args.export_id)
+    if out.as_json:
+        out.json(
+            [
+                {
+                    "run_id": r.run_id,
+                    "started_at": _iso(r.started_at),
+                    "finished_at": _iso(r.finished_at),
+                    "status": r.status,
+                    "datasets": list(r.datasets),
+                    "windows": r.windows,
+                    "rows": r.rows,
+                    "files": r.files,
+                    "bytes": r.bytes,
+                    "error": r.error,
+                }
+                for r in runs
+            ]
+        )
+        return EXIT_OK
+    if not runs:
+        out.line("No runs in the last 14 days.")
+        return EXIT_OK
+    out.line(
+        table(
+            ("STARTED (UTC)", "STATUS", "DATASETS", "WINDOWS", "ROWS", "FILES", "SIZE", "ERROR"),
+            [
+                (
+                    _when(r.started_at),
+                    r.status,
+                    ",".join(r.datasets),
+                    r.windows,
+                    r.rows,
+                    r.files,
+                    _size(r.bytes),
+                    r.error or "",
+                )
+                for r in runs
+            ],
+        )
+    )
+    return EXIT_OK
+
+
+def _rotate_keys(args: argparse.Namespace, api: Exports, out: Output) -> int:
+    out.progress("re-sealing stored secrets with the first key of SEQEXPORT_SECRET_KEYS ...")
+    changed = api.rotate_keys()
+    if out.as_json:
+        out.json({"resealed": changed})
+    else:
+        out.line(f"Re-sealed {changed} secret(s). Old keys may now be dropped from SEQEXPORT_SECRET_KEYS.")
+    return EXIT_OK
+
+
+def _add_secret_options(p: argparse.ArgumentParser, *, prompt_flag: bool) -> None:
+    group = p.add_argument_group("secret access key (never a command-line value)")
+    group.add_argument("--secret-stdin", action="store_true", help="read the secret from the first line of stdin")
+    group.add_argument("--secret-env", metavar="NAME", help="read the secret from environment variable NAME")
+    if prompt_flag:
+        group.add_argument("--secret-prompt", action="store_true", help="prompt for a new secret (same key id)")
+
+
+def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> None:
+    def command(name: str, handler: Handler, help_text: str, *, export_id: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+        if export_id:
+            p.add_argument("export_id", metavar="EXPORT_ID", help="the export, e.g. exp_0123456789abcdef")
+        p.set_defaults(handler=handler)
+        return p
+
+    p = command(
+        "create",
+        _create,
+        "create an export (tests the destination first; nothing is saved on failure)",
+        export_id=False,
+    )
+    p.add_argument("--account", required=True, help="the Sequenzy account id")
+    p.add_argument("--provider", default="s3", help="s3 (AWS, or S3-compatible with --endpoint) or gcs (default s3)")
+    p.add_argument("--bucket", required=True, help="bucket name")
+    p.add_argument("--prefix", default="", help="folder inside the bucket, e.g. sequenzy (default: the bucket root)")
+    p.add_argument("--region", help="bucket region, e.g. us-east-1 (required for AWS)")
+    p.add_argument("--endpoint", help="S3-compatible endpoint, e.g. https://<account-id>.r2.cloudflarestorage.com")
+    p.add_argument("--access-key-id", help="access key id (for gcs: the HMAC key's access id)")
+    _add_secret_options(p, prompt_flag=False)
+    p.add_argument("--datasets", default="all", help=f"comma-separated: {', '.join(DATASETS)} (default all)")
+    p.add_argument("--frequency", default="1h", help="15m, 1h, 6h or 24h (default 1h)")
+    p.add_argument(
+        "--lag-minutes", default="2", help="trail real time by this much so late writes are included (default 2)"
+    )
+
+    p = command("list", _list, "list exports", export_id=False)
+    p.add_argument("--account", help="only this account's exports")
+    p.add_argument("--all", action="store_true", help="include deleted exports")
+
+    command("status", _status, "state, each dataset's position and delay, and the last error")
+    command("pause", _pause, "pause an export; it keeps its position")
+    command("resume", _resume, "resume a paused export; it catches up from its position with no gap")
+
+    p = command("datasets", _datasets, "add or remove datasets (added ones start from now)", export_id=False)
+    p.add_argument("action", choices=("add", "remove"), help="add or remove")
+    p.add_argument("export_id", metavar="EXPORT_ID")
+    p.add_argument("names", metavar="DATASETS", help=f"comma-separated: {', '.join(DATASETS)}")
+
+    p = command(
+        "destination", _destination, "move the export (bucket, prefix, endpoint) or rotate its keys; tests first"
+    )
+    p.add_argument("--provider", help="s3 or gcs")
+    p.add_argument("--bucket")
+    p.add_argument("--prefix", help="new prefix ('' for the bucket root)")
+    p.add_argument("--region")
+    p.add_argument("--endpoint", help="new endpoint ('' to go back to AWS)")
+    p.add_argument("--access-key-id", help="new access key id (its secret is then required)")
+    _add_secret_options(p, prompt_flag=True)
+
+    command("export-now", _export_now, "run now instead of waiting for the schedule")
+    command("history", _history, "every run of the last 14 days: rows, files, size and error")
+    command("delete", _delete, "stop an export for good; files stay in the bucket, history stays readable")
+    command(
+        "rotate-keys",
+        _rotate_keys,
+        "re-seal stored secrets with the first key of SEQEXPORT_SECRET_KEYS",
+        export_id=False,
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -49,24 +574,76 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="seqexport", description="Sequenzy Data Exports")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = sub.add_parser("demo", help="build demo data for two accounts and export it into local folders")
+    # --json works before or after the command: the subcommands' copy must not reset the main one.
+    common = _Parser(add_help=False)
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON to stdout")
+    parser = _Parser(
+        prog="seqexport",
+        description="Sequenzy Data Exports: manage exports, run the demo, verify a bucket.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--json", action="store_true", default=False, help="print JSON to stdout")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+    demo = sub.add_parser(
+        "demo", help="build demo data for two accounts and export it into local folders", parents=[common]
+    )
     demo.add_argument("--home", default=".demo", help="demo folder, rebuilt on each run (default .demo)")
     demo.add_argument("--dest-dir", help="make DIR the root of the first account's export")
-    demo.add_argument("--json", action="store_true", help="print the summary as JSON")
-    demo.set_defaults(handler=_demo)
+    demo.set_defaults(plain_handler=_demo)
+    _add_commands(sub, common)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _run(args: argparse.Namespace, out: Output, clock: Callable[[], int]) -> int:
+    plain: Callable[[argparse.Namespace], int] | None = getattr(args, "plain_handler", None)
+    if plain is not None:
+        return int(plain(args))
+    api = Exports.from_settings(Settings.from_env(args.environ), clock=clock)
     try:
-        return int(args.handler(args))
+        handler: Handler = args.handler
+        return handler(args, api, out)
+    finally:
+        api.close()
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    clock: Callable[[], int] = wall_clock_ms,
+) -> int:
+    """Run one command; returns its exit code. ``env`` and ``clock`` are for tests."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    out = Output("--json" in argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        return out.error("invalid_input", str(exc), EXIT_BAD_INPUT)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    out.as_json = bool(args.json)
+    args.environ = os.environ if env is None else env
+    try:
+        return _run(args, out, clock)
+    except ConnectionTestFailed as exc:
+        return out.error("connection_test_failed", exc.message, EXIT_CONNECTION)
+    except InvalidInput as exc:
+        return out.error("invalid_input", exc.message, EXIT_BAD_INPUT, field=exc.field)
+    except EndpointRefused as exc:
+        return out.error("invalid_input", exc.message, EXIT_BAD_INPUT, field="endpoint")
+    except NotFound as exc:
+        return out.error("not_found", exc.message, EXIT_NOT_FOUND)
+    except ConflictError as exc:
+        return out.error("conflict", exc.message, EXIT_CONFLICT)
+    except (RetryableError, SecretKeyError, ConfigurationError) as exc:
+        return out.error("unavailable", exc.message, EXIT_UNAVAILABLE)
     except ExportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return out.error("error", exc.message, EXIT_INTERNAL)
+    except KeyboardInterrupt:
+        return out.error("interrupted", "interrupted", 130)
+    except Exception as exc:  # the last line of defence: a message, never a traceback
+        return out.error("internal", f"internal error: {type(exc).__name__}: {exc}", EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

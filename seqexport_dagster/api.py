@@ -1,0 +1,427 @@
+"""The Python API for managing exports: every operation of the customer docs, implemented once.
+
+The dashboard calls this module; the `seqexport` CLI is a thin layer over it. Every method validates
+all of its input before it changes anything, so a wrong value leaves the control plane untouched,
+and raises only from our error tree (`seqexport_dagster.errors`):
+
+- `InvalidInput`: a value is wrong; ``field`` names it and the message says what is accepted.
+- `NotFound`: no such export.
+- `ConflictError`: the operation does not apply in the export's current state (deleted, paused...).
+- `ConnectionTestFailed`: the test write to the new destination failed; nothing was saved.
+- `RetryableError`: the control-plane database is briefly away.
+
+No method ever returns or raises a secret: `ExportRecord` carries no secret, and errors from the
+store are scrubbed of it where they are translated (`destination.s3`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Final
+
+import sqlalchemy as sa
+
+from seqexport_dagster.config import Settings
+from seqexport_dagster.connection_test import (
+    ConnectionTestResult,
+    DestinationFactory,
+    run_connection_test,
+)
+from seqexport_dagster.destination.base import (
+    PROVIDERS,
+    DestinationConfig,
+    OperatorPolicy,
+    Provider,
+    open_destination,
+    validate_config,
+)
+from seqexport_dagster.errors import ConflictError, ExportError, InvalidInput
+from seqexport_dagster.runner import wall_clock_ms
+from seqexport_dagster.schema import DATASETS, EVENT_DATASETS, parse_datasets
+from seqexport_dagster.store.database import create_engine
+from seqexport_dagster.store.store import (
+    ACTIVE,
+    DELETED,
+    PAUSED,
+    ControlPlane,
+    DatasetState,
+    ExportRecord,
+    RunSummary,
+)
+from seqexport_dagster.window import DEFAULT_FREQUENCY, DEFAULT_LAG_MS, MINUTE_MS, Window, frequency_ms
+
+Progress = Callable[[str], None]
+#: A secret access key, or a callable that asks for it (called after every other value is valid).
+Secret = str | Callable[[], str | None] | None
+
+MAX_LAG_MS: Final = 60 * MINUTE_MS
+_ACCOUNT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_EXPORT_ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+
+
+class ConfigurationError(ExportError):
+    """The operator's settings (``SEQEXPORT_DATABASE_URL`` and friends) are not usable."""
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def mask_key_id(access_key_id: str | None) -> str | None:
+    """``AKIA************MPLE``: enough to tell keys apart, not enough to copy one."""
+    if not access_key_id:
+        return None
+    if len(access_key_id) < 12:
+        return "*" * len(access_key_id)
+    return access_key_id[:4] + "*" * (len(access_key_id) - 8) + access_key_id[-4:]
+
+
+@dataclass(frozen=True, slots=True)
+class LastError:
+    """The latest failure of one dataset; shown until a run of that dataset succeeds."""
+
+    dataset: str
+    window: Window | None
+    message: str
+    at: int | None
+    attempts: int
+    next_retry_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetStatus:
+    dataset: str
+    added_at: int
+    #: Events: everything recorded up to here is in the bucket. Snapshot: the next day to snapshot.
+    position_ms: int
+    #: How far the position trails real time (now − position).
+    behind_ms: int
+    last_error: LastError | None
+
+
+@dataclass(frozen=True, slots=True)
+class ExportStatus:
+    export: ExportRecord
+    now_ms: int
+    datasets: tuple[DatasetStatus, ...]
+
+    @property
+    def last_error(self) -> LastError | None:
+        """The export's most recent error across its datasets."""
+        errors = [d.last_error for d in self.datasets if d.last_error is not None]
+        return max(errors, key=lambda e: e.at or 0) if errors else None
+
+
+def _last_error(state: DatasetState) -> LastError | None:
+    if state.last_error is None:
+        return None
+    return LastError(
+        dataset=state.dataset,
+        window=state.last_error_window,
+        message=state.last_error,
+        at=state.last_error_at,
+        attempts=state.failures,
+        next_retry_at=state.next_retry_at,
+    )
+
+
+def validate_account(account_id: str) -> str:
+    if not _ACCOUNT_RE.match(account_id or ""):
+        raise InvalidInput("account", f"{account_id!r} is not an account id: use 1-64 letters, digits, '_', '.' or '-'")
+    return account_id
+
+
+def validate_lag_ms(lag_ms: int) -> int:
+    if not 0 <= lag_ms <= MAX_LAG_MS:
+        raise InvalidInput("lag", f"{lag_ms // MINUTE_MS} minutes is out of range: use 0 to 60 minutes")
+    return lag_ms
+
+
+def validate_provider(provider: str, policy: OperatorPolicy) -> Provider:
+    accepted = PROVIDERS if policy.allow_local else tuple(p for p in PROVIDERS if p != "local")
+    if provider not in accepted:
+        raise InvalidInput(
+            "provider",
+            f"{provider!r} is not one of {', '.join(accepted)} (for R2, MinIO or B2 choose s3 and set the endpoint)",
+        )
+    return provider
+
+
+class Exports:
+    """Manage the exports stored in one control plane.
+
+    ``clock`` returns epoch milliseconds; tests pass a settable one. ``destination_factory`` opens
+    the destination for connection tests, as the runner does for exports.
+    """
+
+    def __init__(
+        self,
+        store: ControlPlane,
+        policy: OperatorPolicy,
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
+        destination_factory: DestinationFactory = open_destination,
+    ) -> None:
+        self.store = store
+        self.policy = policy
+        self.clock = clock
+        self.destination_factory = destination_factory
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, clock: Callable[[], int] = wall_clock_ms, migrate: bool = True
+    ) -> Exports:
+        """Open the control plane named by ``settings``; migrates it to the current schema first."""
+        try:
+            engine = create_engine(settings.database_url)
+        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError):
+            # The URL may hold a database password: name the variable, never echo its value.
+            raise ConfigurationError(
+                "SEQEXPORT_DATABASE_URL is not a usable database URL (sqlite:///path or postgresql+psycopg2://...)"
+            ) from None
+        store = ControlPlane(engine, settings.secret_box())
+        if migrate:
+            store.migrate()
+        return cls(store, settings.policy, clock=clock)
+
+    def close(self) -> None:
+        self.store.engine.dispose()
+
+    def create(
+        self,
+        *,
+        account_id: str,
+        provider: str,
+        bucket: str,
+        datasets: Iterable[str] | str,
+        prefix: str = "",
+        region: str | None = None,
+        endpoint: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: Secret = None,
+        frequency: str = DEFAULT_FREQUENCY,
+        lag_ms: int = DEFAULT_LAG_MS,
+        progress: Progress = _quiet,
+    ) -> ExportRecord:
+        """Create an export: validate everything, write the connection test file, then save.
+
+        ``secret_access_key`` may be a callable (a prompt): it is called only once every other value
+        has passed validation, so nobody types a secret only to be told the bucket name is wrong.
+        Raises `ConnectionTestFailed` (nothing saved) if the store refuses the test write.
+        """
+        validate_account(account_id)
+        names = parse_datasets(datasets if isinstance(datasets, str) else tuple(datasets))
+        frequency_ms(frequency)
+        validate_lag_ms(lag_ms)
+        unchecked = DestinationConfig(
+            provider=validate_provider(provider, self.policy),
+            bucket=bucket,
+            prefix=prefix,
+            region=region or None,
+            endpoint=endpoint or None,
+            access_key_id=access_key_id or None,
+        )
+        config = self._with_secret(unchecked, secret_access_key)
+        self._test(config, progress)
+        record = self.store.create_export(
+            account_id=account_id,
+            destination=config,
+            datasets=names,
+            frequency=frequency,
+            lag_ms=lag_ms,
+            now_ms=self.clock(),
+        )
+        progress(f"saved export {record.id}")
+        return record
+
+    def _with_secret(self, config: DestinationConfig, secret: Secret) -> DestinationConfig:
+        """Validate ``config``, ask for the secret only then, and validate with it."""
+        if config.provider != "local" and callable(secret):
+            # A stand-in lets validate_config check everything but the secret before we ask for it.
+            validate_config(replace(config, secret_access_key=config.secret_access_key or "-"), self.policy)
+        value = secret() if callable(secret) else secret
+        return validate_config(replace(config, secret_access_key=value or config.secret_access_key), self.policy)
+
+    def _test(self, config: DestinationConfig, progress: Progress) -> ConnectionTestResult:
+        progress(f"testing the connection: writing a test file to {config.describe()}/_sequenzy/ ...")
+        result = run_connection_test(
+            config, self.policy, now_ms=self.clock(), destination_factory=self.destination_factory
+        )
+        progress(f"connection test passed in {result.elapsed_ms} ms: wrote {result.key}")
+        return result
+
+    def get(self, export_id: str) -> ExportRecord:
+        """One export, deleted ones included (their history stays readable)."""
+        return self.store.get_export(_export_id(export_id))
+
+    def list(self, *, account_id: str | None = None, include_deleted: bool = False) -> builtins.list[ExportRecord]:
+        if account_id is not None:
+            validate_account(account_id)
+        return self.store.list_exports(account_id=account_id, include_deleted=include_deleted)
+
+    def status(self, export_id: str) -> ExportStatus:
+        """State, each dataset's position and lag behind real time, and the last errors."""
+        record = self.get(export_id)
+        now = self.clock()
+        return ExportStatus(
+            export=record,
+            now_ms=now,
+            datasets=tuple(
+                DatasetStatus(
+                    dataset=d.dataset,
+                    added_at=d.added_at,
+                    position_ms=d.position_ms,
+                    behind_ms=max(0, now - d.position_ms),
+                    last_error=_last_error(d),
+                )
+                for d in record.datasets
+            ),
+        )
+
+    def _live(self, export_id: str, action: str) -> ExportRecord:
+        record = self.get(export_id)
+        if record.status == DELETED:
+            raise ConflictError(f"export {record.id} is deleted; {action} is not possible (create a new export)")
+        return record
+
+    def pause(self, export_id: str) -> ExportRecord:
+        """Stop exporting; the position is kept. A run in progress stops before its next file."""
+        record = self._live(export_id, "pause")
+        if record.status == PAUSED:
+            return record
+        return self.store.set_status(record.id, PAUSED, self.clock())
+
+    def resume(self, export_id: str) -> ExportRecord:
+        """Continue from the kept position: the backlog is caught up with no gap."""
+        record = self._live(export_id, "resume")
+        if record.status == ACTIVE:
+            return record
+        return self.store.set_status(record.id, ACTIVE, self.clock())
+
+    def add_datasets(self, export_id: str, datasets: Iterable[str] | str) -> ExportRecord:
+        """Add datasets; each starts from now (a re-added one starts anew, not where it stopped)."""
+        names = parse_datasets(datasets if isinstance(datasets, str) else tuple(datasets))
+        record = self._live(export_id, "changing datasets")
+        present = [n for n in names if record.dataset_state(n) is not None]
+        if present:
+            raise ConflictError(f"export {record.id} already exports {', '.join(present)}")
+        now = self.clock()
+        for name in names:
+            record = self.store.add_dataset(record.id, name, now)
+        return record
+
+    def remove_datasets(self, export_id: str, datasets: Iterable[str] | str) -> ExportRecord:
+        """Stop exporting datasets. Their files stay in the bucket."""
+        names = parse_datasets(datasets if isinstance(datasets, str) else tuple(datasets))
+        record = self._live(export_id, "changing datasets")
+        absent = [n for n in names if record.dataset_state(n) is None]
+        if absent:
+            raise ConflictError(f"export {record.id} does not export {', '.join(absent)}")
+        if len(record.datasets) == len(names):
+            raise ConflictError(
+                f"export {record.id} would have no dataset left; keep at least one, or delete the export"
+            )
+        now = self.clock()
+        for name in names:
+            record = self.store.remove_dataset(record.id, name, now)
+        return record
+
+    def change_destination(
+        self,
+        export_id: str,
+        *,
+        provider: str | None = None,
+        bucket: str | None = None,
+        prefix: str | None = None,
+        region: str | None = None,
+        endpoint: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: Secret = None,
+        progress: Progress = _quiet,
+    ) -> ExportRecord:
+        """Move the export (bucket, prefix, endpoint) or rotate its keys.
+
+        ``None`` keeps a value; ``""`` clears prefix, region or endpoint. A new access key id or
+        provider needs its secret too (a callable is asked only after validation, as in `create`).
+        The test file is written at the new destination first;
+        only then is the change saved. A running export picks it up before its next file, starts
+        the current window (or subscriber snapshot) over there and continues from its position.
+        """
+        record = self._live(export_id, "changing the destination")
+        if all(v is None for v in (provider, bucket, prefix, region, endpoint, access_key_id, secret_access_key)):
+            raise InvalidInput(
+                "destination", "nothing to change: give a new provider, bucket, prefix, region, endpoint or key"
+            )
+        current, _ = self.store.destination_config(record.id)
+        new_provider = validate_provider(provider, self.policy) if provider is not None else current.provider
+        new_key = (
+            access_key_id is not None and access_key_id != current.access_key_id
+        ) or new_provider != current.provider
+        if new_key and secret_access_key is None and new_provider != "local":
+            raise InvalidInput(
+                "secret_access_key", "a new access key id or provider needs its secret (prompt, stdin or environment)"
+            )
+        changed = replace(
+            current,
+            provider=new_provider,
+            bucket=current.bucket if bucket is None else bucket,
+            prefix=current.prefix if prefix is None else prefix,
+            region=current.region if region is None else (region or None),
+            endpoint=current.endpoint if endpoint is None else (endpoint or None),
+            access_key_id=current.access_key_id if access_key_id is None else (access_key_id or None),
+            # The old secret never goes with a new key: it would only produce a bad-signature error.
+            secret_access_key=None if new_key else current.secret_access_key,
+        )
+        if endpoint is None and new_provider != current.provider:
+            changed = replace(changed, endpoint=None)  # gcs's fixed endpoint must not follow a move back to s3
+        config = self._with_secret(changed, secret_access_key)
+        self._test(config, progress)
+        updated = self.store.update_destination(record.id, config, self.clock())
+        progress(f"saved: export {updated.id} now writes to {config.describe()}")
+        return updated
+
+    def export_now(self, export_id: str) -> ExportRecord:
+        """Run at once instead of waiting for the schedule (and without any backoff wait)."""
+        record = self._live(export_id, "export now")
+        if record.status == PAUSED:
+            raise ConflictError(f"export {record.id} is paused; resume it first")
+        return self.store.request_export_now(record.id, self.clock())
+
+    def history(self, export_id: str) -> builtins.list[RunSummary]:
+        """Every run of the last 14 days, newest first, with rows, files, size and any error."""
+        record = self.get(export_id)
+        return self.store.history(record.id, self.clock())
+
+    def delete(self, export_id: str) -> ExportRecord:
+        """Stop the export for good. Files stay in the bucket; the history stays readable."""
+        record = self._live(export_id, "delete")
+        return self.store.set_status(record.id, DELETED, self.clock())
+
+    def rotate_keys(self) -> int:
+        """Re-seal every stored secret with the first key of SEQEXPORT_SECRET_KEYS; returns how many."""
+        return self.store.rotate_secrets()
+
+
+def _export_id(export_id: str) -> str:
+    if not _EXPORT_ID_RE.match(export_id or ""):
+        raise InvalidInput(
+            "export_id", f"{export_id!r} is not an export id: ids look like exp_0123456789abcdef (see `seqexport list`)"
+        )
+    return export_id
+
+
+__all__ = [
+    "ConfigurationError",
+    "DATASETS",
+    "EVENT_DATASETS",
+    "DatasetStatus",
+    "ExportRecord",
+    "ExportStatus",
+    "Exports",
+    "LastError",
+    "RunSummary",
+    "mask_key_id",
+]

@@ -1,0 +1,81 @@
+"""The connection test: prove we can write where an export points, before anything is saved.
+
+It writes one small text file under ``<prefix>/_sequenzy/`` (outside every dataset folder, so a
+loader globbing ``<dataset>/`` never sees it) through the same `Destination` protocol the runner
+uses. That is the only operation the customer's policy grants, so a passing test means the first
+export will not fail for lack of rights, a missing bucket or a wrong key. We cannot delete the file
+afterwards (no ``s3:DeleteObject``); its text says it is safe to delete.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy, open_destination
+from seqexport_dagster.errors import ExportError
+from seqexport_dagster.window import connection_test_key, iso_ms
+
+DestinationFactory = Callable[[DestinationConfig, OperatorPolicy], Destination]
+
+
+class ConnectionTestFailed(ExportError):
+    """The store refused (or never answered) the test write; nothing was saved.
+
+    ``cause`` is the translated destination error, already in the customer's words (access denied
+    for s3:PutObject on ..., no such bucket, bad signature, endpoint unreachable).
+    """
+
+    def __init__(self, location: str, cause: ExportError) -> None:
+        super().__init__(f"connection test to {location} failed: {cause.message}; nothing was saved")
+        self.location = location
+        self.cause = cause
+        self.retryable = cause.retryable
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionTestResult:
+    key: str
+    location: str
+    written_at: int
+    elapsed_ms: int
+
+
+def connection_test_body(written_at: int, token: str) -> bytes:
+    return (
+        "Sequenzy Data Exports connection test.\n"
+        f"Written at {iso_ms(written_at)} (token {token}) to check that Sequenzy may write here.\n"
+        "Loaders never read this folder. This file is safe to delete.\n"
+    ).encode()
+
+
+def run_connection_test(
+    config: DestinationConfig,
+    policy: OperatorPolicy,
+    *,
+    now_ms: int,
+    token: str | None = None,
+    destination_factory: DestinationFactory = open_destination,
+) -> ConnectionTestResult:
+    """Write the connection test file to ``config``'s destination; raise `ConnectionTestFailed`.
+
+    ``config`` must already be validated (`validate_config`): this function contacts the store, it
+    does not judge the customer's input. The token is random so that two tests never overwrite each
+    other and a reader can tell which test wrote which file.
+    """
+    token = token or secrets.token_hex(8)
+    key = connection_test_key(config.prefix, token)
+    location = config.describe()
+    started = time.monotonic()
+    destination: Destination | None = None
+    try:
+        destination = destination_factory(config, policy)
+        destination.put(key, connection_test_body(now_ms, token))
+    except ExportError as exc:
+        raise ConnectionTestFailed(location, exc) from None
+    finally:
+        if destination is not None:
+            destination.close()
+    return ConnectionTestResult(key, location, now_ms, int((time.monotonic() - started) * 1000))
