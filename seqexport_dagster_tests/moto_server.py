@@ -15,7 +15,7 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import boto3
 from botocore.config import Config
@@ -47,7 +47,7 @@ class MotoServer:
         client = boto3.session.Session(
             aws_access_key_id=ADMIN_KEY, aws_secret_access_key=ADMIN_SECRET, region_name="us-east-1"
         ).client(
-            service,
+            cast(Any, service),
             endpoint_url=self.endpoint,
             config=Config(s3={"addressing_style": "path"}, proxies={}, retries={"total_max_attempts": 1}),
         )

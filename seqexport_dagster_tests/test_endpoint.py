@@ -182,7 +182,9 @@ def test_non_public_addresses(ip: str) -> None:
     assert non_public_reason(ip)
 
 
-@pytest.mark.parametrize("ip", ["8.8.8.8", "1.1.1.1", "52.216.0.1", "142.250.74.110", "2606:4700::6810:84e5", "2a00:1450:4001::200e"])
+@pytest.mark.parametrize(
+    "ip", ["8.8.8.8", "1.1.1.1", "52.216.0.1", "142.250.74.110", "2606:4700::6810:84e5", "2a00:1450:4001::200e"]
+)
 def test_public_addresses(ip: str) -> None:
     assert is_public_address(ip)
 
@@ -302,7 +304,9 @@ def test_socket_connector_connects_to_an_ip_without_lookups() -> None:
         accepted: list[socket.socket] = []
         thread = threading.Thread(target=lambda: accepted.append(server.accept()[0]))
         thread.start()
-        sock = socket_connector(ConnectRequest("127.0.0.1", port, 5.0, None, ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)))
+        sock = socket_connector(
+            ConnectRequest("127.0.0.1", port, 5.0, None, ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),))
+        )
         thread.join(5)
         try:
             assert sock.getpeername() == ("127.0.0.1", port)

@@ -107,7 +107,9 @@ class Recorder:
                 body = self.rfile.read(length) if length else b""
                 server_name = getattr(self.connection, "seqexport_sni", None)
                 recorder.requests.append(
-                    Captured(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, server_name)
+                    Captured(
+                        self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, server_name
+                    )
                 )
                 reply = recorder.script.pop(0) if recorder.script else Reply()
                 if reply.delay:
@@ -200,9 +202,7 @@ def make_tls(tmp: Path, names: Sequence[str]) -> TLSFiles:
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     files = TLSFiles(tmp / "ca.pem", tmp / "cert.pem", tmp / "key.pem")
@@ -310,7 +310,7 @@ def test_wire_format_per_profile(
     assert h["x-amz-content-sha256"] == hashlib.sha256(body).hexdigest()
     assert f"/{region}/s3/aws4_request" in h["authorization"]
     assert h["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAEXAMPLE/")
-    assert not [name for name in h if name.startswith("x-amz-checksum") or name.startswith("x-amz-sdk-checksum")]
+    assert not [name for name in h if name.startswith(("x-amz-checksum", "x-amz-sdk-checksum"))]
     assert "x-amz-trailer" not in h and "x-amz-decoded-content-length" not in h
     assert "content-encoding" not in h and "transfer-encoding" not in h
     assert SECRET not in json.dumps(h)
@@ -372,7 +372,11 @@ def local_dest(rec: Recorder, **kwargs: Any) -> S3Destination:
             AccessDenied,
             f"access denied for s3:PutObject on acme-exports/{KEY}",
         ),
-        (Reply(404, "NoSuchBucket", "The specified bucket does not exist"), NoSuchBucket, "acme-exports does not exist"),
+        (
+            Reply(404, "NoSuchBucket", "The specified bucket does not exist"),
+            NoSuchBucket,
+            "acme-exports does not exist",
+        ),
         (Reply(403, "InvalidAccessKeyId", "nope"), BadCredentials, "access key AKIAEXAMPLE is not known"),
         (
             Reply(403, "SignatureDoesNotMatch", "The request signature we calculated does not match"),
@@ -390,7 +394,11 @@ def local_dest(rec: Recorder, **kwargs: Any) -> S3Destination:
             DestinationError,
             "is in region eu-west-2",
         ),
-        (Reply(400, "InvalidStorageClass", "odd store says no"), DestinationError, "InvalidStorageClass: odd store says no"),
+        (
+            Reply(400, "InvalidStorageClass", "odd store says no"),
+            DestinationError,
+            "InvalidStorageClass: odd store says no",
+        ),
         (Reply(400, "Weird", f"you sent {SECRET}"), DestinationError, "you sent ***"),
     ],
 )
@@ -461,20 +469,23 @@ def test_dns_failure_is_unreachable() -> None:
     def no_such_name(host: str, port: int) -> list[str]:
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
-    dest = S3Destination(config(endpoint="https://s3.does-not-exist.example"), STRICT, resolver=no_such_name, max_attempts=1)
+    dest = S3Destination(
+        config(endpoint="https://s3.does-not-exist.example"), STRICT, resolver=no_such_name, max_attempts=1
+    )
     with pytest.raises(EndpointUnreachable, match="cannot reach https://s3.does-not-exist.example"):
         dest.put(KEY, b"body")
 
 
 def test_only_put_object_ever_reaches_the_wire(recorder: Recorder) -> None:
     dest = local_dest(recorder)
-    client = dest._client  # what botocore could be asked to do by any future code
-    for call in (
+    client: Any = dest._client  # what botocore could be asked to do by any future code
+    calls: list[Callable[[], object]] = [
         lambda: client.list_objects_v2(Bucket="acme-exports"),
         lambda: client.get_object(Bucket="acme-exports", Key=KEY),
         lambda: client.head_bucket(Bucket="acme-exports"),
         lambda: client.delete_object(Bucket="acme-exports", Key=KEY),
-    ):
+    ]
+    for call in calls:
         with pytest.raises(DestinationError, match="only ever uses PutObject"):
             call()
     assert recorder.requests == []
@@ -527,9 +538,7 @@ def test_round_trip_through_moto(moto: MotoServer, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("AWS_CONFIG_FILE", str(aws_config))
     monkeypatch.setenv("HOME", str(tmp_path))
 
-    dest = open_destination(
-        config(bucket="round-trip", endpoint=moto.endpoint, access_key_id="AKIAROUNDTRIP"), LOCAL
-    )
+    dest = open_destination(config(bucket="round-trip", endpoint=moto.endpoint, access_key_id="AKIAROUNDTRIP"), LOCAL)
     assert isinstance(dest, S3Destination)
     bodies = {
         KEY: gz_lines(1000),
@@ -609,9 +618,7 @@ def test_documented_put_only_policy_is_enough(iam_moto: MotoServer) -> None:
     reader = make_user(
         iam,
         "reader",
-        json.dumps(
-            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
-        ),
+        json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}),
     )
     iam_moto.enforce_auth()
 

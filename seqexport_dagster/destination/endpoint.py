@@ -9,9 +9,11 @@ Two checks, because one is not enough:
 * `ConnectGuard` runs at connect time. A valid public-looking name can still resolve to
   ``127.0.0.1`` or the metadata service (or start doing so later: DNS rebinding). The guard resolves
   once, refuses if *any* answer is non-public, and then opens the socket to a checked address, never
-  to the name again. `pinned_pool_classes` plugs it into urllib3 below botocore, so it also covers
-  whichever host botocore builds (virtual-hosted ``<bucket>.<endpoint>`` names included). TLS still
-  verifies the certificate against the hostname, because only the socket is pinned.
+  to the name again. `seqexport_dagster.destination.s3` plugs it into urllib3 below botocore, so it
+  also covers whichever host botocore builds (virtual-hosted ``<bucket>.<endpoint>`` names
+  included). TLS still verifies the certificate against the hostname: only the socket is pinned.
+
+This module imports neither botocore nor urllib3, so validating a config stays cheap.
 
 With ``OperatorPolicy.allow_local`` (tests and the demo, never customer input) plain http, loopback
 and private addresses are accepted.
@@ -24,17 +26,8 @@ import re
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 from urllib.parse import urlsplit
-
-from botocore.awsrequest import (
-    AWSHTTPConnection,
-    AWSHTTPConnectionPool,
-    AWSHTTPSConnection,
-    AWSHTTPSConnectionPool,
-)
-from urllib3.connectionpool import HTTPConnectionPool
-from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
 from seqexport_dagster.destination.base import OperatorPolicy
 from seqexport_dagster.errors import EndpointRefused, InvalidInput
@@ -327,54 +320,3 @@ class ConnectGuard:
                 last_error = exc
         assert last_error is not None  # resolve_checked never returns an empty list
         raise last_error
-
-
-def _conn_timeout(value: object) -> float | None:
-    # urllib3 uses a sentinel object for "the socket module's default"; that means blocking (None).
-    return float(value) if isinstance(value, int | float) else None
-
-
-def _pinned_new_conn(conn: Any, guard: ConnectGuard) -> socket.socket:
-    """The body of urllib3's ``HTTPConnection._new_conn``, with the guard in place of DNS."""
-    try:
-        return guard.connect(
-            conn.host,
-            conn.port,
-            _conn_timeout(conn.timeout),
-            source_address=conn.source_address,
-            socket_options=tuple(conn.socket_options or ()),
-        )
-    except socket.gaierror as exc:
-        raise NameResolutionError(conn.host, conn, exc) from exc
-    except TimeoutError as exc:
-        raise ConnectTimeoutError(
-            conn, f"Connection to {conn.host} timed out. (connect timeout={conn.timeout})"
-        ) from exc
-    except OSError as exc:
-        raise NewConnectionError(conn, f"Failed to establish a new connection: {exc}") from exc
-
-
-def pinned_pool_classes(guard: ConnectGuard) -> dict[str, type[HTTPConnectionPool]]:
-    """urllib3 pool classes (botocore's own, so 100-continue still works) whose sockets go through
-    ``guard``. Assign to ``PoolManager.pool_classes_by_scheme``. Plain http is offered only under
-    ``allow_local``; otherwise an http URL has no pool class and cannot be opened at all."""
-
-    class PinnedHTTPSConnection(AWSHTTPSConnection):
-        def _new_conn(self) -> socket.socket:
-            return _pinned_new_conn(self, guard)
-
-    class PinnedHTTPSConnectionPool(AWSHTTPSConnectionPool):
-        ConnectionCls = PinnedHTTPSConnection
-
-    classes: dict[str, type[HTTPConnectionPool]] = {"https": PinnedHTTPSConnectionPool}
-    if guard.policy.allow_local:
-
-        class PinnedHTTPConnection(AWSHTTPConnection):
-            def _new_conn(self) -> socket.socket:
-                return _pinned_new_conn(self, guard)
-
-        class PinnedHTTPConnectionPool(AWSHTTPConnectionPool):
-            ConnectionCls = PinnedHTTPConnection
-
-        classes["http"] = PinnedHTTPConnectionPool
-    return classes

@@ -31,7 +31,14 @@ from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
 import botocore.session
-from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.awsrequest import (
+    AWSHTTPConnection,
+    AWSHTTPConnectionPool,
+    AWSHTTPSConnection,
+    AWSHTTPSConnectionPool,
+    AWSPreparedRequest,
+    AWSResponse,
+)
 from botocore.client import BaseClient
 from botocore.config import Config
 from botocore.configprovider import BOTOCORE_DEFAUT_SESSION_VARIABLES, ConfigValueStore, ConstantProvider
@@ -50,8 +57,9 @@ from botocore.exceptions import ConnectTimeoutError as BotoConnectTimeoutError
 from botocore.exceptions import ReadTimeoutError as BotoReadTimeoutError
 from botocore.httpsession import get_cert_path
 from urllib3 import PoolManager, Timeout
+from urllib3.connectionpool import HTTPConnectionPool
 from urllib3.exceptions import ConnectTimeoutError as Urllib3ConnectTimeoutError
-from urllib3.exceptions import NewConnectionError, ProtocolError
+from urllib3.exceptions import NameResolutionError, NewConnectionError, ProtocolError
 from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeoutError
 from urllib3.exceptions import SSLError as Urllib3SSLError
 from urllib3.util.retry import Retry
@@ -61,7 +69,6 @@ from seqexport_dagster.destination.endpoint import (
     ConnectGuard,
     Connector,
     Resolver,
-    pinned_pool_classes,
     socket_connector,
     system_resolver,
 )
@@ -157,6 +164,57 @@ def _isolated_session(max_attempts: int) -> botocore.session.Session:
     mapping["proxies_config"] = ConstantProvider({})
     session.register_component("config_store", ConfigValueStore(mapping=mapping))
     return session
+
+
+def _conn_timeout(value: object) -> float | None:
+    # urllib3 uses a sentinel object for "the socket module's default"; that means blocking (None).
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _pinned_new_conn(conn: Any, guard: ConnectGuard) -> socket.socket:
+    """The body of urllib3's ``HTTPConnection._new_conn``, with the guard in place of DNS."""
+    try:
+        return guard.connect(
+            conn.host,
+            conn.port,
+            _conn_timeout(conn.timeout),
+            source_address=conn.source_address,
+            socket_options=tuple(conn.socket_options or ()),
+        )
+    except socket.gaierror as exc:
+        raise NameResolutionError(conn.host, conn, exc) from exc
+    except TimeoutError as exc:
+        raise Urllib3ConnectTimeoutError(
+            conn, f"Connection to {conn.host} timed out. (connect timeout={conn.timeout})"
+        ) from exc
+    except OSError as exc:
+        raise NewConnectionError(conn, f"Failed to establish a new connection: {exc}") from exc
+
+
+def pinned_pool_classes(guard: ConnectGuard) -> dict[str, type[HTTPConnectionPool]]:
+    """urllib3 pool classes (botocore's own, so 100-continue still works) whose sockets go through
+    ``guard``. Assign to ``PoolManager.pool_classes_by_scheme``. Plain http is offered only under
+    ``allow_local``; otherwise an http URL has no pool class and cannot be opened at all."""
+
+    class PinnedHTTPSConnection(AWSHTTPSConnection):
+        def _new_conn(self) -> socket.socket:
+            return _pinned_new_conn(self, guard)
+
+    class PinnedHTTPSConnectionPool(AWSHTTPSConnectionPool):
+        ConnectionCls = PinnedHTTPSConnection
+
+    classes: dict[str, type[HTTPConnectionPool]] = {"https": PinnedHTTPSConnectionPool}
+    if guard.policy.allow_local:
+
+        class PinnedHTTPConnection(AWSHTTPConnection):
+            def _new_conn(self) -> socket.socket:
+                return _pinned_new_conn(self, guard)
+
+        class PinnedHTTPConnectionPool(AWSHTTPConnectionPool):
+            ConnectionCls = PinnedHTTPConnection
+
+        classes["http"] = PinnedHTTPConnectionPool
+    return classes
 
 
 class PinnedSender:
