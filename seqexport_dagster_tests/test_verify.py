@@ -1,0 +1,291 @@
+"""`verify` passes a clean export written by the real runner and finds every planted defect."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from seqexport_dagster.source.generator import Scale, generate_account
+from seqexport_dagster.store.store import ControlPlane
+from seqexport_dagster.verify import verify_location
+from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, iso_ms, parse_key, part_key, success_key
+from seqexport_dagster_tests.world import DAY0, World, sqlite_world
+
+ACCOUNT = "acme"
+DAY = Window(DAY0, DAY0 + DAY_MS).day
+
+
+def write_demo_export(world: World, *, part_limit: int = 50, scale: Scale | None = None) -> tuple[Path, str]:
+    """One whole day of every dataset, exported by the core runner into a local folder."""
+    counts = generate_account(world.source_engine, ACCOUNT, DAY0 - HOUR_MS, DAY0 + DAY_MS, scale=scale)
+    assert counts["email_events"] > 0
+    export = world.local_export(ACCOUNT)
+    runner = world.runner(part_limit=part_limit)
+    # Hour by hour, as the scheduler would run it: one window per grid step.
+    for hour in range(1, 25):
+        world.clock.now_ms = DAY0 + hour * HOUR_MS + 3 * 60_000
+        for dataset in ("email_events", "sms_events", "custom_events", "subscribers"):
+            report = runner.run_day(export.id, dataset, DAY, run_id=f"run-{hour}")
+            assert report.complete == (hour == 24), (dataset, hour)
+    return world.root / "bucket", export.id
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, Path, str]]:
+    """Written once per module (24 hourly runs × 4 datasets); each test works on a copy."""
+    with sqlite_world(tmp_path_factory.mktemp("verify")) as world:
+        root, export_id = write_demo_export(world)
+        yield world, root, export_id
+
+
+@pytest.fixture
+def export(clean: tuple[World, Path, str], tmp_path: Path) -> tuple[Path, str]:
+    _, root, export_id = clean
+    copy = tmp_path / "bucket"
+    shutil.copytree(root, copy)  # copy2 keeps mtimes: _SUCCESS stays the newest
+    return copy, export_id
+
+
+@pytest.fixture
+def store(clean: tuple[World, Path, str]) -> ControlPlane:
+    return clean[0].store
+
+
+def kinds(report) -> set[str]:
+    return {p.kind for p in report.problems}
+
+
+def parts_of(root: Path, dataset: str) -> dict[Window, list[Path]]:
+    found: dict[Window, list[Path]] = {}
+    for path in sorted((root / dataset).rglob("*.jsonl.gz")):
+        parsed = parse_key(path.relative_to(root).as_posix())
+        assert parsed is not None and parsed.window is not None
+        found.setdefault(parsed.window, []).append(path)
+    return found
+
+
+def read_lines(path: Path) -> list[bytes]:
+    return gzip.decompress(path.read_bytes()).splitlines()
+
+
+def write_lines(path: Path, lines: list[bytes]) -> None:
+    path.write_bytes(gzip.compress(b"".join(line + b"\n" for line in lines)))
+
+
+def multi_part_window(root: Path, dataset: str = "email_events", at_least: int = 3) -> list[Path]:
+    return next(ps for ps in parts_of(root, dataset).values() if len(ps) >= at_least)
+
+
+def test_clean_export_passes(export: tuple[Path, str], store: ControlPlane) -> None:
+    root, export_id = export
+    report = verify_location(str(root), ledger=(store, export_id))
+    assert report.ok, report.render()
+    assert report.ledger_checked
+    assert set(report.datasets) == {"email_events", "sms_events", "custom_events", "subscribers"}
+    email = report.datasets["email_events"]
+    # The chain starts when the export was created (DAY0) and the hourly grid covers the day.
+    assert email.windows == 24 and email.days == 1
+    assert email.first == iso_ms(DAY0) and email.last == iso_ms(DAY0 + DAY_MS)
+    assert email.parts > email.windows  # part_limit=50 splits busy windows
+    assert report.datasets["subscribers"].rows == 300
+    text = report.render()
+    assert "OK: no problems found" in text
+    as_json = json.loads(report.to_json())
+    assert as_json["ok"] is True and as_json["problems"] == []
+    assert as_json["datasets"]["email_events"]["rows"] == email.rows
+
+
+def test_gap(export: tuple[Path, str]) -> None:
+    root, _ = export
+    windows = parts_of(root, "sms_events")
+    middle = sorted(windows)[5]
+    for path in windows[middle]:
+        path.unlink()
+    report = verify_location(str(root))
+    assert kinds(report) == {"gap"}
+    (gap,) = report.problems
+    assert gap.dataset == "sms_events" and gap.key == f"({iso_ms(middle.from_ms)}, {iso_ms(middle.to_ms)}]"
+
+
+def test_overlap(export: tuple[Path, str]) -> None:
+    root, _ = export
+    w = sorted(parts_of(root, "custom_events"))[3]
+    shifted = Window(w.from_ms + 60_000, w.to_ms + 60_000)
+    (root / part_key("", "custom_events", shifted, 0)).write_bytes(gzip.compress(b""))
+    report = verify_location(str(root))
+    assert kinds(report) == {"overlap"}
+    assert all(p.dataset == "custom_events" for p in report.problems)
+
+
+def test_missing_part(export: tuple[Path, str]) -> None:
+    root, _ = export
+    parts = multi_part_window(root)
+    parts[1].unlink()
+    report = verify_location(str(root))
+    assert kinds(report) == {"missing_part"}
+    assert "0001" in report.problems[0].detail
+
+
+def test_missing_last_part_needs_the_ledger(export: tuple[Path, str], store: ControlPlane) -> None:
+    """The bucket alone cannot tell a lost last part from a shorter window; the ledger can."""
+    root, export_id = export
+    parts = multi_part_window(root)
+    parts[-1].unlink()
+    assert verify_location(str(root)).ok
+    report = verify_location(str(root), ledger=(store, export_id))
+    assert kinds(report) == {"ledger_rows_mismatch"}
+
+
+def test_corrupt_gzip(export: tuple[Path, str]) -> None:
+    root, _ = export
+    part = multi_part_window(root)[0]
+    body = part.read_bytes()
+    part.write_bytes(body[: len(body) // 2])
+    report = verify_location(str(root))
+    assert kinds(report) == {"corrupt_gzip"}
+    assert report.problems[0].key == part.relative_to(root).as_posix()
+
+
+def test_garbage_is_not_gzip(export: tuple[Path, str]) -> None:
+    root, _ = export
+    part = multi_part_window(root)[0]
+    part.write_bytes(b"this is not gzip at all")
+    assert kinds(verify_location(str(root))) == {"corrupt_gzip"}
+
+
+def test_part_of_50001_lines(export: tuple[Path, str]) -> None:
+    root, _ = export
+    w, paths = sorted(parts_of(root, "email_events").items())[-1]
+    template = json.loads(read_lines(paths[0])[0])
+    # At the window's end and with ids after "eev_...": still ordered, unique, inside the window.
+    template["recorded_at"] = iso_ms(w.to_ms)
+    lines = []
+    for n in range(50_001):
+        template["id"] = f"planted_{n:06d}"
+        lines.append(json.dumps(template).encode())
+    write_lines(paths[-1], lines)
+    report = verify_location(str(root))
+    assert kinds(report) == {"too_many_lines"}
+    assert "50001 lines" in report.problems[0].detail
+
+
+def test_row_outside_its_window(export: tuple[Path, str]) -> None:
+    root, _ = export
+    parts = multi_part_window(root)
+    last = parts[-1]
+    lines = read_lines(last)
+    row = json.loads(lines[-1])
+    w = parse_key(last.relative_to(root).as_posix()).window
+    row["recorded_at"] = iso_ms(w.to_ms + 1)  # still in order, one millisecond too late
+    lines[-1] = json.dumps(row).encode()
+    write_lines(last, lines)
+    report = verify_location(str(root))
+    assert kinds(report) == {"row_outside_window"}
+    assert iso_ms(w.to_ms + 1) in report.problems[0].detail
+
+
+def test_duplicate_id_across_parts(export: tuple[Path, str]) -> None:
+    """A row of part 0001 also at the end of part 0000: order is intact, the id is there twice."""
+    root, _ = export
+    parts = multi_part_window(root)
+    first_of_next = read_lines(parts[1])[0]
+    lines = read_lines(parts[0])
+    write_lines(parts[0], [*lines, first_of_next])
+    report = verify_location(str(root))
+    assert kinds(report) == {"duplicate_id"}
+    (dup,) = report.problems
+    assert dup.key == json.loads(first_of_next)["id"] and dup.count == 2
+    rel = [p.relative_to(root).as_posix() for p in parts[:2]]
+    assert dup.locations == (f"{rel[0]}:{len(lines) + 1}", f"{rel[1]}:1")
+    assert "id appears 2 times" in report.render()
+
+
+def test_out_of_order_rows(export: tuple[Path, str]) -> None:
+    root, _ = export
+    part = multi_part_window(root)[0]
+    lines = read_lines(part)
+    lines[0], lines[1] = lines[1], lines[0]
+    write_lines(part, lines)
+    assert kinds(verify_location(str(root))) == {"out_of_order"}
+
+
+def test_schema_mismatch(export: tuple[Path, str]) -> None:
+    root, _ = export
+    part = multi_part_window(root, "sms_events", at_least=1)[0]
+    lines = read_lines(part)
+    row = json.loads(lines[0])
+    row["segments"] = "2"  # retyped
+    lines[0] = json.dumps(row).encode()
+    write_lines(part, lines)
+    report = verify_location(str(root))
+    assert kinds(report) == {"schema_mismatch"}
+    assert "segments: expected integer" in report.problems[0].detail
+
+
+def test_missing_success(export: tuple[Path, str]) -> None:
+    root, _ = export
+    (root / success_key("", DAY)).unlink()
+    report = verify_location(str(root))
+    assert kinds(report) == {"missing_success"}
+
+
+def test_non_empty_success(export: tuple[Path, str]) -> None:
+    root, _ = export
+    (root / success_key("", DAY)).write_bytes(b"done\n")
+    assert kinds(verify_location(str(root))) == {"success_not_empty"}
+
+
+def test_success_written_before_a_part(export: tuple[Path, str]) -> None:
+    root, _ = export
+    success = root / success_key("", DAY)
+    part = next((root / "subscribers").rglob("*.jsonl.gz"))
+    later = success.stat().st_mtime_ns + 5_000_000_000
+    os.utime(part, ns=(later, later))
+    assert kinds(verify_location(str(root))) == {"success_not_last"}
+
+
+def test_unexpected_object_in_a_dataset_folder(export: tuple[Path, str]) -> None:
+    root, _ = export
+    (root / "email_events" / f"date={DAY.isoformat()}" / "notes.txt").write_text("hi")
+    assert kinds(verify_location(str(root))) == {"unexpected_object"}
+
+
+def test_empty_location_fails(tmp_path: Path) -> None:
+    report = verify_location(str(tmp_path))
+    assert not report.ok and kinds(report) == {"no_data"}
+
+
+def test_s3_prefix_on_moto(export: tuple[Path, str], moto) -> None:
+    """The same checks over S3 with a read key: List + Get, LastModified for _SUCCESS."""
+    root, _ = export
+    s3 = moto.admin_client()
+    bucket = f"verify-{secrets.token_hex(4)}"
+    s3.create_bucket(Bucket=bucket)
+    # Two datasets keep the test quick; the checks are the same code paths as for local folders.
+    for name in ("email_events", "custom_events"):
+        shutil.rmtree(root / name)
+    files = sorted(p for p in root.rglob("*") if p.is_file() and ".seqexport-tmp" not in p.parts)
+    # _SUCCESS last, as the exporter writes it.
+    files.sort(key=lambda p: p.name == "_SUCCESS")
+    for path in files:
+        s3.put_object(Bucket=bucket, Key=f"sequenzy/{path.relative_to(root).as_posix()}", Body=path.read_bytes())
+    options = {"s3_endpoint": moto.endpoint, "access_key_id": "reader", "secret_access_key": "read-secret"}
+    report = verify_location(f"s3://{bucket}/sequenzy", **options)
+    assert report.ok, report.render()
+    assert report.source == f"s3://{bucket}/sequenzy"
+    local = verify_location(str(root))
+    assert {n: s.rows for n, s in report.datasets.items()} == {n: s.rows for n, s in local.datasets.items()}
+
+    s3.put_object(Bucket=bucket, Key=f"sequenzy/{success_key('', DAY)}", Body=b"x")
+    part = next(p for p in files if "sms_events" in p.parts)
+    s3.put_object(Bucket=bucket, Key=f"sequenzy/{part.relative_to(root).as_posix()}", Body=b"not gzip")
+    broken = verify_location(f"s3://{bucket}/sequenzy", **options)
+    assert kinds(broken) == {"success_not_empty", "corrupt_gzip"}
+    assert "secret" not in broken.to_json() and "read-secret" not in broken.render()
