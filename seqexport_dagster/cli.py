@@ -42,6 +42,7 @@ EXIT_NOT_FOUND: Final = 3
 EXIT_CONFLICT: Final = 4
 EXIT_CONNECTION: Final = 5
 EXIT_UNAVAILABLE: Final = 6
+EXIT_VERIFY_FAILED: Final = 7
 
 EXIT_CODES_HELP: Final = """\
 exit codes (stable; scripts may rely on them):
@@ -52,6 +53,7 @@ exit codes (stable; scripts may rely on them):
   4  conflict: not possible in the export's current state (deleted, paused, dataset already there)
   5  connection test failed: the store refused or did not answer the test write; nothing was saved
   6  unavailable: the control-plane database or the credential keys (SEQEXPORT_SECRET_KEYS) are not usable
+  7  verify found problems in the bucket (the report lists each one)
 
 Every command takes --json (before or after the command name): results go to stdout as JSON,
 errors as {"error": {...}}. Progress goes to stderr. Secrets are never printed.
@@ -573,6 +575,36 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    """Customer-side: checks a bucket with the customer's read key; the ledger only for operators."""
+    from seqexport_dagster.verify import verify_location  # noqa: PLC0415 - keep `seqexport --help` fast
+
+    out = Output(bool(args.json))
+    secret = _read_secret(args, out, required=bool(args.access_key_id))
+    ledger = None
+    api: Exports | None = None
+    if args.ledger:
+        api = Exports.from_settings(Settings.from_env(args.environ), clock=wall_clock_ms)
+        ledger = (api.store, api.store.get_export(args.ledger).id)
+    try:
+        report = verify_location(
+            args.source,
+            s3_endpoint=args.endpoint,
+            access_key_id=args.access_key_id,
+            secret_access_key=secret,
+            region=args.region,
+            ledger=ledger,
+        )
+    finally:
+        if api is not None:
+            api.close()
+    if out.as_json:
+        out.line(report.to_json())
+    else:
+        out.line(report.render())
+    return EXIT_OK if report.ok else EXIT_VERIFY_FAILED
+
+
 def build_parser() -> argparse.ArgumentParser:
     # --json works before or after the command: the subcommands' copy must not reset the main one.
     common = _Parser(add_help=False)
@@ -591,6 +623,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--home", default=".demo", help="demo folder, rebuilt on each run (default .demo)")
     demo.add_argument("--dest-dir", help="make DIR the root of the first account's export")
     demo.set_defaults(plain_handler=_demo)
+    verify = sub.add_parser(
+        "verify",
+        help="check a bucket prefix or local folder holds every window exactly once (read credentials)",
+        description="Check windows chain without gaps or overlaps, parts, gzip, line limits, row order and "
+        "windows, duplicate ids and each snapshot's _SUCCESS. Exits 7 if anything is wrong.",
+        parents=[common],
+    )
+    verify.add_argument("source", metavar="SOURCE", help="s3://bucket/prefix, gs://bucket/prefix or a local folder")
+    verify.add_argument("--endpoint", help="S3-compatible endpoint (R2, MinIO, B2); gs:// uses Google's")
+    verify.add_argument("--region", help="bucket region (default us-east-1)")
+    verify.add_argument("--access-key-id", help="a read key (List + Get); default: your AWS credential chain")
+    _add_secret_options(verify, prompt_flag=False)
+    verify.add_argument("--ledger", metavar="EXPORT_ID", help="operators: also compare rows per window with the ledger")
+    verify.set_defaults(plain_handler=_verify)
     _add_commands(sub, common)
     return parser
 

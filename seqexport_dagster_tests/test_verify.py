@@ -289,3 +289,35 @@ def test_s3_prefix_on_moto(export: tuple[Path, str], moto) -> None:
     broken = verify_location(f"s3://{bucket}/sequenzy", **options)
     assert kinds(broken) == {"success_not_empty", "corrupt_gzip"}
     assert "secret" not in broken.to_json() and "read-secret" not in broken.render()
+
+
+def test_cli_verify_exit_codes_and_json(export: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
+    from seqexport_dagster.cli import EXIT_VERIFY_FAILED, main
+
+    root, _ = export
+    assert main(["verify", str(root)], env={}) == 0
+    assert "OK: no problems found" in capsys.readouterr().out
+    (root / success_key("", DAY)).unlink()
+    assert main(["verify", str(root), "--json"], env={}) == EXIT_VERIFY_FAILED
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False
+    assert [p["kind"] for p in report["problems"]] == ["missing_success"]
+
+
+def test_cli_verify_s3_reads_the_secret_from_the_environment(
+    export: tuple[Path, str], moto, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from seqexport_dagster.cli import main
+
+    root, _ = export
+    s3 = moto.admin_client()
+    bucket = f"verify-cli-{secrets.token_hex(4)}"
+    s3.create_bucket(Bucket=bucket)
+    for path in sorted((root / "sms_events").rglob("*.jsonl.gz")):
+        s3.put_object(Bucket=bucket, Key=path.relative_to(root).as_posix(), Body=path.read_bytes())
+    argv = ["verify", f"s3://{bucket}", "--endpoint", moto.endpoint, "--access-key-id", "reader"]
+    assert main([*argv, "--secret-env", "READ_SECRET"], env={"READ_SECRET": "s3cr3t-value"}) == 0
+    out = capsys.readouterr().out
+    assert "sms_events" in out and "s3cr3t-value" not in out
+    # A key id without its secret is refused up front (exit 2), not sent half-configured.
+    assert main(argv, env={}) == 2
