@@ -66,7 +66,7 @@ def day_metadata(report: DayReport, *, rewrite: bool) -> dict[str, Any]:
 def export_day(
     context: dg.AssetExecutionContext, exporter: ExporterResource, dataset: str
 ) -> Iterator[dg.MaterializeResult[Any]]:
-    keys = dg.MultiPartitionKey(context.partition_key).keys_by_dimension
+    keys = export_days.get_partition_key_from_str(context.partition_key).keys_by_dimension
     export_id, day = keys[EXPORT], parse_date_key(keys[DATE])
     rewrite = context.run.tags.get(TRIGGER_TAG) != SCHEDULED
     final_attempt = context.retry_number >= RETRY_POLICY.max_retries
@@ -115,7 +115,8 @@ def dataset_asset(dataset: str) -> dg.AssetsDefinition:
         kinds={"s3"},
         description=DATASETS[dataset].description,
     )
-    def _asset(context: dg.AssetExecutionContext, exporter: ExporterResource) -> Iterator[dg.MaterializeResult[Any]]:
+    # `context` unannotated: dagster reads this annotation unevaluated (postponed annotations).
+    def _asset(context, exporter: ExporterResource) -> Iterator[dg.MaterializeResult[Any]]:  # type: ignore[no-untyped-def]
         yield from export_day(context, exporter, dataset)
 
     return _asset

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Final
 
 import dagster as dg
+from dagster import SensorEvaluationContext
 
 from seqexport_dagster.defs.assets import SCHEDULED, TRIGGER_TAG
 from seqexport_dagster.defs.partitions import EXPORT, exports_partitions, partition_key
@@ -73,6 +74,6 @@ def evaluate(instance: dg.DagsterInstance, exports: Iterable[ExportRecord], now_
     description="Registers exports as partitions and launches their due windows and snapshots.",
 )
 def scheduler_sensor(
-    context: dg.SensorEvaluationContext, control_plane: ControlPlaneResource, clock: ClockResource
+    context: SensorEvaluationContext, control_plane: ControlPlaneResource, clock: ClockResource
 ) -> dg.SensorResult:
     return evaluate(context.instance, control_plane.store().list_exports(), clock.now_ms())

@@ -1,0 +1,76 @@
+"""What the sensor daemon and run launcher do, done in this process: for the demo and tests.
+
+`tick` evaluates the real scheduler sensor against a real instance, applies its partition
+requests, skips run keys already used (as the daemon does), and executes each requested run with
+`execute_in_process` on the same instance. Runs, materializations, observations and partitions land
+in that instance's storage, so ``dagster dev`` on the same ``DAGSTER_HOME`` shows them afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+
+from seqexport_dagster.defs.sensors import EXPORT_JOB, scheduler_sensor
+
+RUN_KEY_TAG = "dagster/run_key"
+SENSOR_TAG = "dagster/sensor_name"
+
+
+@dataclass
+class TickOutcome:
+    requested: list[dg.RunRequest] = field(default_factory=list)
+    results: list[dg.ExecuteInProcessResult] = field(default_factory=list)
+    registered: list[str] = field(default_factory=list)
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [r.run_id for r in self.results]
+
+
+def evaluate_sensor(instance: dg.DagsterInstance, resources: Mapping[str, Any]) -> dg.SensorResult:
+    with dg.build_sensor_context(instance=instance, resources=resources, sensor_name=scheduler_sensor.name) as context:
+        result = scheduler_sensor(context)
+    if not isinstance(result, dg.SensorResult):
+        raise TypeError(f"scheduler_sensor returned {type(result).__name__}, expected SensorResult")
+    return result
+
+
+def used_run_keys(instance: dg.DagsterInstance, keys: list[str]) -> set[str]:
+    if not keys:
+        return set()
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: keys}))
+    return {run.tags[RUN_KEY_TAG] for run in runs if RUN_KEY_TAG in run.tags}
+
+
+def tick(instance: dg.DagsterInstance, defs: dg.Definitions, *, execute: bool = True) -> TickOutcome:
+    """One sensor tick and, with ``execute``, its runs one after another (one run per export)."""
+    resources = defs.resources or {}
+    result = evaluate_sensor(instance, resources)
+    outcome = TickOutcome()
+    for change in result.dynamic_partitions_requests or []:
+        if isinstance(change, dg.AddDynamicPartitionsRequest):
+            instance.add_dynamic_partitions(change.partitions_def_name, list(change.partition_keys))
+            outcome.registered += list(change.partition_keys)
+    used = used_run_keys(instance, [r.run_key for r in result.run_requests or [] if r.run_key])
+    outcome.requested = [r for r in result.run_requests or [] if r.run_key not in used]
+    if not execute:
+        return outcome
+    job = defs.resolve_job_def(EXPORT_JOB)
+    for request in outcome.requested:
+        tags = {**request.tags, SENSOR_TAG: scheduler_sensor.name}
+        if request.run_key:
+            tags[RUN_KEY_TAG] = request.run_key
+        outcome.results.append(
+            job.execute_in_process(
+                instance=instance,
+                partition_key=request.partition_key,
+                asset_selection=list(request.asset_selection or []),
+                tags=tags,
+                raise_on_error=False,
+            )
+        )
+    return outcome
