@@ -1,0 +1,197 @@
+"""Warehouse DDL generated from the row contract, so the README's statements match the schemas exactly.
+
+``python -m seqexport_dagster.warehouse WAREHOUSE DATASET`` prints the statements for any dataset;
+the README shows them for ``email_events`` and a test keeps both in step with `schema.DATASETS`.
+
+Type choices, and why:
+- timestamps are ``YYYY-MM-DDTHH:MM:SS.mmmZ``: Snowflake's TIMESTAMP_TZ, BigQuery's TIMESTAMP,
+  DuckDB's TIMESTAMPTZ and Redshift's ``TIMEFORMAT 'auto'`` (its documented ISO 8601 example is
+  ``2019-02-11T05:09:12.195Z``) all parse them as they are;
+- Redshift's VARCHAR(n) counts bytes, our ``max_length`` counts characters: we allow 4 bytes per
+  character (UTF-8's maximum) so a name like "Zoë Núñez" never truncates a load;
+- objects and arrays stay semi-structured (VARIANT/ARRAY, JSON/ARRAY<STRING>, SUPER, JSON/VARCHAR[]).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Final
+
+from seqexport_dagster.schema import DATASETS, Dataset, Field
+
+WAREHOUSES: Final = ("snowflake", "bigquery", "redshift", "duckdb")
+#: The Hive partition column every loader derives from ``date=YYYY-MM-DD`` folders.
+PARTITION_COLUMN: Final = "date"
+REDSHIFT_MAX_VARCHAR: Final = 65_535
+#: Room for enum values added in later schema versions (adding a value is allowed, retyping is not).
+ENUM_CHARS: Final = 16
+
+
+def snowflake_type(f: Field) -> str:
+    if f.type == "string":
+        return f"VARCHAR({f.max_length})" if f.max_length else "VARCHAR"
+    return {"timestamp": "TIMESTAMP_TZ(3)", "integer": "NUMBER(38,0)", "object": "VARIANT", "array": "ARRAY"}[f.type]
+
+
+def bigquery_type(f: Field) -> str:
+    return {
+        "string": "STRING",
+        "timestamp": "TIMESTAMP",
+        "integer": "INT64",
+        "object": "JSON",
+        "array": "ARRAY<STRING>",
+    }[f.type]
+
+
+def redshift_type(f: Field) -> str:
+    if f.type == "string":
+        chars = f.max_length or (ENUM_CHARS if f.enum else None)
+        return f"VARCHAR({min(4 * chars, REDSHIFT_MAX_VARCHAR)})" if chars else f"VARCHAR({REDSHIFT_MAX_VARCHAR})"
+    return {"timestamp": "TIMESTAMPTZ", "integer": "INTEGER", "object": "SUPER", "array": "SUPER"}[f.type]
+
+
+def duckdb_type(f: Field) -> str:
+    return {
+        "string": "VARCHAR",
+        "timestamp": "TIMESTAMPTZ",
+        "integer": "BIGINT",
+        "object": "JSON",
+        "array": "VARCHAR[]",
+    }[f.type]
+
+
+def _not_null(f: Field) -> str:
+    return "" if f.nullable else " NOT NULL"
+
+
+def _columns(ds: Dataset, typer: Callable[[Field], str], *, not_null: bool = True) -> str:
+    width = max(len(f.name) for f in ds.fields)
+    return ",\n".join(f"  {f.name:<{width}} {typer(f)}{_not_null(f) if not_null else ''}".rstrip() for f in ds.fields)
+
+
+def snowflake(ds: Dataset, *, stage: str = "sequenzy_stage") -> str:
+    """The docs' raw table (VARIANT + file name), and a typed, deduplicated view over it."""
+    exprs = [f"raw:{f.name}::{snowflake_type(f)}" for f in ds.fields]
+    width = max(len(e) for e in exprs)
+    casts = ",\n".join(f"  {e:<{width}} AS {f.name}" for e, f in zip(exprs, ds.fields, strict=True))
+    order = "recorded_at" if not ds.is_snapshot else "updated_at"
+    return (
+        f"CREATE TABLE IF NOT EXISTS {ds.name}_raw (raw VARIANT, file STRING);\n\n"
+        f"-- Only part files: never _SUCCESS or anything else in the folder.\n"
+        f"COPY INTO {ds.name}_raw (raw, file)\n"
+        f"FROM (SELECT $1, METADATA$FILENAME FROM @{stage}/{ds.name}/)\n"
+        f"PATTERN = '.*[.]jsonl[.]gz';\n\n"
+        f"CREATE OR REPLACE VIEW {ds.name} AS\n"
+        f"SELECT\n{casts}\n"
+        f"FROM {ds.name}_raw\n"
+        f"QUALIFY ROW_NUMBER() OVER (PARTITION BY raw:id::VARCHAR ORDER BY raw:{order}::TIMESTAMP_TZ DESC) = 1;"
+    )
+
+
+def bigquery(ds: Dataset, *, dataset: str = "sequenzy", uri: str = "gs://acme-exports/sequenzy") -> str:
+    """An external table with the contract's columns; ``date`` comes from the folder names."""
+    order = "recorded_at" if not ds.is_snapshot else "updated_at"
+    return (
+        f"CREATE OR REPLACE EXTERNAL TABLE {dataset}.{ds.name}_raw (\n{_columns(ds, bigquery_type, not_null=False)}\n)\n"
+        f"WITH PARTITION COLUMNS ({PARTITION_COLUMN} DATE)\n"
+        f"OPTIONS (\n"
+        f"  format = 'NEWLINE_DELIMITED_JSON',\n"
+        f"  compression = 'GZIP',\n"
+        f"  uris = ['{uri}/{ds.name}/*.jsonl.gz'],\n"
+        f"  hive_partition_uri_prefix = '{uri}/{ds.name}'\n"
+        f");\n\n"
+        f"CREATE OR REPLACE VIEW {dataset}.{ds.name} AS\n"
+        f"SELECT * EXCEPT (rn) FROM (\n"
+        f"  SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY {order} DESC) AS rn\n"
+        f"  FROM {dataset}.{ds.name}_raw\n"
+        f")\n"
+        f"WHERE rn = 1;"
+    )
+
+
+def redshift(
+    ds: Dataset,
+    *,
+    uri: str = "s3://acme-exports/sequenzy",
+    iam_role: str = "arn:aws:iam::123456789012:role/redshift-s3-read",
+    day: str = "2026-09-30",
+) -> str:
+    """Staging table, COPY of one day folder, then an insert that keeps each id once."""
+    order = "recorded_at" if not ds.is_snapshot else "updated_at"
+    names = ",\n  ".join(ds.field_names)
+    return (
+        f"CREATE TABLE IF NOT EXISTS {ds.name} (\n{_columns(ds, redshift_type)}\n);\n"
+        f"CREATE TEMP TABLE {ds.name}_staging (LIKE {ds.name});\n\n"
+        f"COPY {ds.name}_staging\n"
+        f"FROM '{uri}/{ds.name}/date={day}/{ds.name}-'\n"
+        f"IAM_ROLE '{iam_role}'\n"
+        f"FORMAT AS JSON 'auto ignorecase'\n"
+        f"GZIP TIMEFORMAT 'auto';\n\n"
+        + (
+            # A snapshot is the whole state: replace the table (DELETE, not TRUNCATE, which commits).
+            f"BEGIN;\nDELETE FROM {ds.name};\n"
+            if ds.is_snapshot
+            else f"DELETE FROM {ds.name} USING {ds.name}_staging s WHERE {ds.name}.id = s.id;\n"
+        )
+        + f"INSERT INTO {ds.name} (\n  {names}\n)\n"
+        f"SELECT\n  {names}\nFROM (\n"
+        f"  SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY {order} DESC) AS rn FROM {ds.name}_staging\n"
+        f") WHERE rn = 1;" + ("\nCOMMIT;" if ds.is_snapshot else "")
+    )
+
+
+def duckdb_columns(ds: Dataset) -> str:
+    """The ``columns`` argument of DuckDB's read_json: the contract's types, not guesses."""
+    return "{" + ", ".join(f"'{f.name}': '{duckdb_type(f)}'" for f in ds.fields) + "}"
+
+
+def duckdb(ds: Dataset, *, root: str = "s3://acme-exports/sequenzy") -> str:
+    order = "recorded_at" if not ds.is_snapshot else "updated_at"
+    return (
+        f"CREATE OR REPLACE VIEW {ds.name} AS\n"
+        f"SELECT * FROM read_json('{root}/{ds.name}/*/*.jsonl.gz',\n"
+        f"                        format = 'newline_delimited', hive_partitioning = true,\n"
+        f"                        columns = {duckdb_columns(ds)})\n"
+        f"QUALIFY ROW_NUMBER() OVER (PARTITION BY id ORDER BY {order} DESC) = 1;"
+    )
+
+
+GENERATORS: Final[dict[str, Callable[[Dataset], str]]] = {
+    "snowflake": snowflake,
+    "bigquery": bigquery,
+    "redshift": redshift,
+    "duckdb": duckdb,
+}
+
+
+def type_table() -> str:
+    """Markdown: each contract type and its column type per warehouse."""
+    samples = {
+        "string (max n characters)": Field("x", "string", "", max_length=255),
+        "string (no limit)": Field("x", "string", ""),
+        "timestamp": Field("x", "timestamp", ""),
+        "integer": Field("x", "integer", ""),
+        "object": Field("x", "object", ""),
+        "array of strings": Field("x", "array", ""),
+    }
+    lines = ["| contract type | Snowflake | BigQuery | Redshift | DuckDB |", "|---|---|---|---|---|"]
+    for label, f in samples.items():
+        sf, rs = snowflake_type(f), redshift_type(f)
+        if f.max_length:
+            sf, rs = "VARCHAR(n)", "VARCHAR(4n), at most 65535"
+        lines.append(f"| {label} | `{sf}` | `{bigquery_type(f)}` | `{rs}` | `{duckdb_type(f)}` |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] not in GENERATORS or args[1] not in DATASETS:
+        sys.stderr.write(f"usage: python -m seqexport_dagster.warehouse {{{','.join(WAREHOUSES)}}} DATASET\n")
+        return 2
+    sys.stdout.write(GENERATORS[args[0]](DATASETS[args[1]]) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
