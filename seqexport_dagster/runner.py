@@ -24,6 +24,7 @@ from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store.store import (
     ACTIVE,
+    COMMITTED,
     ControlPlane,
     DatasetState,
     ExportRecord,
@@ -158,14 +159,7 @@ class Runner:
         """
         start, end = day_start_ms(day), day_start_ms(day) + DAY_MS
         now = self.clock()
-        pending = export.export_now_pending(state)
-        due = [
-            w
-            for w in due_windows(
-                state.position_ms, now, frequency=export.frequency, lag_ms=export.lag_ms, export_now=pending
-            )
-            if w.day == day
-        ]
+        due = [w for w in self.due_windows(export, state, now) if w.day == day]
         if not rewrite:
             return due
         committed = self.store.committed_windows(export.id, state.dataset, day.isoformat())
@@ -177,6 +171,34 @@ class Runner:
                 if w.from_ms < horizon:
                     before_chain += chain(w.from_ms, min(w.to_ms, horizon))
         return sorted({*committed, *before_chain, *due})
+
+    def due_windows(self, export: ExportRecord, state: DatasetState, now: int) -> list[Window]:
+        """Due windows continuing the chain, starting with the exact bounds of an unfinished attempt.
+
+        After a failure the backlog would otherwise merge the failed window with the following grid
+        steps into one catch-up window under a new name, and the parts the failed attempt already
+        wrote (same rows, old name) would stay in the bucket next to it: duplicates, and a retry that
+        does not rewrite "the same window with the same file names".
+        """
+        pending = export.export_now_pending(state)
+        horizon = now - export.lag_ms
+        retry = self.unfinished_window(export.id, state)
+        start = state.position_ms
+        head: list[Window] = []
+        if retry is not None and retry.to_ms <= horizon:
+            head, start = [retry], retry.to_ms
+        return head + due_windows(start, now, frequency=export.frequency, lag_ms=export.lag_ms, export_now=pending)
+
+    def unfinished_window(self, export_id: str, state: DatasetState) -> Window | None:
+        """The latest attempted, uncommitted window that starts at the position, if any."""
+        attempts = [
+            w
+            for w in self.store.ledger(export_id, dataset=state.dataset, since_ms=state.position_ms)
+            if w.window.from_ms == state.position_ms
+        ]
+        if not attempts or attempts[-1].status == COMMITTED:
+            return None
+        return attempts[-1].window
 
     def run_day(
         self,
@@ -289,18 +311,21 @@ class Runner:
         writer = PartWriter(DATASETS[dataset], self.part_limit)
         rows = count = size = 0
         part: Part
+        # Each part is recorded before its PUT, not after: a worker killed (or a control plane lost)
+        # between a PUT that landed and its record would leave a part no later attempt knows to
+        # blank. Recording one that then fails costs at most one needless empty part.
+        written = self.store.parts_written(attempt.export.id, dataset, window, attempt.location)
         for part, key in zip(writer.parts(batches), keys, strict=False):
-            attempt.put(key, part.body)
             self.store.record_part(
                 window_id, part=part.number, key=key, rows=part.rows, size=part.size, now_ms=self.clock()
             )
+            attempt.put(key, part.body)
             rows, count, size = rows + part.rows, count + 1, size + part.size
-        written = self.store.parts_written(attempt.export.id, dataset, window, attempt.location)
         blanked = 0
         for number in range(count, written):
             key = next(keys)
-            attempt.put(key, EMPTY_GZIP)
             self.store.record_part(window_id, part=number, key=key, rows=0, size=len(EMPTY_GZIP), now_ms=self.clock())
+            attempt.put(key, EMPTY_GZIP)
             blanked += 1
         return rows, count, size, blanked
 

@@ -1,0 +1,263 @@
+"""Reads a bucket back and checks it against the source and the control plane.
+
+The checks are the delivery contract, asserted on what a customer's loader would actually read
+(every object below the prefix, gunzipped), not on what the runner says it did:
+
+* every source row up to the export's position is present (events: ``added_at < recorded_at <=
+  position``; the snapshot: every subscriber of the account, once ``_SUCCESS`` exists);
+* the windows in the bucket chain from the dataset's start with no gap and no overlap, and each row
+  sits in the window its ``recorded_at`` belongs to, in ``(recorded_at, id)`` order;
+* no id appears twice (stale parts of a shorter retry were blanked);
+* ``_SUCCESS`` exists only for a committed snapshot, and its last write came after the last write of
+  every part of its folder (checked against the proxy's ordered request log when given);
+* the position is never ahead of what was written: every part the ledger committed is in the bucket;
+* the last error is cleared once the export has recovered.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.store.store import COMMITTED, ControlPlane
+from seqexport_dagster.window import Window, iso_ms, parse_iso_ms, parse_key, part_key
+
+
+@dataclass
+class DatasetAudit:
+    dataset: str
+    expected: int = 0
+    found: int = 0  # distinct ids found
+    duplicated: int = 0  # ids seen more than once
+    missing: int = 0
+    extra: int = 0  # ids in the bucket that the source no longer has (or never had)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AuditReport:
+    export_id: str
+    datasets: dict[str, DatasetAudit] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def expected(self) -> int:
+        return sum(d.expected for d in self.datasets.values())
+
+    @property
+    def found(self) -> int:
+        return sum(d.found for d in self.datasets.values())
+
+    @property
+    def duplicated(self) -> int:
+        return sum(d.duplicated for d in self.datasets.values())
+
+    @property
+    def missing(self) -> int:
+        return sum(d.missing for d in self.datasets.values())
+
+    @property
+    def extra(self) -> int:
+        return sum(d.extra for d in self.datasets.values())
+
+    def all_problems(self) -> list[str]:
+        return self.problems + [f"{d.dataset}: {p}" for d in self.datasets.values() for p in d.problems]
+
+    @property
+    def clean(self) -> bool:
+        return not self.all_problems() and not self.missing and not self.duplicated
+
+    def assert_clean(self, *, allow_extra: bool = False) -> None:
+        problems = self.all_problems()
+        if self.missing:
+            problems.append(f"{self.missing} rows missing")
+        if self.duplicated:
+            problems.append(f"{self.duplicated} ids duplicated")
+        if self.extra and not allow_extra:
+            problems.append(f"{self.extra} ids not in the source")
+        assert not problems, f"bucket audit of {self.export_id} failed:\n  " + "\n  ".join(problems)
+
+
+def read_objects(s3: Any, bucket: str, prefix: str) -> dict[str, bytes]:
+    """Every object below ``prefix`` (a plain admin client straight to moto, not through the proxy)."""
+    out: dict[str, bytes] = {}
+    start = f"{prefix}/" if prefix else ""
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=start):
+        for obj in page.get("Contents", []):
+            out[obj["Key"][len(start) :]] = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+    return out
+
+
+def _lines(body: bytes) -> list[dict[str, Any]]:
+    if not body:
+        return []
+    return [json.loads(line) for line in gzip.decompress(body).splitlines() if line]
+
+
+def source_ids(engine: sa.Engine, dataset: str, account_id: str, window: Window | None = None) -> set[str]:
+    sql = f"SELECT id FROM {dataset} WHERE account_id = :a"
+    params: dict[str, Any] = {"a": account_id}
+    if window is not None:
+        sql += " AND recorded_at > :f AND recorded_at <= :t"
+        params |= {"f": iso_ms(window.from_ms), "t": iso_ms(window.to_ms)}
+    with engine.connect() as conn:
+        return {r[0] for r in conn.execute(sa.text(sql), params)}
+
+
+def audit_export(
+    store: ControlPlane,
+    source: sa.Engine,
+    s3: Any,
+    export_id: str,
+    *,
+    put_order: list[str] | None = None,
+    expect_recovered: bool = True,
+) -> AuditReport:
+    """Audit one export's bucket. ``put_order``: keys (relative to the bucket) in the order written."""
+    export = store.get_export(export_id)
+    config, _ = store.destination_config(export_id)
+    objects = read_objects(s3, config.bucket, config.prefix)
+    report = AuditReport(export_id)
+    for key in objects:
+        if key.startswith("_sequenzy/"):
+            continue
+        if parse_key(key) is None:
+            report.problems.append(f"unexpected object in a dataset folder: {key}")
+    for state in export.datasets:
+        ds = DatasetAudit(state.dataset)
+        report.datasets[state.dataset] = ds
+        if DATASETS[state.dataset].is_snapshot:
+            _audit_snapshot(store, source, export.account_id, export_id, config.prefix, objects, put_order, ds)
+        else:
+            _audit_events(store, source, export.account_id, export_id, config.prefix, objects, state, ds)
+        if expect_recovered and (state.last_error is not None or state.failures):
+            ds.problems.append(f"last error still shown after recovery: {state.last_error!r} ({state.failures})")
+    return report
+
+
+def _audit_events(
+    store: ControlPlane,
+    source: sa.Engine,
+    account_id: str,
+    export_id: str,
+    prefix: str,
+    objects: dict[str, bytes],
+    state: Any,
+    ds: DatasetAudit,
+) -> None:
+    name = ds.dataset
+    by_window: dict[Window, dict[int, list[dict[str, Any]]]] = {}
+    for key, body in objects.items():
+        parsed = parse_key(key)
+        if parsed is None or parsed.dataset != name or parsed.window is None or parsed.part is None:
+            continue
+        if parsed.date != parsed.window.date_key:
+            ds.problems.append(f"{key} is in the wrong date= folder")
+        by_window.setdefault(parsed.window, {})[parsed.part] = _lines(body)
+    ids: Counter[str] = Counter()
+    for window, part_rows in by_window.items():
+        numbers = sorted(part_rows)
+        if numbers != list(range(len(numbers))):
+            ds.problems.append(f"window {window} has part numbers {numbers}: a hole")
+        previous: tuple[str, str] | None = None
+        for n in numbers:
+            for row in part_rows[n]:
+                ids[row["id"]] += 1
+                if not window.contains(parse_iso_ms(row["recorded_at"])):
+                    ds.problems.append(f"row {row['id']} recorded {row['recorded_at']} lies outside {window}")
+                current = (row["recorded_at"], row["id"])
+                if previous is not None and current < previous:
+                    ds.problems.append(f"rows out of (recorded_at, id) order in {window} part {n}")
+                previous = current
+    # The chain: windows holding rows never overlap, and windows from the start to the position
+    # leave no gap. Windows beyond the position (an attempt not yet committed) may exist.
+    ordered = sorted(by_window)
+    with_rows = [w for w in ordered if any(by_window[w].values())]
+    for a, b in zip(with_rows, with_rows[1:], strict=False):
+        if b.from_ms < a.to_ms:
+            ds.problems.append(f"windows {a} and {b} overlap and both hold rows")
+    cursor = state.added_at
+    for w in ordered:
+        if w.from_ms == cursor and w.to_ms <= state.position_ms:
+            cursor = w.to_ms
+    if cursor < state.position_ms:
+        ds.problems.append(
+            f"gap: the bucket's chain stops at {iso_ms(cursor)}, position is {iso_ms(state.position_ms)}"
+        )
+    for lw in store.ledger(export_id, dataset=name):
+        if lw.status == COMMITTED:
+            for n in range(lw.parts):
+                if part_key("", name, lw.window, n) not in objects:
+                    ds.problems.append(f"committed part {n} of {lw.window} is not in the bucket")
+    expected = (
+        source_ids(source, name, account_id, Window(state.added_at, state.position_ms))
+        if (state.position_ms > state.added_at)
+        else set()
+    )
+    _count(ds, expected, ids)
+
+
+def _audit_snapshot(
+    store: ControlPlane,
+    source: sa.Engine,
+    account_id: str,
+    export_id: str,
+    prefix: str,
+    objects: dict[str, bytes],
+    put_order: list[str] | None,
+    ds: DatasetAudit,
+) -> None:
+    days: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    success: set[str] = set()
+    for key, body in objects.items():
+        parsed = parse_key(key)
+        if parsed is None or parsed.dataset != "subscribers":
+            continue
+        if parsed.is_success:
+            success.add(parsed.date)
+            if body:
+                ds.problems.append(f"_SUCCESS of {parsed.date} is not empty")
+        elif parsed.part is not None:
+            days.setdefault(parsed.date, {})[parsed.part] = _lines(body)
+    committed = {lw.window.date_key for lw in store.ledger(export_id, dataset="subscribers") if lw.status == COMMITTED}
+    for day in sorted(success - committed):
+        ds.problems.append(f"_SUCCESS for {day} but no committed snapshot")
+    for day in sorted(committed - success):
+        ds.problems.append(f"snapshot of {day} committed but _SUCCESS is missing")
+    if put_order is not None:
+        full = [k[len(prefix) + 1 :] if prefix else k for k in put_order]
+        for day in success:
+            folder = f"subscribers/date={day}/"
+            last = {k: i for i, k in enumerate(full) if k.startswith(folder)}
+            marker = last.get(folder + "_SUCCESS")
+            late = [k for k, i in last.items() if marker is not None and i > marker]
+            if late:
+                ds.problems.append(f"parts written after _SUCCESS of {day}: {late}")
+    expected: set[str] = set()
+    ids: Counter[str] = Counter()
+    everyone = source_ids(source, "subscribers", account_id)
+    for day in sorted(success):
+        parts = days.get(day, {})
+        numbers = sorted(parts)
+        if numbers != list(range(len(numbers))):
+            ds.problems.append(f"snapshot {day} has part numbers {numbers}: a hole")
+        day_ids: Counter[str] = Counter(row["id"] for n in numbers for row in parts[n])
+        # Each day's snapshot is complete on its own: count it per day, keyed by day.
+        for rid, n in day_ids.items():
+            ids[f"{day}/{rid}"] += n
+        expected |= {f"{day}/{rid}" for rid in everyone}
+    _count(ds, expected, ids)
+
+
+def _count(ds: DatasetAudit, expected: set[str], ids: Counter[str]) -> None:
+    ds.expected = len(expected)
+    ds.found = len(ids)
+    ds.duplicated = sum(1 for n in ids.values() if n > 1)
+    ds.missing = len(expected - set(ids))
+    ds.extra = len(set(ids) - expected)

@@ -1,0 +1,269 @@
+"""A fault-injecting HTTP proxy on 127.0.0.1, in front of a real moto server.
+
+The exporter talks to the proxy exactly as it talks to any S3-compatible endpoint (an
+``http://127.0.0.1:PORT`` endpoint, allowed by ``OperatorPolicy(allow_local=True)``), so every fault
+travels the real path: urllib3 sockets, botocore's parser and retry mode, our error translation.
+A proxy rather than botocore event hooks because hooks run above the transport and cannot produce a
+reset in the middle of an upload or a socket that stays silent past the read timeout.
+
+Faults are rules added per test. Each rule matches requests (method, a substring of the path), fires
+a number of times (or until removed, or with a probability), and does one thing:
+
+``status``  answer with an S3 error document (503 SlowDown, 500 InternalError, 400 RequestTimeout,
+            403 AccessDenied, 403 RequestTimeTooSkewed) without forwarding;
+``reset``   read part of the body, then close the socket with an RST;
+``delay``   wait, then forward (past the client's read timeout it becomes a timeout);
+``call``    run a callback (take a database away, kill a worker), then forward.
+
+Every request is logged in order with the fault it met, so a test can count attempts and check the
+order of writes (``_SUCCESS`` after every part).
+"""
+
+from __future__ import annotations
+
+import http.client
+import random
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+_HOP_HEADERS = frozenset({"connection", "keep-alive", "transfer-encoding", "expect", "proxy-connection", "te"})
+
+
+@dataclass
+class Fault:
+    kind: str  # status | reset | delay | call
+    match: str = ""  # substring of the request path (the bucket/key), "" matches all
+    method: str = "PUT"
+    times: int | None = 1  # None: until removed
+    probability: float = 1.0
+    status: int = 0
+    code: str = ""
+    message: str = ""
+    delay_s: float = 0.0
+    callback: Callable[[], None] | None = None
+    fired: int = 0
+
+    def matches(self, method: str, path: str, rng: random.Random) -> bool:
+        if self.method not in ("*", method) or self.match not in path:
+            return False
+        if self.times is not None and self.fired >= self.times:
+            return False
+        return self.probability >= 1.0 or rng.random() < self.probability
+
+
+@dataclass(frozen=True)
+class Record:
+    """One request as the proxy saw it."""
+
+    at: float
+    method: str
+    path: str
+    status: int  # 0: the connection was reset
+    fault: str | None
+
+
+def _xml_error(code: str, message: str) -> bytes:
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Error><Code>{code}</Code><Message>{message}</Message><RequestId>fault-proxy</RequestId></Error>"
+    ).encode()
+
+
+def slow_down(**kw: Any) -> Fault:
+    return Fault("status", status=503, code="SlowDown", message="Please reduce your request rate.", **kw)
+
+
+def internal_error(**kw: Any) -> Fault:
+    return Fault("status", status=500, code="InternalError", message="We encountered an internal error.", **kw)
+
+
+def request_timeout(**kw: Any) -> Fault:
+    message = "Your socket connection to the server was not read from or written to within the timeout period."
+    return Fault("status", status=400, code="RequestTimeout", message=message, **kw)
+
+
+def access_denied(**kw: Any) -> Fault:
+    kw.setdefault("times", None)
+    return Fault("status", status=403, code="AccessDenied", message="Access Denied", **kw)
+
+
+def clock_skewed(**kw: Any) -> Fault:
+    message = "The difference between the request time and the current time is too large."
+    return Fault("status", status=403, code="RequestTimeTooSkewed", message=message, **kw)
+
+
+def reset(**kw: Any) -> Fault:
+    return Fault("reset", **kw)
+
+
+def delay(seconds: float, **kw: Any) -> Fault:
+    return Fault("delay", delay_s=seconds, **kw)
+
+
+def call(callback: Callable[[], None], **kw: Any) -> Fault:
+    return Fault("call", callback=callback, **kw)
+
+
+class FaultProxy:
+    """Forwards to ``upstream_port`` on 127.0.0.1, applying the faults currently installed."""
+
+    def __init__(self, upstream_port: int, *, seed: int = 0) -> None:
+        self.upstream_port = upstream_port
+        self.faults: list[Fault] = []
+        self.log: list[Record] = []
+        self._lock = threading.Lock()
+        self._rng = random.Random(seed)
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.proxy = self
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True)
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def add(self, fault: Fault) -> Fault:
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def remove(self, fault: Fault) -> None:
+        with self._lock:
+            if fault in self.faults:
+                self.faults.remove(fault)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.faults.clear()
+
+    def puts(self, contains: str = "") -> list[Record]:
+        with self._lock:
+            return [r for r in self.log if r.method == "PUT" and contains in r.path]
+
+    def put_keys_in_order(self, bucket: str) -> list[str]:
+        """Keys of the PUTs that reached the store successfully, in arrival order."""
+        head = f"/{bucket}/"
+        return [unquote(r.path[len(head) :]) for r in self.puts(head) if r.status == 200]
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def _pick(self, method: str, path: str) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.matches(method, path, self._rng):
+                    fault.fired += 1
+                    return fault
+        return None
+
+    def _record(self, method: str, path: str, status: int, fault: Fault | None) -> None:
+        label = None
+        if fault is not None:
+            label = fault.code or fault.kind
+        with self._lock:
+            self.log.append(Record(time.monotonic(), method, path, status, label))
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    proxy: FaultProxy
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Broken pipes after a reset or a client timeout are the point of this server; stay quiet
+        # (an unhandled thread exception would also fail the test run, warnings being errors).
+        pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body leave in separate writes; with Nagle on, the second waits for the
+        # client's delayed ACK (40 ms a request).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def do_PUT(self) -> None:
+        self._handle()
+
+    do_GET = do_POST = do_HEAD = do_DELETE = do_PUT
+
+    def _handle(self) -> None:
+        proxy = self.server.proxy
+        method = self.command
+        path = urlsplit(self.path).path
+        length = int(self.headers.get("Content-Length") or 0)
+        fault = proxy._pick(method, path)
+        if fault is not None and fault.kind == "reset":
+            self.rfile.read(length // 2)
+            proxy._record(method, path, 0, fault)
+            # SO_LINGER 0: close() sends an RST instead of a FIN, as a dying load balancer does.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            self.close_connection = True
+            return
+        body = self.rfile.read(length) if length else b""
+        if fault is not None and fault.kind == "status":
+            payload = _xml_error(fault.code, fault.message)
+            proxy._record(method, path, fault.status, fault)
+            self.send_response_only(fault.status)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
+        if fault is not None and fault.kind == "delay":
+            time.sleep(fault.delay_s)
+        if fault is not None and fault.kind == "call" and fault.callback is not None:
+            fault.callback()
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
+        upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=30)
+        try:
+            upstream.request(method, self.path, body=body, headers=headers)
+            response = upstream.getresponse()
+            payload = response.read()
+            status = response.status
+            reply_headers = [(k, v) for k, v in response.getheaders() if k.lower() not in _HOP_HEADERS]
+        finally:
+            upstream.close()
+        proxy._record(method, path, status, fault)
+        self.send_response_only(status)
+        for k, v in reply_headers:
+            if k.lower() != "content-length":
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if method != "HEAD":
+            self.wfile.write(payload)
+
+
+__all__ = [
+    "Fault",
+    "FaultProxy",
+    "Record",
+    "access_denied",
+    "call",
+    "clock_skewed",
+    "delay",
+    "internal_error",
+    "request_timeout",
+    "reset",
+    "slow_down",
+]
