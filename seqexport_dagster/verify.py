@@ -93,8 +93,9 @@ class VerifyReport:
         lines = [f"verify {self.source}"]
         for name, s in self.datasets.items():
             span = f" {s.first} .. {s.last}" if s.first else ""
-            unit = f"{s.days} days" if DATASETS[name].is_snapshot else f"{s.windows} windows"
-            lines.append(f"  {name:<14} {unit}, {s.parts} parts, {s.rows} rows, {s.bytes} bytes{span}")
+            unit = _plural(s.days, "day") if DATASETS[name].is_snapshot else _plural(s.windows, "window")
+            counts = f"{_plural(s.parts, 'part')}, {_plural(s.rows, 'row')}, {s.bytes:,} bytes"
+            lines.append(f"  {name:<14} {unit}, {counts}{span}")
         if self.ledger_checked:
             lines.append("  rows per window compared with the control-plane ledger")
         if self.ok:
@@ -107,6 +108,10 @@ class VerifyReport:
         if len(self.problems) > max_problems:
             lines.append(f"  ... and {len(self.problems) - max_problems} more (use --json for all)")
         return "\n".join(lines)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -469,7 +474,7 @@ def _check_chain(checker: _Checker, dataset: str, windows: list[Window]) -> None
                     "gap",
                     dataset,
                     f"({iso_ms(previous.to_ms)}, {iso_ms(w.from_ms)}]",
-                    f"no window covers ({previous.to_ms}, {w.from_ms}] between {previous} and {w}",
+                    f"no window covers ({previous.to_ms}, {w.from_ms}]: the chain jumps from {previous} to {w}",
                 )
             elif w.from_ms < previous.to_ms:
                 checker.problem(
