@@ -14,10 +14,8 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import TYPE_CHECKING, Final, NoReturn
 
-from seqexport_dagster.api import ConfigurationError, Exports, LastError, mask_key_id, validate_lag_ms
-from seqexport_dagster.config import Settings
 from seqexport_dagster.connection_test import ConnectionTestFailed
 from seqexport_dagster.errors import (
     ConflictError,
@@ -28,12 +26,15 @@ from seqexport_dagster.errors import (
     RetryableError,
     SecretKeyError,
 )
-from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.store.store import ExportRecord
 from seqexport_dagster.window import iso_ms
 
-Handler = Callable[[argparse.Namespace, Exports, "Output"], int]
+if TYPE_CHECKING:
+    # The API pulls in SQLAlchemy and Alembic (about a second); `seqexport --help` must not wait.
+    from seqexport_dagster.api import Exports, LastError
+    from seqexport_dagster.store.store import ExportRecord
+
+Handler = Callable[[argparse.Namespace, "Exports", "Output"], int]
 
 EXIT_OK: Final = 0
 EXIT_INTERNAL: Final = 1
@@ -100,6 +101,12 @@ class Output:
         else:
             print(f"error: {self.scrub(message)}", file=sys.stderr)
         return code
+
+
+def mask_key_id(access_key_id: str | None) -> str | None:
+    from seqexport_dagster.api import mask_key_id as mask  # noqa: PLC0415 - see TYPE_CHECKING above
+
+    return mask(access_key_id)
 
 
 def _iso(ms: int | None) -> str | None:
@@ -271,6 +278,8 @@ def _lag_ms(minutes: str) -> int:
         raise InvalidInput("lag", f"{minutes!r} is not a number of minutes (0 to 60)") from None
     if value != value or value in (float("inf"), float("-inf")):
         raise InvalidInput("lag", f"{minutes!r} is not a number of minutes (0 to 60)")
+    from seqexport_dagster.api import validate_lag_ms  # noqa: PLC0415 - see TYPE_CHECKING above
+
     return validate_lag_ms(int(round(value * 60_000)))
 
 
@@ -584,7 +593,10 @@ def _verify(args: argparse.Namespace) -> int:
     ledger = None
     api: Exports | None = None
     if args.ledger:
-        api = Exports.from_settings(Settings.from_env(args.environ), clock=wall_clock_ms)
+        from seqexport_dagster.api import Exports  # noqa: PLC0415 - see TYPE_CHECKING above
+        from seqexport_dagster.config import Settings  # noqa: PLC0415
+
+        api = Exports.from_settings(Settings.from_env(args.environ))
         ledger = (api.store, api.store.get_export(args.ledger).id)
     try:
         report = verify_location(
@@ -641,11 +653,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(args: argparse.Namespace, out: Output, clock: Callable[[], int]) -> int:
+def _run(args: argparse.Namespace, out: Output, clock: Callable[[], int] | None) -> int:
     plain: Callable[[argparse.Namespace], int] | None = getattr(args, "plain_handler", None)
     if plain is not None:
         return int(plain(args))
-    api = Exports.from_settings(Settings.from_env(args.environ), clock=clock)
+    from seqexport_dagster.api import Exports  # noqa: PLC0415 - see TYPE_CHECKING above
+    from seqexport_dagster.config import Settings  # noqa: PLC0415
+
+    settings = Settings.from_env(args.environ)
+    api = Exports.from_settings(settings, clock=clock) if clock else Exports.from_settings(settings)
     try:
         handler: Handler = args.handler
         return handler(args, api, out)
@@ -657,7 +673,7 @@ def main(
     argv: Sequence[str] | None = None,
     *,
     env: Mapping[str, str] | None = None,
-    clock: Callable[[], int] = wall_clock_ms,
+    clock: Callable[[], int] | None = None,
 ) -> int:
     """Run one command; returns its exit code. ``env`` and ``clock`` are for tests."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -682,9 +698,11 @@ def main(
         return out.error("not_found", exc.message, EXIT_NOT_FOUND)
     except ConflictError as exc:
         return out.error("conflict", exc.message, EXIT_CONFLICT)
-    except (RetryableError, SecretKeyError, ConfigurationError) as exc:
+    except (RetryableError, SecretKeyError) as exc:
         return out.error("unavailable", exc.message, EXIT_UNAVAILABLE)
     except ExportError as exc:
+        if type(exc).__name__ == "ConfigurationError":  # api.ConfigurationError, not imported for --help's sake
+            return out.error("unavailable", exc.message, EXIT_UNAVAILABLE)
         return out.error("error", exc.message, EXIT_INTERNAL)
     except KeyboardInterrupt:
         return out.error("interrupted", "interrupted", 130)
