@@ -1,0 +1,111 @@
+"""Warehouse statements are generated from the contract, and the README shows exactly those."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from seqexport_dagster import warehouse
+from seqexport_dagster.schema import DATASETS, TIMESTAMP_PATTERN, Field
+from seqexport_dagster.window import iso_ms, parse_iso_ms
+
+README = (Path(__file__).parent.parent / "README.md").read_text()
+
+#: Redshift's documented example for ISO 8601 under TIMEFORMAT 'auto' (automatic-recognition page).
+REDSHIFT_AUTO_ISO_EXAMPLE = "2019-02-11T05:09:12.195Z"
+
+
+@pytest.mark.parametrize("name", ["snowflake", "bigquery", "redshift", "duckdb"])
+def test_readme_shows_the_generated_statements(name: str) -> None:
+    statement = warehouse.GENERATORS[name](DATASETS["email_events"])
+    assert statement in README, f"README's {name} block drifted from seqexport_dagster.warehouse"
+
+
+def test_readme_shows_the_generated_type_table() -> None:
+    assert warehouse.type_table() in README
+
+
+def _declared(statement: str) -> dict[str, str]:
+    """`  name TYPE [NOT NULL]` column lines of a CREATE TABLE."""
+    return {m[1]: m[2] for m in re.finditer(r"^  ([a-z_]+)\s+([A-Z][A-Za-z0-9_(),<> ]*?),?$", statement, re.M)}
+
+
+@pytest.mark.parametrize("name", list(DATASETS))
+def test_every_field_with_its_type_in_every_warehouse(name: str) -> None:
+    ds = DATASETS[name]
+    required = {f.name for f in ds.fields if not f.nullable}
+
+    redshift = _declared(warehouse.redshift(ds).split(";")[0])
+    assert list(redshift) == list(ds.field_names)
+    for f in ds.fields:
+        assert redshift[f.name] == warehouse.redshift_type(f) + (" NOT NULL" if f.name in required else "")
+
+    bigquery = _declared(warehouse.bigquery(ds).split("WITH PARTITION")[0])
+    assert bigquery == {f.name: warehouse.bigquery_type(f) for f in ds.fields}
+
+    snowflake = warehouse.snowflake(ds)
+    casts = re.findall(r"raw:([a-z_]+)::(\S+)\s+AS ([a-z_]+)", snowflake)
+    assert casts == [(f.name, warehouse.snowflake_type(f), f.name) for f in ds.fields]
+
+    duck = warehouse.duckdb(ds)
+    assert warehouse.duckdb_columns(ds) in duck
+    assert re.findall(r"'([a-z_]+)': '([A-Z\[\]]+)'", duck) == [(f.name, warehouse.duckdb_type(f)) for f in ds.fields]
+
+
+def test_types_follow_the_contract() -> None:
+    text = Field("x", "string", "", max_length=255)
+    assert warehouse.snowflake_type(text) == "VARCHAR(255)"
+    assert warehouse.redshift_type(text) == "VARCHAR(1020)"  # bytes: 4 per character
+    assert warehouse.redshift_type(Field("x", "string", "", max_length=60_000)) == "VARCHAR(65535)"
+    assert warehouse.redshift_type(Field("x", "string", "")) == "VARCHAR(65535)"
+    stamp = Field("x", "timestamp", "")
+    assert (warehouse.snowflake_type(stamp), warehouse.bigquery_type(stamp)) == ("TIMESTAMP_TZ(3)", "TIMESTAMP")
+    assert (warehouse.redshift_type(stamp), warehouse.duckdb_type(stamp)) == ("TIMESTAMPTZ", "TIMESTAMPTZ")
+    assert warehouse.bigquery_type(Field("x", "array", "")) == "ARRAY<STRING>"
+    assert warehouse.redshift_type(Field("x", "object", "")) == "SUPER"
+
+
+def test_redshift_timeformat_auto_parses_our_timestamps() -> None:
+    """Redshift's 'auto' recognizes ISO 8601 of exactly our shape; our writer produces that shape."""
+    assert re.match(TIMESTAMP_PATTERN, REDSHIFT_AUTO_ISO_EXAMPLE)
+    assert iso_ms(parse_iso_ms(REDSHIFT_AUTO_ISO_EXAMPLE)) == REDSHIFT_AUTO_ISO_EXAMPLE
+    for ms in (0, 1, 999, 1_790_726_400_000, 1_790_812_799_999):
+        assert re.match(TIMESTAMP_PATTERN, iso_ms(ms))
+    statement = warehouse.redshift(DATASETS["email_events"])
+    assert "FORMAT AS JSON 'auto ignorecase'" in statement and "GZIP TIMEFORMAT 'auto'" in statement
+    # 'auto ignorecase' matches keys to columns case-insensitively; ours are lower case already.
+    assert all(name == name.lower() for ds in DATASETS.values() for name in ds.field_names)
+
+
+def test_bigquery_partition_column_collides_with_no_field() -> None:
+    for ds in DATASETS.values():
+        # BigQuery column names are case-insensitive: `Date` would collide too.
+        assert warehouse.PARTITION_COLUMN not in {n.lower() for n in ds.field_names}
+        statement = warehouse.bigquery(ds)
+        assert "WITH PARTITION COLUMNS (date DATE)" in statement
+        assert f"uris = ['gs://acme-exports/sequenzy/{ds.name}/*.jsonl.gz']" in statement  # never _SUCCESS
+
+
+def test_every_statement_deduplicates_on_id() -> None:
+    for ds in DATASETS.values():
+        order = "updated_at" if ds.is_snapshot else "recorded_at"
+        for name, generate in warehouse.GENERATORS.items():
+            statement = generate(ds)
+            (over,) = re.findall(r"ROW_NUMBER\(\) OVER \(PARTITION BY (\S+) ORDER BY (\S+) DESC\)", statement)
+            assert over[0] in ("id", "raw:id::VARCHAR") and order in over[1], (name, over)
+
+
+def test_redshift_replaces_a_snapshot_in_one_transaction() -> None:
+    statement = warehouse.redshift(DATASETS["subscribers"])
+    assert "BEGIN;\nDELETE FROM subscribers;\nINSERT INTO subscribers" in statement
+    assert statement.endswith("COMMIT;")
+    assert "FROM 's3://acme-exports/sequenzy/subscribers/date=2026-09-30/subscribers-'" in statement
+
+
+def test_module_prints_statements(capsys: pytest.CaptureFixture[str]) -> None:
+    assert warehouse.main(["redshift", "sms_events"]) == 0
+    assert capsys.readouterr().out == warehouse.redshift(DATASETS["sms_events"]) + "\n"
+    assert warehouse.main(["oracle", "sms_events"]) == 2
+    assert "usage" in capsys.readouterr().err
