@@ -118,6 +118,8 @@ class FaultProxy:
         self.upstream_port = upstream_port
         self.faults: list[Fault] = []
         self.log: list[Record] = []
+        self.errors: list[Exception] = []
+        self.in_flight = 0
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -155,6 +157,12 @@ class FaultProxy:
         """Keys of the PUTs that reached the store successfully, in arrival order."""
         head = f"/{bucket}/"
         return [unquote(r.path[len(head) :]) for r in self.puts(head) if r.status == 200]
+
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Until no request is being handled (a killed client's last PUT may still be landing)."""
+        deadline = time.monotonic() + timeout
+        while self.in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def close(self) -> None:
         self._server.shutdown()
@@ -207,6 +215,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         proxy = self.server.proxy
+        with proxy._lock:
+            proxy.in_flight += 1
+        try:
+            self._forward(proxy)
+        finally:
+            with proxy._lock:
+                proxy.in_flight -= 1
+
+    def _forward(self, proxy: FaultProxy) -> None:
         method = self.command
         path = urlsplit(self.path).path
         length = int(self.headers.get("Content-Length") or 0)
@@ -232,7 +249,10 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind == "delay":
             time.sleep(fault.delay_s)
         if fault is not None and fault.kind == "call" and fault.callback is not None:
-            fault.callback()
+            try:
+                fault.callback()
+            except Exception as exc:  # the test reads proxy.errors; a dead handler thread would hide it
+                proxy.errors.append(exc)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
         upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=30)
         try:
