@@ -1,0 +1,385 @@
+"""The window and snapshot runners, end to end on real databases and a real folder (DESIGN §3–§5).
+
+Every test reads the files back (gunzip, JSON) and compares them with the source rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy
+from seqexport_dagster.destination.local import LocalDestination
+from seqexport_dagster.errors import RetryableError, RunInterrupted
+from seqexport_dagster.runner import DayReport, Runner
+from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
+from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
+from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, frequency_ms, parse_iso_ms, part_key
+from seqexport_dagster.writer import EMPTY_GZIP
+from seqexport_dagster_tests.layout import check_layout
+from seqexport_dagster_tests.world import DAY0, World
+
+DAY = dt.date(2026, 9, 30)
+LAG = 120_000
+SMALL = Scale(subscribers=120, email_sends_per_hour=30, sms_sends_per_hour=8, custom_per_hour=15)
+Hook = Callable[[int, str], None]
+
+
+class HookedDestination:
+    """A local folder whose ``put`` calls ``before(n, key)`` and ``after(n, key)`` around the write."""
+
+    def __init__(self, inner: Destination, log: list[str], before: Hook | None, after: Hook | None) -> None:
+        self.inner, self.log, self.before, self.after = inner, log, before, after
+
+    def put(self, key: str, body: bytes) -> None:
+        n = len(self.log)
+        if self.before:
+            self.before(n, key)
+        self.inner.put(key, body)
+        self.log.append(key)
+        if self.after:
+            self.after(n, key)
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def hooked_runner(
+    world: World, *, before: Hook | None = None, after: Hook | None = None, part_limit: int = 10
+) -> tuple[Runner, list[str]]:
+    log: list[str] = []
+
+    def factory(config: DestinationConfig, policy: OperatorPolicy) -> Destination:
+        assert config.provider == "local" and policy.allow_local
+        return HookedDestination(LocalDestination(config.bucket), log, before, after)
+
+    return world.runner(destination_factory=factory, part_limit=part_limit), log
+
+
+def read_part(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
+
+
+def window_files(root: Path, dataset: str, window: Window) -> list[Path]:
+    folder = root / dataset / f"date={window.date_key}"
+    return sorted(folder.glob(f"{dataset}-{window.from_ms}-{window.to_ms}-*.jsonl.gz"))
+
+
+def source_rows(world: World, dataset: str, account: str = "acme") -> list[dict[str, Any]]:
+    """The source's rows as the contract shows them, ordered as promised, computed independently."""
+    ds = DATASETS[dataset]
+    with world.source_engine.connect() as conn:
+        result = conn.execute(sa.text(f"SELECT * FROM {dataset} WHERE account_id = :a"), {"a": account})
+        rows = [dict(r._mapping) for r in result]
+    out = []
+    for r in rows:
+        row = {}
+        for f in ds.fields:
+            value = r[f.name]
+            row[f.name] = json.loads(value) if f.type in ("object", "array") and value is not None else value
+        out.append(row)
+    key = (lambda r: r["id"].encode()) if ds.is_snapshot else (lambda r: (r["recorded_at"], r["id"].encode()))
+    return sorted(out, key=key)
+
+
+def in_window(rows: list[dict[str, Any]], window: Window) -> list[dict[str, Any]]:
+    return [r for r in rows if window.contains(parse_iso_ms(r["recorded_at"]))]
+
+
+def export_whole_day(world: World, runner: Runner, export_id: str) -> dict[str, list[DayReport]]:
+    """Tick through the day as the scheduler does: each grid step once it is due (a single late
+    run would write one catch-up window for the whole day instead)."""
+    step = frequency_ms(world.store.get_export(export_id).frequency)
+    reports: dict[str, list[DayReport]] = {ds: [] for ds in DATASETS}
+    for end in range(DAY0 + step, DAY0 + DAY_MS + 1, step):
+        world.clock.now_ms = end + LAG
+        for ds in DATASETS:
+            reports[ds].append(runner.run_day(export_id, ds, DAY, run_id=f"run-{end}"))
+    return reports
+
+
+def windows_of(reports: list[DayReport]) -> list[Window]:
+    return [w.window for r in reports for w in r.windows]
+
+
+def assert_round_trip(world: World, root: Path, export_id: str, part_limit: int) -> int:
+    """Every source row of every committed window appears exactly once, in order, in contract-named parts."""
+    checked = 0
+    for dataset in EVENT_DATASETS:
+        expected_all = source_rows(world, dataset)
+        windows = world.store.committed_windows(export_id, dataset, DAY.isoformat())
+        assert windows and windows[0].from_ms == DAY0 and windows[-1].to_ms == DAY0 + DAY_MS
+        for window in windows:
+            files = window_files(root, dataset, window)
+            names = [p.name for p in files]
+            assert names == [part_key("", dataset, window, n).rsplit("/", 1)[1] for n in range(len(files))]
+            got = [row for p in files for row in read_part(p)]
+            expected = in_window(expected_all, window)
+            assert got == expected, f"{dataset} {window}"
+            assert [len(read_part(p)) for p in files] == (
+                [part_limit] * (len(expected) // part_limit)
+                + ([len(expected) % part_limit] if len(expected) % part_limit or not expected else [])
+            )
+            checked += len(got)
+        all_files = {p.name for p in (root / dataset).rglob("*") if p.is_file()}
+        assert all_files == {p.name for w in windows for p in window_files(root, dataset, w)}
+        assert checked >= len([r for r in expected_all if DAY0 < parse_iso_ms(r["recorded_at"]) <= DAY0 + DAY_MS])
+    return checked
+
+
+@pytest.mark.parametrize("part_limit", [50_000, 37])
+def test_round_trip_whole_day(world: World, part_limit: int) -> None:
+    export = world.local_export(frequency="1h")
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + DAY_MS, scale=SMALL)
+    generate_account(world.source_engine, "globex", DAY0, DAY0 + DAY_MS, scale=SMALL, seed=9)
+    reports = export_whole_day(world, world.runner(part_limit=part_limit), export.id)
+    root = world.root / "bucket"
+    assert all(r[-1].complete for r in reports.values())
+    assert not any(r.complete for ds in EVENT_DATASETS for r in reports[ds][:-1]), "a day is open until its end"
+    assert [len(windows_of(reports[ds])) for ds in EVENT_DATASETS] == [24, 24, 24]
+    assert assert_round_trip(world, root, export.id, part_limit) > 1_000
+    snapshot = sorted(root.glob("subscribers/date=2026-09-30/subscribers-*.jsonl.gz"))
+    assert [row for p in snapshot for row in read_part(p)] == source_rows(world, "subscribers")
+    assert (root / "subscribers/date=2026-09-30/_SUCCESS").read_bytes() == b""
+    assert check_layout(root) == []
+    # Nothing but dataset folders (and the local destination's own staging folder) at the root.
+    assert {p.name for p in root.iterdir()} <= {*DATASETS, ".seqexport-tmp"}
+
+
+def test_round_trip_on_postgresql(pg_world: World) -> None:
+    export = pg_world.local_export(frequency="6h")
+    generate_account(pg_world.source_engine, "acme", DAY0, DAY0 + DAY_MS, scale=SMALL)
+    generate_account(pg_world.source_engine, "globex", DAY0, DAY0 + DAY_MS, scale=SMALL, seed=9)
+    reports = export_whole_day(pg_world, pg_world.runner(part_limit=41), export.id)
+    assert [len(windows_of(reports[ds])) for ds in EVENT_DATASETS] == [4, 4, 4]
+    root = pg_world.root / "bucket"
+    assert assert_round_trip(pg_world, root, export.id, 41) > 1_000
+    snapshot = sorted(root.glob("subscribers/date=2026-09-30/subscribers-*.jsonl.gz"))
+    assert [row for p in snapshot for row in read_part(p)] == source_rows(pg_world, "subscribers")
+    assert check_layout(root) == []
+
+
+def test_retry_writes_byte_identical_parts(world: World) -> None:
+    export = world.local_export(datasets=("email_events",))
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + 2 * HOUR_MS, scale=SMALL)
+    world.clock.now_ms = DAY0 + HOUR_MS + LAG
+    window = Window(DAY0, DAY0 + HOUR_MS)
+
+    def die_on_third(n: int, key: str) -> None:
+        if n == 2:
+            raise RetryableError("connection reset")
+
+    failing, _ = hooked_runner(world, before=die_on_third)
+    with pytest.raises(RetryableError):
+        failing.run_day(export.id, "email_events", DAY)
+    root = world.root / "bucket"
+    partial = {p.name: p.read_bytes() for p in window_files(root, "email_events", window)}
+    assert len(partial) == 2
+    runner, _ = hooked_runner(world)
+    report = runner.run_day(export.id, "email_events", DAY)
+    assert [w.window for w in report.windows] == [window] and report.windows[0].advanced
+    first = {p.name: p.read_bytes() for p in window_files(root, "email_events", window)}
+    assert len(first) > 3
+    assert {name: first[name] for name in partial} == partial, "the retry rewrote the same bytes"
+    runner.write_window(export.id, "email_events", window)  # a backfill rewrite of a committed window
+    assert {p.name: p.read_bytes() for p in window_files(root, "email_events", window)} == first
+
+
+def test_one_window_of_120001_rows_gives_three_parts(world: World) -> None:
+    export = world.local_export(datasets=("custom_events",))
+    rows = (
+        ("acme", f"cev_{i:07d}", "page_viewed", "2026-09-30T00:00:00.000Z",
+         f"2026-09-30T00:{i * 59 // 120_001:02d}:{i % 60:02d}.{i % 999 + 1:03d}Z", f"sub_{i % 97}", None, '{"i":1}')
+        for i in range(120_001)
+    )  # fmt: skip
+    insert_rows(world.source_engine, "custom_events", rows)
+    world.clock.now_ms = DAY0 + HOUR_MS + LAG
+    report = world.runner().run_day(export.id, "custom_events", DAY)
+    (w,) = report.windows
+    assert (w.rows, w.parts) == (120_001, 3)
+    files = window_files(world.root / "bucket", "custom_events", w.window)
+    assert [p.name[-13:] for p in files] == ["0000.jsonl.gz", "0001.jsonl.gz", "0002.jsonl.gz"]
+    assert [len(gzip.decompress(p.read_bytes()).splitlines()) for p in files] == [50_000, 50_000, 20_001]
+    assert check_layout(world.root / "bucket") == []
+
+
+def custom(i: int) -> tuple[Any, ...]:
+    ts = f"2026-09-30T00:10:{i // 1000:02d}.{i % 1000:03d}Z"
+    return ("acme", f"cev_{i:04d}", "trial_started", ts, ts, "sub_1", None, "{}")
+
+
+@pytest.mark.parametrize("lost_response", [False, True], ids=["failed-put", "put-landed-response-lost"])
+def test_stale_parts_are_blanked(world: World, lost_response: bool) -> None:
+    """Attempt 1 writes 3 parts and dies; rows are removed; the retry writes 2 parts and blanks 0002.
+
+    ``put-landed-response-lost``: the third part reaches the bucket but the PUT still fails (a
+    connection reset after the upload). It must count as written all the same.
+    """
+    export = world.local_export(datasets=("custom_events",))
+    insert_rows(world.source_engine, "custom_events", [custom(i) for i in range(35)])
+    world.clock.now_ms = DAY0 + HOUR_MS + LAG
+    window = Window(DAY0, DAY0 + HOUR_MS)
+
+    def before(n: int, key: str) -> None:
+        if n == 3 and not lost_response:
+            raise RetryableError("connection reset")
+
+    def after(n: int, key: str) -> None:
+        if n == 2 and lost_response:
+            raise RetryableError("connection reset after upload")
+
+    failing, log = hooked_runner(world, before=before, after=after)
+    with pytest.raises(RetryableError):
+        failing.run_day(export.id, "custom_events", DAY)
+    assert len(log) == 3
+    root = world.root / "bucket"
+    assert [len(read_part(p)) for p in window_files(root, "custom_events", window)] == [10, 10, 10]
+    state = world.store.get_export(export.id).dataset_state("custom_events")
+    assert state is not None and state.position_ms == DAY0 and state.failures == 1
+    # The first 20 rows disappear from the source (say, an account merge): 15 rows remain.
+    with world.source_engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM custom_events WHERE id < 'cev_0020'"))
+    retry, _ = hooked_runner(world)
+    report = retry.run_day(export.id, "custom_events", DAY)
+    (w,) = report.windows
+    assert (w.rows, w.parts, w.blanked >= 1, w.advanced) == (15, 2, True, True)
+    files = window_files(root, "custom_events", window)
+    assert [len(read_part(p)) for p in files[:2]] == [10, 5]
+    assert files[2].name.endswith("-0002.jsonl.gz") and files[2].read_bytes() == EMPTY_GZIP
+    assert all(p.read_bytes() == EMPTY_GZIP for p in files[2:])
+    ids = [row["id"] for p in files for row in read_part(p)]
+    assert ids == [f"cev_{i:04d}" for i in range(20, 35)], "no row can be read twice"
+    assert check_layout(root) == []
+
+
+def test_pause_stops_before_the_next_file(world: World) -> None:
+    export = world.local_export(datasets=("custom_events",))
+    insert_rows(world.source_engine, "custom_events", [custom(i) for i in range(55)])
+    world.clock.now_ms = DAY0 + HOUR_MS + LAG
+
+    def pause_after_part_0001(n: int, key: str) -> None:
+        if n == 1:
+            world.store.set_status(export.id, "paused", world.clock())
+
+    runner, log = hooked_runner(world, after=pause_after_part_0001)
+    with pytest.raises(RunInterrupted) as err:
+        runner.run_day(export.id, "custom_events", DAY)
+    assert err.value.status == "paused"
+    assert len(log) == 2, "nothing written after the pause"
+    state = world.store.get_export(export.id).dataset_state("custom_events")
+    assert state is not None
+    assert state.position_ms == DAY0, "the interrupted window stays uncommitted"
+    assert state.failures == 0 and state.last_error is None, "a pause is not a failure"
+    assert [w.status for w in world.store.ledger(export.id)] == ["canceled"]
+    # A paused export does not start either.
+    with pytest.raises(RunInterrupted):
+        runner.run_day(export.id, "custom_events", DAY)
+    assert len(log) == 2
+    # Resume: the window is written whole, continuing from the kept position.
+    world.store.set_status(export.id, "active", world.clock())
+    report = world.runner(part_limit=10).run_day(export.id, "custom_events", DAY)
+    assert [(w.window, w.rows, w.parts) for w in report.windows] == [(Window(DAY0, DAY0 + HOUR_MS), 55, 6)]
+    assert check_layout(world.root / "bucket") == []
+
+
+def test_destination_change_mid_window_restarts_at_the_new_destination(world: World) -> None:
+    export = world.local_export(datasets=("custom_events",))
+    insert_rows(world.source_engine, "custom_events", [custom(i) for i in range(35)])
+    world.clock.now_ms = DAY0 + HOUR_MS + LAG
+    new_root = world.root / "moved"
+
+    def move_after_second_put(n: int, key: str) -> None:
+        if n == 1:
+            world.store.update_destination(export.id, DestinationConfig("local", str(new_root)), world.clock())
+
+    runner, log = hooked_runner(world, after=move_after_second_put)
+    report = runner.run_day(export.id, "custom_events", DAY)
+    (w,) = report.windows
+    assert (w.rows, w.parts, w.restarts, w.advanced) == (35, 4, 1, True)
+    assert len(log) == 2 + 4
+    window = Window(DAY0, DAY0 + HOUR_MS)
+    ids = [row["id"] for p in window_files(new_root, "custom_events", window) for row in read_part(p)]
+    assert ids == [f"cev_{i:04d}" for i in range(35)]
+    assert check_layout(new_root) == []
+    # The old place keeps what it got (we never delete), and the ledger shows the restart.
+    assert len(window_files(world.root / "bucket", "custom_events", window)) == 2
+    assert [w.status for w in world.store.ledger(export.id)] == ["canceled", "committed"]
+
+
+def test_snapshot_parts_then_success_last(world: World) -> None:
+    export = world.local_export(datasets=("subscribers",))
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + HOUR_MS, scale=Scale(subscribers=95))
+    runner, log = hooked_runner(world, part_limit=20)
+    world.clock.now_ms = DAY0 + DAY_MS + LAG - 1
+    assert runner.run_day(export.id, "subscribers", DAY).snapshot is None, "not before the day ends plus the lag"
+    assert log == []
+    world.clock.now_ms = DAY0 + DAY_MS + LAG
+    report = runner.run_day(export.id, "subscribers", DAY)
+    assert report.complete and report.snapshot is not None
+    assert (report.snapshot.rows, report.snapshot.parts) == (95, 5)
+    folder = "subscribers/date=2026-09-30/"
+    assert log == [f"{folder}subscribers-{n:04d}.jsonl.gz" for n in range(5)] + [f"{folder}_SUCCESS"]
+    root = world.root / "bucket"
+    assert (root / folder / "_SUCCESS").stat().st_size == 0
+    rows = [row for p in sorted(root.glob(f"{folder}subscribers-*")) for row in read_part(p)]
+    assert rows == source_rows(world, "subscribers")
+    assert check_layout(root) == []
+
+
+def test_snapshot_interrupted_has_no_success_and_restarts_whole(world: World) -> None:
+    export = world.local_export(datasets=("subscribers",))
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + HOUR_MS, scale=Scale(subscribers=95))
+    world.clock.now_ms = DAY0 + DAY_MS + LAG
+
+    def die(n: int, key: str) -> None:
+        if n == 5:
+            raise RetryableError("connection reset")
+
+    failing, log = hooked_runner(world, before=die, part_limit=20)
+    with pytest.raises(RetryableError):
+        failing.run_day(export.id, "subscribers", DAY)
+    root = world.root / "bucket"
+    assert not (root / "subscribers/date=2026-09-30/_SUCCESS").exists(), "no marker for an incomplete snapshot"
+    with world.source_engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM subscribers WHERE id < 'sub_acme_0000050'"))
+    runner, log = hooked_runner(world, part_limit=20)
+    report = runner.run_day(export.id, "subscribers", DAY)
+    assert report.snapshot is not None and (report.snapshot.rows, report.snapshot.parts) == (45, 3)
+    assert log[-1].endswith("_SUCCESS") and log[3].endswith("subscribers-0003.jsonl.gz")
+    assert (root / "subscribers/date=2026-09-30/subscribers-0004.jsonl.gz").read_bytes() == EMPTY_GZIP
+    assert check_layout(root) == []
+
+
+def test_delayed_bounce_lands_in_the_window_of_its_recorded_time(world: World) -> None:
+    export = world.local_export(datasets=("email_events",), frequency="15m")
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + DAY_MS, scale=SMALL)
+    export_whole_day(world, world.runner(), export.id)
+    delayed = [
+        r
+        for r in source_rows(world, "email_events")
+        if r["event_type"] == "bounced"
+        and parse_iso_ms(r["recorded_at"]) - parse_iso_ms(r["occurred_at"]) >= 2 * HOUR_MS
+        and parse_iso_ms(r["recorded_at"]) <= DAY0 + DAY_MS
+    ]
+    assert delayed, "the demo data has delayed bounces"
+    root = world.root / "bucket"
+    where = {
+        row["id"]: Window(int(p.name.split("-")[1]), int(p.name.split("-")[2]))
+        for p in root.rglob("*.jsonl.gz")
+        for row in read_part(p)
+    }
+    for bounce in delayed:
+        window = where[bounce["id"]]
+        assert window.contains(parse_iso_ms(bounce["recorded_at"]))
+        assert not window.contains(parse_iso_ms(bounce["occurred_at"]))
+    assert check_layout(root) == []
