@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import tracemalloc
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +17,12 @@ import sqlalchemy as sa
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.source.reader import SourceReader
+from seqexport_dagster.source.tables import create_source_tables
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms, parse_iso_ms
-from seqexport_dagster_tests.world import DAY0, World
+from seqexport_dagster_tests.world import DAY0, PG_ADMIN_URL, World
 
+TIE_IDS = ["b", "a_b", "ab", "a-c", "A", "Z9", "a", "é", "e", "a b"]
 SMALL = Scale(subscribers=60, email_sends_per_hour=40, sms_sends_per_hour=10, custom_per_hour=20)
 
 
@@ -38,14 +42,46 @@ def read_all(reader: SourceReader, dataset: str, account: str, window: Window) -
 def test_window_rows_in_recorded_at_then_id_order(any_world: World) -> None:
     """Ties on recorded_at are broken by id in byte order, the same on SQLite and PostgreSQL."""
     t = DAY0 + 10 * MINUTE_MS
-    ids = ["b", "a_b", "ab", "a-c", "A", "Z9", "a", "é", "e", "a b"]
-    rows = [custom("acme", i, t) for i in ids]
+    rows = [custom("acme", i, t) for i in TIE_IDS]
     rows += [custom("acme", f"x{n}", DAY0 + n * MINUTE_MS) for n in range(1, 30)]
     insert_rows(any_world.source_engine, "custom_events", rows)
     got = read_all(any_world.source, "custom_events", "acme", Window(DAY0, DAY0 + HOUR_MS))
     expected = sorted((r[1:] for r in rows), key=lambda r: (r[3].encode(), r[0].encode()))
     assert got == expected
     assert [len(r) for r in got] == [len(DATASETS["custom_events"].fields)] * len(got)
+
+
+@pytest.fixture
+def linguistic_pg() -> Iterator[sa.Engine]:
+    """A PostgreSQL source database whose default collation is en-US (ICU), as many production
+    servers are set up: byte order must not depend on it."""
+    name = f"seqexport_test_{secrets.token_hex(4)}"
+    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(
+            sa.text(
+                f"CREATE DATABASE \"{name}\" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+            )
+        )
+    engine = create_engine(f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}")
+    try:
+        create_source_tables(engine)
+        yield engine
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def test_order_is_byte_order_under_a_linguistic_default_collation(linguistic_pg: sa.Engine) -> None:
+    t = DAY0 + 10 * MINUTE_MS
+    insert_rows(linguistic_pg, "custom_events", [custom("acme", i, t) for i in TIE_IDS])
+    insert_rows(linguistic_pg, "subscribers", [subscriber("acme", i) for i in TIE_IDS])
+    reader = SourceReader(linguistic_pg)
+    got = [r[0] for r in read_all(reader, "custom_events", "acme", Window(DAY0, DAY0 + HOUR_MS))]
+    assert got == sorted(TIE_IDS, key=str.encode)
+    assert [r[0] for b in reader.snapshot_batches("acme") for r in b] == sorted(TIE_IDS, key=str.encode)
 
 
 def test_window_bounds_exclusive_inclusive_and_account(any_world: World) -> None:

@@ -30,6 +30,10 @@ def _column(f: Field) -> sa.Column[Any]:
         kind = sa.Integer()
     elif f.type in ("object", "array"):
         kind = sa.Text()
+    elif f.name == "id":
+        # The tie-breaker of every sort we promise: byte order, like SQLite, whatever the database's
+        # default collation (en-US would put "a" before "A" and ignore "_" and "-").
+        kind = sa.String(f.max_length).with_variant(sa.String(f.max_length, collation="C"), "postgresql")
     else:
         kind = sa.String(f.max_length) if f.max_length else sa.Text()
     return sa.Column(f.name, kind, nullable=f.nullable or f.name == "id")
