@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from seqexport_dagster.connection_test import ConnectionTestFailed
 from seqexport_dagster.errors import (
@@ -67,7 +67,23 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    """No abbreviated options (``--secret`` must not quietly mean ``--secret-env``), and errors
+    that never echo a stray value: someone typing ``--secret-access-key VALUE`` must not see the
+    value printed back into a terminal log."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
+        head, sep, rest = message.partition("unrecognized arguments: ")
+        if sep:
+            options = [word for word in rest.split() if word.startswith("-")]
+            message = f"{head}unrecognized arguments: {' '.join(options) or '(values not shown)'}"
+            if any(word in rest.lower() for word in ("secret", "password")):
+                message += (
+                    "; a secret is never a command-line value: use --secret-stdin, --secret-env NAME or the prompt"
+                )
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
