@@ -15,7 +15,6 @@ from typing import Any, Final
 import dagster as dg
 
 from seqexport_dagster.defs.assets import build_assets
-from seqexport_dagster.defs.partitions import export_days
 from seqexport_dagster.defs.resources import (
     ClockResource,
     ControlPlaneResource,
@@ -72,7 +71,6 @@ def build_definitions(resources: Mapping[str, Any] | None = None) -> dg.Definiti
     export_job = dg.define_asset_job(
         EXPORT_JOB,
         selection=dg.AssetSelection.assets(*assets),
-        partitions_def=export_days,
         executor_def=dg.in_process_executor,
         description="Writes the due windows (or the snapshot) of one export for one UTC day.",
     )

@@ -7,7 +7,7 @@ An asset body only calls `Runner.run_day` and translates its outcome for Dagster
 - `RetryableError` is retried by the short `RETRY_POLICY`; every other error fails at once with
   the customer-readable message (`Failure(allow_retries=False)`); the sensor's backoff retries it;
 - `RunInterrupted` (paused or deleted during the run) ends the run *canceled*, through Dagster's
-  own termination path: mark the run canceling, then interrupt execution.
+  own termination path: the run is marked canceling, then its steps stop.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.errors import ExportError, RetryableError, RunInterrupted
 from seqexport_dagster.runner import DayReport, WindowReport
 from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.store.store import COMMITTED, LedgerWindow
 from seqexport_dagster.window import iso_ms, parse_date_key
 
 #: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) rewrite the day.
@@ -30,7 +31,9 @@ SCHEDULED: Final = "scheduler"
 GROUP: Final = "exports"
 
 #: Short on purpose: seconds, for throttling and resets. Hours-long retries belong to the sensor.
-RETRY_POLICY: Final = dg.RetryPolicy(max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+RETRY_POLICY: Final = dg.RetryPolicy(
+    max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
+)
 
 
 def window_metadata(report: WindowReport) -> dict[str, Any]:
@@ -45,17 +48,26 @@ def window_metadata(report: WindowReport) -> dict[str, Any]:
     }
 
 
-def day_metadata(report: DayReport, *, rewrite: bool) -> dict[str, Any]:
+def day_metadata(report: DayReport, ledger: list[LedgerWindow], *, rewrite: bool) -> dict[str, Any]:
+    """The whole day's folder (from the ledger), plus what this run wrote.
+
+    A day is usually written by several runs; the green cell describes the folder, so its totals
+    come from the latest committed attempt of each window of the day.
+    """
+    latest = {w.window: w for w in ledger if w.status == COMMITTED}
+    windows = sorted(latest)
     meta: dict[str, Any] = {
-        "windows": len(report.windows),
-        "rows": report.rows,
-        "files": report.files,
-        "bytes": report.bytes,
+        "windows": len(windows),
+        "rows": sum(w.rows for w in latest.values()),
+        "files": sum(w.parts for w in latest.values()) + (1 if report.snapshot is not None else 0),
+        "bytes": sum(w.bytes for w in latest.values()),
+        "run_windows": len(report.windows),
+        "run_rows": report.rows,
         "rewrite": rewrite,
     }
-    if report.windows:
-        meta["first_window"] = str(report.windows[0].window)
-        meta["last_window"] = str(report.windows[-1].window)
+    if windows and report.snapshot is None:
+        meta["first_window"] = str(windows[0])
+        meta["last_window"] = str(windows[-1])
     if report.position_ms is not None:
         meta["position"] = iso_ms(report.position_ms)
     if report.snapshot is not None:
@@ -80,13 +92,17 @@ def export_day(
         )
 
     try:
-        report = runner.run_day(export_id, dataset, day, run_id=context.run_id, rewrite=rewrite, on_window=on_window)
+        report = runner.run_day(
+            export_id, dataset, day, run_id=context.run.run_id, rewrite=rewrite, on_window=on_window
+        )
     except RunInterrupted as exc:
-        # Not a failure and not counted for backoff (the core recorded it as canceled): end the
-        # run the way a termination from the UI ends it.
-        context.log.info(str(exc))
-        context.instance.report_run_canceling(context.run, message=str(exc))
-        raise dg.DagsterExecutionInterruptedError(str(exc)) from None
+        # Not a failure and not counted for backoff (the core recorded the window as canceled).
+        # A run marked canceling whose steps then fail ends CANCELED, as a UI termination does.
+        # (Raising an interrupt here instead would be retried by the RetryPolicy.)
+        run = context.instance.get_run_by_id(context.run.run_id)
+        if run is not None and run.status not in (dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.CANCELED):
+            context.instance.report_run_canceling(run, message=str(exc))
+        raise dg.Failure(description=f"{exc.message} (run canceled)", allow_retries=False) from None
     except RetryableError as exc:
         if final_attempt:
             raise dg.Failure(description=exc.message, allow_retries=False) from None
@@ -97,7 +113,8 @@ def export_day(
         # Ours to fix, not the customer's: the step keeps the cause for the operator.
         raise dg.Failure(description=f"internal error ({type(exc).__name__})", allow_retries=False) from exc
     if report.complete:
-        yield dg.MaterializeResult(metadata=day_metadata(report, rewrite=rewrite))
+        ledger = exporter.control_plane.store().ledger(export_id, dataset=dataset, date=day.isoformat())
+        yield dg.MaterializeResult(metadata=day_metadata(report, ledger, rewrite=rewrite))
     else:
         context.log.info(
             f"{dataset} {day.isoformat()} still open after {len(report.windows)} window(s); "
