@@ -383,3 +383,106 @@ def test_delayed_bounce_lands_in_the_window_of_its_recorded_time(world: World) -
         assert window.contains(parse_iso_ms(bounce["recorded_at"]))
         assert not window.contains(parse_iso_ms(bounce["occurred_at"]))
     assert check_layout(root) == []
+
+
+def test_snapshot_in_progress_starts_over_at_a_new_destination(world: World) -> None:
+    export = world.local_export(datasets=("subscribers",))
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + HOUR_MS, scale=Scale(subscribers=95))
+    world.clock.now_ms = DAY0 + DAY_MS + LAG
+    new_root = world.root / "moved"
+
+    def move_after_part_0002(n: int, key: str) -> None:
+        if n == 2:
+            world.store.update_destination(export.id, DestinationConfig("local", str(new_root)), world.clock())
+
+    runner, log = hooked_runner(world, after=move_after_part_0002, part_limit=20)
+    report = runner.run_day(export.id, "subscribers", DAY)
+    assert report.snapshot is not None and report.snapshot.restarts == 1
+    folder = "subscribers/date=2026-09-30/"
+    assert log[3:] == [f"{folder}subscribers-{n:04d}.jsonl.gz" for n in range(5)] + [f"{folder}_SUCCESS"]
+    assert not (world.root / "bucket" / folder / "_SUCCESS").exists(), "the old place never gets the marker"
+    rows = [row for p in sorted((new_root / folder).glob("subscribers-*")) for row in read_part(p)]
+    assert rows == source_rows(world, "subscribers")
+    assert check_layout(new_root) == []
+
+
+def test_layout_check_catches_broken_layouts(world: World) -> None:
+    """The checker used on the demo's output fails on each kind of damage."""
+    import os
+    import shutil
+
+    export = world.local_export(datasets=("custom_events", "subscribers"))
+    insert_rows(world.source_engine, "custom_events", [custom(i) for i in range(25)])
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + HOUR_MS, scale=Scale(subscribers=30))
+    export_whole_day(world, world.runner(part_limit=10), export.id)
+    good = world.root / "bucket"
+    assert check_layout(good) == []
+
+    def damaged(name: str, damage: Callable[[Path], None]) -> list[str]:
+        copy = world.root / name
+        shutil.copytree(good, copy)
+        damage(copy)
+        return check_layout(copy)
+
+    first = Window(DAY0, DAY0 + HOUR_MS)
+    events = lambda root: window_files(root, "custom_events", first)  # noqa: E731
+    snap = "subscribers/date=2026-09-30/"
+
+    def swap_first_parts(root: Path) -> None:
+        zero, one = events(root)[:2]
+        body = zero.read_bytes()
+        zero.write_bytes(one.read_bytes())
+        one.write_bytes(body)
+
+    assert any(
+        "gap" in p
+        for p in damaged(
+            "gap",
+            lambda r: [
+                p.unlink() for p in window_files(r, "custom_events", Window(DAY0 + HOUR_MS, DAY0 + 2 * HOUR_MS))
+            ],
+        )
+    )
+    assert any(
+        "already read" in p
+        for p in damaged(
+            "dup",
+            lambda r: shutil.copy(events(r)[0], events(r)[2].with_name(events(r)[2].name[:-13] + "0003.jsonl.gz")),
+        )
+    )
+    assert any("holes" in p for p in damaged("hole", lambda r: events(r)[1].unlink()))
+    assert any("not valid gzip" in p for p in damaged("gzip", lambda r: events(r)[0].write_bytes(b"not gzip")))
+    assert any(
+        "not ordered" in p
+        for p in damaged(
+            "order",
+            swap_first_parts,
+        )
+    )
+    assert any(
+        "not a contract name" in p
+        for p in damaged("stray", lambda r: (r / "custom_events/date=2026-09-30/notes.txt").write_text("x"))
+    )
+    assert any("not empty" in p for p in damaged("success", lambda r: (r / snap / "_SUCCESS").write_bytes(b"ok")))
+    assert any("no _SUCCESS" in p for p in damaged("nosuccess", lambda r: (r / snap / "_SUCCESS").unlink()))
+    assert any(
+        "after _SUCCESS" in p
+        for p in damaged(
+            "late",
+            lambda r: os.utime(
+                r / snap / "subscribers-0000.jsonl.gz", ns=((r / snap / "_SUCCESS").stat().st_mtime_ns + 10**9,) * 2
+            ),
+        )
+    )
+    assert any(
+        "fields" in p for p in damaged("fields", lambda r: events(r)[0].write_bytes(gzip.compress(b'{"id":"x"}\n')))
+    )
+    assert any(
+        "outside the window" in p
+        for p in damaged(
+            "misplaced",
+            lambda r: shutil.copy(
+                events(r)[0], window_files(r, "custom_events", Window(first.to_ms, first.to_ms + HOUR_MS))[0]
+            ),
+        )
+    )
