@@ -100,12 +100,13 @@ def _lines(body: bytes) -> list[dict[str, Any]]:
     return [json.loads(line) for line in gzip.decompress(body).splitlines() if line]
 
 
-def source_ids(engine: sa.Engine, dataset: str, account_id: str, window: Window | None = None) -> set[str]:
+def source_ids(engine: sa.Engine, dataset: str, account_id: str, span: tuple[int, int] | None = None) -> set[str]:
+    """Ids of the account's rows, optionally only those recorded in ``(from_ms, to_ms]`` (any length)."""
     sql = f"SELECT id FROM {dataset} WHERE account_id = :a"
     params: dict[str, Any] = {"a": account_id}
-    if window is not None:
+    if span is not None:
         sql += " AND recorded_at > :f AND recorded_at <= :t"
-        params |= {"f": iso_ms(window.from_ms), "t": iso_ms(window.to_ms)}
+        params |= {"f": iso_ms(span[0]), "t": iso_ms(span[1])}
     with engine.connect() as conn:
         return {r[0] for r in conn.execute(sa.text(sql), params)}
 
@@ -196,7 +197,7 @@ def _audit_events(
                 if part_key("", name, lw.window, n) not in objects:
                     ds.problems.append(f"committed part {n} of {lw.window} is not in the bucket")
     expected = (
-        source_ids(source, name, account_id, Window(state.added_at, state.position_ms))
+        source_ids(source, name, account_id, (state.added_at, state.position_ms))
         if (state.position_ms > state.added_at)
         else set()
     )

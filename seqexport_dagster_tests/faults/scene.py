@@ -88,9 +88,14 @@ class Stopwatch:
 
     def __init__(self) -> None:
         self.start = time.monotonic()
+        self.end: float | None = None
+
+    def stop(self) -> None:
+        """Call when the export has recovered, before the audit (which is not recovery time)."""
+        self.end = time.monotonic()
 
     def seconds(self) -> float:
-        return round(time.monotonic() - self.start, 2)
+        return round((self.end or time.monotonic()) - self.start, 2)
 
 
 def format_table(outcomes: list[Outcome]) -> str:
