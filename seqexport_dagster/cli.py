@@ -437,6 +437,9 @@ def _destination(args: argparse.Namespace, api: Exports, out: Output) -> int:
     return EXIT_OK
 
 
+_RUN_STATUS: Final = {"committed": "succeeded"}
+
+
 def _history(args: argparse.Namespace, api: Exports, out: Output) -> int:
     runs = api.history(args.export_id)
     if out.as_json:
@@ -467,7 +470,7 @@ def _history(args: argparse.Namespace, api: Exports, out: Output) -> int:
             [
                 (
                     _when(r.started_at),
-                    r.status,
+                    _RUN_STATUS.get(r.status, r.status),
                     ",".join(r.datasets),
                     r.windows,
                     r.rows,
