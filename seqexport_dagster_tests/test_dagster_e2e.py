@@ -1,0 +1,160 @@
+"""End to end: the real `dagster-daemon` on a temporary DAGSTER_HOME launches runs into a moto bucket.
+
+Also the secret-leak audit: a planted S3 secret and the credential master key must never reach
+the instance's storage (run and event databases, run config, tags, metadata, compute logs) nor
+the daemon's output.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from seqexport_dagster.destination.base import DestinationConfig
+from seqexport_dagster.runner import wall_clock_ms
+from seqexport_dagster.source.generator import Scale, generate_account
+from seqexport_dagster.store.crypto import SecretBox, new_key_spec
+from seqexport_dagster.window import HOUR_MS, MINUTE_MS, chain
+from seqexport_dagster_tests.world import Clock, World
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ("email_events", "sms_events")
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.mark.slow
+def test_daemon_sensor_launches_runs_into_moto_and_no_secret_leaks(tmp_path, moto, monkeypatch):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    key_spec = new_key_spec("e2e")
+    planted = f"PLANTED-{uuid.uuid4().hex}"
+    bucket = f"e2e-{uuid.uuid4().hex[:12]}"
+    moto.admin_client().create_bucket(Bucket=bucket)
+
+    now = wall_clock_ms()
+    created = (now - 50 * MINUTE_MS) // MINUTE_MS * MINUTE_MS
+    world = World(
+        tmp_path,
+        f"sqlite:///{tmp_path / 'control.db'}",
+        f"sqlite:///{tmp_path / 'source.db'}",
+        Clock(created),
+        box=SecretBox.parse(key_spec),
+    )
+    generate_account(
+        world.source_engine, "acme", now - 2 * HOUR_MS, now, scale=Scale(subscribers=50, email_sends_per_hour=40)
+    )
+    export = world.store.create_export(
+        account_id="acme",
+        destination=DestinationConfig(
+            "s3",
+            bucket,
+            prefix="sequenzy",
+            region="us-east-1",
+            endpoint=moto.endpoint,
+            access_key_id="AKIAE2ETESTKEY",
+            secret_access_key=planted,
+        ),
+        datasets=DATASETS,
+        frequency="15m",
+        lag_ms=MINUTE_MS,
+        now_ms=created,
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEQEXPORT_", "DAGSTER_"))}
+    env.update(
+        DAGSTER_HOME=str(home),
+        SEQEXPORT_DATABASE_URL=world.control_url,
+        SEQEXPORT_SOURCE_URL=world.source_url,
+        SEQEXPORT_SECRET_KEYS=key_spec,
+        SEQEXPORT_ALLOW_LOCAL="1",
+        PYTHONPATH=str(ROOT),
+    )
+    log = tmp_path / "daemon.log"
+    with log.open("wb") as out:
+        daemon = subprocess.Popen(
+            [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        instance = dg.DagsterInstance.from_config(str(home))
+        deadline = time.monotonic() + 150
+        done: list[dg.DagsterRun] = []
+        while time.monotonic() < deadline:
+            assert daemon.poll() is None, log.read_text()[-3000:]
+            runs = instance.get_runs(filters=dg.RunsFilter(tags={"export_id": export.id}))
+            done = [r for r in runs if r.status == dg.DagsterRunStatus.SUCCESS]
+            failed = [r for r in runs if r.status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)]
+            assert not failed, log.read_text()[-3000:]
+            if done:
+                break
+            time.sleep(1)
+        assert done, "no successful run within 150 s:\n" + log.read_text()[-3000:]
+    finally:
+        stop_group(daemon)
+
+    # Run history: the sensor's run, tagged with the export, on the export × date partition.
+    run = done[0]
+    assert run.job_name == "export_job"
+    assert run.tags["export_id"] == export.id
+    assert run.tags["dagster/sensor_name"] == "scheduler_sensor"
+    assert run.tags["dagster/partition/export"] == export.id
+    assert instance.get_dynamic_partitions("exports") == [export.id]
+    assert instance.fetch_observations(dg.AssetKey("email_events"), limit=10).records
+
+    # The bucket: every row of the committed chain exactly once, under the documented names.
+    client = moto.admin_client()
+    state = world.store.get_export(export.id)
+    for dataset in DATASETS:
+        position = state.dataset_state(dataset).position_ms
+        assert position >= created + 15 * MINUTE_MS
+        listed = client.list_objects_v2(Bucket=bucket, Prefix=f"sequenzy/{dataset}/")["Contents"]
+        ids = []
+        for obj in listed:
+            assert obj["Key"].endswith(".jsonl.gz") and "/date=" in obj["Key"]
+            body = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+            ids += [json.loads(line)["id"] for line in gzip.decompress(body).splitlines()]
+        assert len(ids) == len(set(ids))
+        assert len(ids) == sum(world.source.count_window(dataset, "acme", w) for w in chain(created, position))
+
+    # No secret anywhere in the instance's storage, nor in the daemon's output.
+    files = [p for p in home.rglob("*") if p.is_file()] + [log]
+    assert any(p.suffix == ".db" for p in files)
+    needles = [planted.encode(), key_spec.encode(), key_spec.split(":", 1)[1].encode()]
+    for path in files:
+        data = path.read_bytes()
+        for needle in needles:
+            assert needle not in data, f"secret found in {path}"
+    # And not in what Dagster stored about the run.
+    stored = json.dumps([run.run_config, run.tags]) + "".join(
+        str(e.dagster_event) for e in instance.all_logs(run.run_id) if e.dagster_event
+    )
+    assert planted not in stored and key_spec not in stored
+    world.dispose()
