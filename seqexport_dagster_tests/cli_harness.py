@@ -121,3 +121,10 @@ def run_fixture(request: pytest.FixtureRequest, tmp_path: Path, capsys: Any, mon
     """`seqexport` against a fresh control plane, once on SQLite and once on PostgreSQL."""
     with cli_world(request.param, tmp_path) as (world, spec):
         yield Cli(world, env_for(world, spec), spec, capsys, monkeypatch)
+
+
+@pytest.fixture(name="run_sqlite")
+def run_sqlite_fixture(tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`seqexport` on SQLite only, for behaviour that does not touch the database backend."""
+    with cli_world("sqlite", tmp_path) as (world, spec):
+        yield Cli(world, env_for(world, spec), spec, capsys, monkeypatch)

@@ -21,7 +21,7 @@ from seqexport_dagster.errors import AccessDenied, RunInterrupted
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of, iso_ms
-from seqexport_dagster_tests.cli_harness import Cli, control_plane_rows, files_under, run_fixture  # noqa: F401 - fixture
+from seqexport_dagster_tests.cli_harness import Cli, control_plane_rows, files_under, run_fixture, run_sqlite_fixture  # noqa: F401 - fixtures
 from seqexport_dagster_tests.moto_server import MotoServer, free_port
 from seqexport_dagster_tests.world import DAY0, World
 
@@ -342,11 +342,11 @@ def test_rotate_keys_reseals_every_secret(run: Cli, moto: MotoServer) -> None:
     assert old_only.code == 6 and "not in SEQEXPORT_SECRET_KEYS" in old_only.err
 
 
-def test_secret_from_prompt(run: Cli, moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_secret_from_prompt(run_sqlite: Cli, moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> None:
     moto.admin_client().create_bucket(Bucket="prompt-test")
     asked: list[str] = []
     monkeypatch.setattr("getpass.getpass", lambda prompt: asked.append(prompt) or "typed-secret")
-    result = run(
+    result = run_sqlite(
         "create",
         "--account",
         "acme",
@@ -359,11 +359,11 @@ def test_secret_from_prompt(run: Cli, moto: MotoServer, monkeypatch: pytest.Monk
         tty=True,
     )
     assert result.code == 0 and asked == ["Secret access key: "]
-    eid = run.ok("list")[0]["id"]
-    assert run.world.store.destination_config(eid)[0].secret_access_key == "typed-secret"
+    eid = run_sqlite.ok("list")[0]["id"]
+    assert run_sqlite.world.store.destination_config(eid)[0].secret_access_key == "typed-secret"
     # A bad bucket name is reported before anybody is asked for a secret.
     asked.clear()
-    bad = run(
+    bad = run_sqlite(
         "create",
         "--account",
         "acme",

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from seqexport_dagster_tests.cli_harness import Cli, control_plane_rows, files_under, run_fixture  # noqa: F401
+from seqexport_dagster_tests.cli_harness import Cli, control_plane_rows, files_under, run_fixture, run_sqlite_fixture  # noqa: F401
 from seqexport_dagster_tests.moto_server import MotoServer, free_port
 
 S3 = ("create", "--account", "acme", "--bucket", "acme-exports", "--region", "us-east-1")
@@ -188,7 +188,7 @@ def test_secret_is_never_printed(run: Cli, moto: MotoServer) -> None:
 
 
 @pytest.mark.parametrize("flag", ["--secret", "--secret-access-key", "--password"])
-def test_secret_is_never_a_command_line_option(run: Cli, flag: str) -> None:
-    result = run(*S3, *KEY, flag, PLANTED)
+def test_secret_is_never_a_command_line_option(run_sqlite: Cli, flag: str) -> None:
+    result = run_sqlite(*S3, *KEY, flag, PLANTED)
     assert result.code == 2 and f"unrecognized arguments: {flag}; a secret is never a command-line value" in result.err
     assert PLANTED not in result.err + result.out
