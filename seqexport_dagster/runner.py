@@ -315,12 +315,19 @@ class Runner:
         # between a PUT that landed and its record would leave a part no later attempt knows to
         # blank. Recording one that then fails costs at most one needless empty part.
         written = self.store.parts_written(attempt.export.id, dataset, window, attempt.location)
-        for part, key in zip(writer.parts(batches), keys, strict=False):
-            self.store.record_part(
-                window_id, part=part.number, key=key, rows=part.rows, size=part.size, now_ms=self.clock()
-            )
-            attempt.put(key, part.body)
-            rows, count, size = rows + part.rows, count + 1, size + part.size
+        try:
+            for part, key in zip(writer.parts(batches), keys, strict=False):
+                self.store.record_part(
+                    window_id, part=part.number, key=key, rows=part.rows, size=part.size, now_ms=self.clock()
+                )
+                attempt.put(key, part.body)
+                rows, count, size = rows + part.rows, count + 1, size + part.size
+        finally:
+            # Release the source connection (on PostgreSQL an open transaction with a server-side
+            # cursor) now, not whenever the failure's traceback is collected.
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
         blanked = 0
         for number in range(count, written):
             key = next(keys)

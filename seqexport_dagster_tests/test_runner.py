@@ -486,3 +486,29 @@ def test_layout_check_catches_broken_layouts(world: World) -> None:
             ),
         )
     )
+
+
+def test_failed_window_releases_the_source_connection_on_postgresql(pg_world: World) -> None:
+    """A failed PUT must not leave the PostgreSQL source idle in a transaction with an open cursor
+    for as long as the failure (and its traceback) is kept, e.g. by Dagster for the run's events."""
+    export = pg_world.local_export(datasets=("custom_events",))
+    insert_rows(pg_world.source_engine, "custom_events", [custom(i) for i in range(35)])
+    pg_world.clock.now_ms = DAY0 + HOUR_MS + LAG
+
+    def die(n: int, key: str) -> None:
+        if n == 1:
+            raise RetryableError("connection reset")
+
+    runner, _ = hooked_runner(pg_world, before=die)
+    runner.source.batch_size = 10
+    with pytest.raises(RetryableError) as kept:
+        runner.run_day(export.id, "custom_events", DAY)
+    assert kept.value.__traceback__ is not None
+    with pg_world.source_engine.connect() as conn:
+        open_transactions = conn.execute(
+            sa.text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'"
+            )
+        ).scalar_one()
+    assert open_transactions == 0
