@@ -12,6 +12,7 @@ import getpass
 import json
 import os
 import sys
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
@@ -726,7 +727,10 @@ def main(
     except KeyboardInterrupt:
         return out.error("interrupted", "interrupted", 130)
     except Exception as exc:  # the last line of defence: a message, never a traceback
-        return out.error("internal", f"internal error: {type(exc).__name__}: {exc}", EXIT_INTERNAL)
+        # Type and place only: a foreign exception's text may carry anything, a decrypted secret included.
+        where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+        at = f" at {Path(where[0].filename).name}:{where[0].lineno}" if where else ""
+        return out.error("internal", f"internal error {type(exc).__name__}{at}; please report it", EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ Also: no command ever prints a secret, in people's output, ``--json`` output or 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,6 +101,8 @@ CASES: list[tuple[str, tuple[str, ...], dict[str, str | None], str, int, str]] =
      "is deleted; changing the destination is not possible"),
     ("bad secret keys setting", ("list",), {"SEQEXPORT_SECRET_KEYS": "k1:not-base64!"}, "", 6,
      "SEQEXPORT_SECRET_KEYS: key 'k1' is not valid base64"),
+    ("control plane away", ("list",), {"SEQEXPORT_DATABASE_URL": "postgresql+psycopg2://postgres@127.0.0.1:1/x"}, "",
+     6, "control-plane database unavailable: "),
     ("bad database URL", ("list",), {"SEQEXPORT_DATABASE_URL": "nosuchdb://user:hunter2@db/x"}, "", 6,
      "SEQEXPORT_DATABASE_URL is not a usable database URL"),
 ]  # fmt: skip
@@ -185,6 +188,22 @@ def test_secret_is_never_printed(run: Cli, moto: MotoServer) -> None:
     for call in run.calls:
         assert PLANTED not in call.out and PLANTED not in call.err, call
     assert PLANTED not in repr(control_plane_rows(run.world.control_engine))  # sealed at rest
+
+
+def test_internal_error_is_one_line_without_its_text(run_sqlite: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    eid = run_sqlite.create_local()["id"]
+
+    def broken(self: object, export_id: str) -> None:
+        raise ValueError(f"boom with {PLANTED}")
+
+    monkeypatch.setattr("seqexport_dagster.api.Exports.status", broken)
+    result = run_sqlite("status", eid)
+    assert result.code == 1 and result.out == ""
+    assert (
+        result.err
+        == f"error: internal error ValueError at {Path(__file__).name}:{broken.__code__.co_firstlineno + 1}; please report it\n"
+    )
+    assert run_sqlite("status", eid, "--json").json["error"]["type"] == "internal"
 
 
 @pytest.mark.parametrize("flag", ["--secret", "--secret-access-key", "--password"])
