@@ -97,7 +97,10 @@ class Output:
 
     def scrub(self, text: str) -> str:
         for secret in self.secrets:
-            text = text.replace(secret, "***")
+            # Also its JSON-escaped form; a secret of a few characters would blank out every
+            # matching word of the output, and no real store issues one that short.
+            if len(secret) >= 4:
+                text = text.replace(secret, "***").replace(json.dumps(secret)[1:-1], "***")
         return text
 
     def line(self, text: str = "") -> None:
