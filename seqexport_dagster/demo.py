@@ -45,6 +45,8 @@ class DemoSummary:
     seconds: float = 0.0
     runs: int = 0
     source_rows: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: The demo's Dagster instance, when the demo ran through Dagster (``dagster dev`` on it).
+    dagster_home: Path | None = None
 
     def duckdb_query(self, dataset: str = "email_events") -> str:
         root = self.exports[0].root
@@ -148,7 +150,109 @@ def run_demo_core(world: DemoWorld, progress: Callable[[str], None] = lambda _: 
     return summary
 
 
+def demo_instance_yaml(dagster_home: Path) -> str:
+    """The demo instance: ``dagster.yaml``'s run queue, SQLite storage spelled out.
+
+    One consolidated SQLite event log instead of a database per run: the demo's runs are small, and
+    creating a database file per run costs more than the run itself on a slow-fsync disk.
+    """
+    return f"""# Written by `seqexport demo`. Open with: DAGSTER_HOME={dagster_home} dagster dev -w workspace.yaml
+run_storage:
+  module: dagster.core.storage.runs
+  class: SqliteRunStorage
+  config:
+    base_dir: {dagster_home}/history
+event_log_storage:
+  module: dagster.core.storage.event_log
+  class: ConsolidatedSqliteEventLogStorage
+  config:
+    base_dir: {dagster_home}/history/runs
+schedule_storage:
+  module: dagster.core.storage.schedules
+  class: SqliteScheduleStorage
+  config:
+    base_dir: {dagster_home}/schedules
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    max_concurrent_runs: 4
+    tag_concurrency_limits:
+      - key: export_id
+        value:
+          applyLimitPerUniqueValue: true
+        limit: 1
+      - key: dagster/partition/export
+        value:
+          applyLimitPerUniqueValue: true
+        limit: 1
+telemetry:
+  enabled: false
+"""
+
+
+def run_demo_dagster(
+    world: DemoWorld, progress: Callable[[str], None] = lambda _: None, *, max_ticks: int = 10
+) -> DemoSummary:
+    """Export through Dagster: real sensor ticks and real runs on a real instance.
+
+    The instance lives in ``<home>/dagster_home``; ``dagster dev`` on that folder afterwards shows
+    the runs, the window observations, the materialized (export, day) cells and the partitions.
+    The sensor is evaluated and its runs executed in this process (what the daemon and the run
+    launcher do), with the clock pinned to the demo's "now".
+    """
+    import dagster as dg  # noqa: PLC0415 - the core demo and `seqexport --help` need no dagster
+
+    from seqexport_dagster.definitions import build_definitions, exporter_resources  # noqa: PLC0415
+    from seqexport_dagster.defs.inline import tick  # noqa: PLC0415
+    from seqexport_dagster.defs.resources import (  # noqa: PLC0415
+        ControlPlaneResource,
+        FixedClock,
+        OperatorResource,
+        SourceResource,
+    )
+
+    started = time.perf_counter()
+    dagster_home = world.home / "dagster_home"
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    (dagster_home / "dagster.yaml").write_text(demo_instance_yaml(dagster_home))
+    summary = DemoSummary(home=world.home, source_rows=world.source_rows, dagster_home=dagster_home)
+    summary.exports = [DemoExport(e.account_id, e.id, world.roots[e.account_id]) for e in world.exports]
+    resources = exporter_resources(
+        # The key travels as a file path: Dagster may store resource values, never the key itself.
+        ControlPlaneResource(database_url=world.control_url, secret_key_file=str(world.home / "secret.key")),
+        SourceResource(source_url=world.source_url),
+        OperatorResource(allow_local="1"),
+        FixedClock(at_ms=world.now_ms),
+    )
+    defs = build_definitions(resources)
+    accounts = {e.id: e.account_id for e in world.exports}
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        for _ in range(max_ticks):
+            outcome = tick(instance, defs, console_log_level="WARNING")
+            if not outcome.requested:
+                break
+            for request, result in zip(outcome.requested, outcome.results, strict=True):
+                keys = dg.MultiPartitionKey(dict(request.partition_key.keys_by_dimension))  # type: ignore[union-attr]
+                datasets = ", ".join(k.path[-1] for k in request.asset_selection or [])
+                status = "ok" if result.success else "FAILED"
+                progress(
+                    f"run {result.run_id[:8]} {accounts[request.tags['export_id']]:7} "
+                    f"{keys.keys_by_dimension['date']}  {datasets}: {status}"
+                )
+            summary.runs += len(outcome.results)
+    for export in world.exports:
+        for w in world.store.ledger(export.id):
+            if w.status == "committed":
+                summary.windows += 1
+                summary.rows += w.rows
+                summary.files += w.parts + (1 if w.snapshot_taken_at is not None else 0)
+                summary.bytes += w.bytes
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
 def run_demo(home: Path, dest_dir: Path | None = None, progress: Callable[[str], None] = lambda _: None) -> DemoSummary:
     world = build_demo(home, dest_dir)
     progress(f"demo data: {sum(sum(v.values()) for v in world.source_rows.values())} source rows in {world.home}")
-    return run_demo_core(world, progress)
+    return run_demo_dagster(world, progress)

@@ -158,3 +158,40 @@ def test_daemon_sensor_launches_runs_into_moto_and_no_secret_leaks(tmp_path, mot
     )
     assert planted not in stored and key_spec not in stored
     world.dispose()
+
+
+def test_demo_runs_through_dagster_and_leaves_a_browsable_instance(tmp_path):
+    from seqexport_dagster.demo import run_demo
+
+    started = time.monotonic()
+    summary = run_demo(tmp_path / "demo")
+    assert time.monotonic() - started < 60
+    assert summary.dagster_home == tmp_path / "demo" / "dagster_home"
+    assert summary.runs >= 2 and summary.rows > 0 and summary.files > 0
+    with dg.DagsterInstance.from_config(str(summary.dagster_home)) as instance:
+        runs = instance.get_runs()
+        assert len(runs) == summary.runs
+        assert all(r.status == dg.DagsterRunStatus.SUCCESS and r.job_name == "export_job" for r in runs)
+        assert {r.tags["export_id"] for r in runs} == {e.export_id for e in summary.exports}
+        assert sorted(instance.get_dynamic_partitions("exports")) == sorted(e.export_id for e in summary.exports)
+        # Yesterday is complete for every dataset: green cells, including the snapshot.
+        for asset in ("email_events", "sms_events", "custom_events", "subscribers"):
+            assert instance.fetch_materializations(dg.AssetKey(asset), limit=10).records
+        assert instance.fetch_observations(dg.AssetKey("email_events"), limit=10).records
+        # The demo's credential key never reaches the instance storage.
+        key = (tmp_path / "demo" / "secret.key").read_bytes().strip().split(b":", 1)[-1]
+        assert len(key) >= 40
+        for path in summary.dagster_home.rglob("*"):
+            if path.is_file():
+                assert key not in path.read_bytes(), f"demo key found in {path}"
+
+
+def test_workspace_definitions_load_without_any_environment(monkeypatch):
+    for name in ("SEQEXPORT_DATABASE_URL", "SEQEXPORT_SOURCE_URL", "SEQEXPORT_SECRET_KEYS", "SEQEXPORT_ALLOW_LOCAL"):
+        monkeypatch.delenv(name, raising=False)
+    from seqexport_dagster.definitions import defs
+
+    loaded = defs()
+    assert loaded.resolve_job_def("export_job")
+    assert {s.name for s in loaded.sensors} == {"scheduler_sensor"}
+    assert loaded.sensors[0].minimum_interval_seconds <= 30

@@ -46,7 +46,9 @@ def used_run_keys(instance: dg.DagsterInstance, keys: list[str]) -> set[str]:
     return {run.tags[RUN_KEY_TAG] for run in runs if RUN_KEY_TAG in run.tags}
 
 
-def tick(instance: dg.DagsterInstance, defs: dg.Definitions, *, execute: bool = True) -> TickOutcome:
+def tick(
+    instance: dg.DagsterInstance, defs: dg.Definitions, *, execute: bool = True, console_log_level: str | None = None
+) -> TickOutcome:
     """One sensor tick and, with ``execute``, its runs one after another (one run per export)."""
     resources = defs.resources or {}
     result = evaluate_sensor(instance, resources)
@@ -60,12 +62,15 @@ def tick(instance: dg.DagsterInstance, defs: dg.Definitions, *, execute: bool = 
     if not execute:
         return outcome
     job = defs.resolve_job_def(EXPORT_JOB)
+    # Only the console logger's level: the event log in the instance keeps everything.
+    run_config = {"loggers": {"console": {"config": {"log_level": console_log_level}}}} if console_log_level else None
     for request in outcome.requested:
         tags = {**request.tags, SENSOR_TAG: scheduler_sensor.name}
         if request.run_key:
             tags[RUN_KEY_TAG] = request.run_key
         outcome.results.append(
             job.execute_in_process(
+                run_config=run_config,
                 instance=instance,
                 partition_key=request.partition_key,
                 asset_selection=list(request.asset_selection or []),

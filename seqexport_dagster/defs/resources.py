@@ -10,6 +10,7 @@ The clock is swappable (`FixedClock`): tests and the demo pin time by swapping t
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -20,7 +21,7 @@ from seqexport_dagster.config import Settings
 from seqexport_dagster.destination.base import OperatorPolicy
 from seqexport_dagster.runner import Runner, wall_clock_ms
 from seqexport_dagster.source.reader import SourceReader
-from seqexport_dagster.store.crypto import SecretBox
+from seqexport_dagster.store.crypto import SecretBox, local_key_spec
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.store import ControlPlane
 
@@ -68,6 +69,8 @@ class ControlPlaneResource(_EngineResource):
 
     database_url: str = ""
     secret_keys: str = ""
+    #: A local key file (the demo's): its path may be stored by Dagster, its content never is.
+    secret_key_file: str = ""
 
     def _url(self) -> str:
         return self.database_url or Settings.from_env().database_url
@@ -75,6 +78,8 @@ class ControlPlaneResource(_EngineResource):
     def box(self) -> SecretBox:
         if self.secret_keys:
             return SecretBox.parse(self.secret_keys)
+        if self.secret_key_file:
+            return SecretBox.parse(local_key_spec(Path(self.secret_key_file)))
         return Settings.from_env().secret_box()
 
     def store(self) -> ControlPlane:
