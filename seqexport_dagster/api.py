@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import re
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Final
@@ -39,7 +40,6 @@ from seqexport_dagster.destination.base import (
     validate_config,
 )
 from seqexport_dagster.errors import ConflictError, ExportError, InvalidInput
-from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS, parse_datasets
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.store import (
@@ -60,6 +60,12 @@ Secret = str | Callable[[], str | None] | None
 MAX_LAG_MS: Final = 60 * MINUTE_MS
 _ACCOUNT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _EXPORT_ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+
+
+def wall_clock_ms() -> int:
+    # Not the runner's: importing the runner pulls in the writer and source readers, which a CLI
+    # call that only reads the control plane never needs.
+    return time.time_ns() // 1_000_000
 
 
 class ConfigurationError(ExportError):
