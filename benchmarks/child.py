@@ -1,0 +1,334 @@
+"""One measurement, in a fresh process: ``python -m benchmarks.child TASK 'JSON params'``.
+
+Prints one JSON line: wall and CPU seconds of the measured section only (setup excluded), peak RSS
+of the whole process (``VmHWM``), the RSS before the measured section, and task-specific figures.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.data import ACCOUNT, DAY0, SUBSCRIBER_ACCOUNT
+
+
+@dataclass
+class Result:
+    wall: float = 0.0
+    cpu: float = 0.0
+    rows: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _rss_mb() -> float:
+    """Current resident set size, from /proc (ru_maxrss only gives the peak)."""
+    with open("/proc/self/statm") as handle:
+        pages = int(handle.read().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS. ``VmHWM`` rather than ``ru_maxrss``: Linux carries the parent's
+    peak across fork + exec into the child's ru_maxrss, which would report the runner's memory."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@contextmanager
+def timed(result: Result) -> Iterator[None]:
+    result.extra["rss_before_mb"] = round(_rss_mb(), 1)
+    cpu, wall = time.process_time(), time.perf_counter()
+    yield
+    result.wall += time.perf_counter() - wall
+    result.cpu += time.process_time() - cpu
+
+
+def _window_sql(dialect: str = "sqlite") -> str:
+    from seqexport_dagster.schema import DATASETS  # noqa: PLC0415
+    from seqexport_dagster.source.reader import select_list  # noqa: PLC0415
+
+    mark = "%s" if dialect == "postgresql" else "?"
+    return (
+        f"SELECT {select_list(DATASETS['email_events'], dialect)} FROM email_events "
+        f"WHERE account_id = {mark} AND recorded_at > {mark} AND recorded_at <= {mark} ORDER BY recorded_at, id"
+    )
+
+
+def _params(p: dict[str, Any]) -> tuple[str, str, str]:
+    from seqexport_dagster.window import iso_ms  # noqa: PLC0415
+
+    return ACCOUNT, iso_ms(p.get("from_ms", DAY0)), iso_ms(p["to_ms"])
+
+
+# --- the engine ------------------------------------------------------------------------------
+
+
+def _world(p: dict[str, Any], work: Path, destination: Any) -> tuple[Any, str]:
+    from seqexport_dagster.destination.base import OperatorPolicy  # noqa: PLC0415
+    from seqexport_dagster.runner import Runner  # noqa: PLC0415
+    from seqexport_dagster.source.reader import SourceReader  # noqa: PLC0415
+    from seqexport_dagster.store.crypto import SecretBox, new_key_spec  # noqa: PLC0415
+    from seqexport_dagster.store.database import create_engine  # noqa: PLC0415
+    from seqexport_dagster.store.store import ControlPlane  # noqa: PLC0415
+
+    store = ControlPlane(create_engine(f"sqlite:///{work / 'control.db'}"), SecretBox.parse(new_key_spec("bench")))
+    store.migrate()
+    dataset = p.get("dataset", "email_events")
+    account = SUBSCRIBER_ACCOUNT if dataset == "subscribers" else ACCOUNT
+    now = DAY0 + 3 * 86_400_000
+    export = store.create_export(
+        account_id=account, destination=destination, datasets=(dataset,), frequency="24h", lag_ms=0, now_ms=now
+    )
+    reader = SourceReader(create_engine(p["source_url"]), **({"batch_size": p["batch"]} if "batch" in p else {}))
+    factory = p.get("_factory")
+    kwargs = {"destination_factory": factory} if factory else {}
+    return Runner(store, reader, OperatorPolicy(allow_local=True), clock=lambda: now, **kwargs), export.id
+
+
+def engine(p: dict[str, Any]) -> Result:
+    """Runner.write_window of one window into a local folder (or S3 when ``p['s3']`` is given)."""
+    from seqexport_dagster.destination.base import DestinationConfig  # noqa: PLC0415
+    from seqexport_dagster.window import Window, day_of  # noqa: PLC0415
+
+    result = Result()
+    with tempfile.TemporaryDirectory(dir=p.get("tmp")) as tmp:
+        work = Path(tmp)
+        s3 = p.get("s3")
+        if s3:
+            destination = DestinationConfig(
+                "s3", s3["bucket"], region="us-east-1", endpoint=s3["endpoint"],
+                access_key_id="bench", secret_access_key="bench-secret",
+            )  # fmt: skip
+            p["_factory"] = _timed_factory(result)
+        else:
+            destination = DestinationConfig("local", str(work / "bucket"))
+        runner, export_id = _world(p, work, destination)
+        if p.get("profile"):
+            from pyinstrument import Profiler  # noqa: PLC0415
+
+            profiler = Profiler(interval=0.001)
+            profiler.start()
+        with timed(result):
+            if p.get("dataset") == "subscribers":
+                report: Any = runner.write_snapshot(export_id, day_of(DAY0))
+            else:
+                report = runner.write_window(export_id, "email_events", Window(p.get("from_ms", DAY0), p["to_ms"]))
+        if p.get("profile"):
+            profiler.stop()
+            Path(p["profile"]).write_text(profiler.output_text(unicode=True, color=False, show_all=False))
+        result.rows = report.rows
+        result.extra |= {"parts": report.parts, "bytes": report.bytes}
+    return result
+
+
+def _timed_factory(result: Result) -> Callable[..., Any]:
+    from seqexport_dagster.destination.base import open_destination  # noqa: PLC0415
+
+    result.extra["upload_s"] = 0.0
+
+    class Timed:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def put(self, key: str, body: bytes) -> None:
+            started = time.perf_counter()
+            self.inner.put(key, body)
+            result.extra["upload_s"] += time.perf_counter() - started
+
+        def describe(self) -> str:
+            return str(self.inner.describe())
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return lambda config, policy: Timed(open_destination(config, policy))
+
+
+# --- the floor: each phase alone on the same rows ----------------------------------------------
+
+
+def floor(p: dict[str, Any]) -> Result:
+    """read (DBAPI fetchmany) | build (tuples -> Structs) | encode (msgspec encode_lines) |
+    compress (isal level 1, 50k-line parts), each timed alone on the same rows."""
+    import msgspec  # noqa: PLC0415
+    from isal import isal_zlib  # noqa: PLC0415
+
+    from seqexport_dagster.schema import DATASETS  # noqa: PLC0415
+    from seqexport_dagster.writer import GZIP_WBITS, _row_builder  # noqa: PLC0415
+
+    result = Result()
+    conn = sqlite3.connect(p["source_path"])
+    phases: dict[str, tuple[float, float]] = {}
+
+    def phase(name: str, fn: Callable[[], Any]) -> Any:
+        cpu, wall = time.process_time(), time.perf_counter()
+        out = fn()
+        phases[name] = (time.perf_counter() - wall, time.process_time() - cpu)
+        return out
+
+    def read() -> list[list[Any]]:
+        cur = conn.execute(_window_sql(), _params(p))
+        batches = []
+        while batch := cur.fetchmany(5_000):
+            batches.append(batch)
+        return batches
+
+    batches = phase("read", read)
+    build = _row_builder(DATASETS["email_events"])
+    structs = phase("build", lambda: [build(b) for b in batches])
+    encode = msgspec.json.Encoder().encode_lines
+    parts_of = 10  # 10 batches of 5,000 = one 50k-row part
+    encoded = phase("encode", lambda: [encode(s) for s in structs])
+
+    def compress() -> int:
+        size = 0
+        for start in range(0, len(encoded), parts_of):
+            comp = isal_zlib.compressobj(1, isal_zlib.DEFLATED, GZIP_WBITS)
+            size += sum(len(comp.compress(chunk)) for chunk in encoded[start : start + parts_of]) + len(comp.flush())
+        return size
+
+    size = phase("compress", compress)
+    result.rows = sum(len(b) for b in batches)
+    result.wall = sum(w for w, _ in phases.values())
+    result.cpu = sum(c for _, c in phases.values())
+    raw = sum(len(e) for e in encoded)
+    result.extra |= {
+        "phases": {k: {"wall": w, "cpu": c} for k, (w, c) in phases.items()},
+        "json_bytes": raw,
+        "gzip_bytes": size,
+    }
+    return result
+
+
+# --- peers -----------------------------------------------------------------------------------
+
+
+def duckdb_copy(p: dict[str, Any]) -> Result:
+    """DuckDB's COPY ... (FORMAT JSON, COMPRESSION GZIP) of the same rows. DuckDB's sqlite extension
+    cannot be installed offline, so the rows are loaded into a DuckDB table first (not timed): the
+    figure is DuckDB's best case, without its read."""
+    import duckdb  # noqa: PLC0415
+    import pyarrow as pa  # noqa: PLC0415
+
+    from seqexport_dagster.schema import DATASETS  # noqa: PLC0415
+
+    result = Result()
+    names = list(DATASETS["email_events"].field_names)
+    cur = sqlite3.connect(p["source_path"]).execute(_window_sql(), _params(p))
+    columns: list[list[Any]] = [[] for _ in names]
+    while batch := cur.fetchmany(50_000):
+        for i, values in enumerate(zip(*batch, strict=True)):
+            columns[i].extend(values)
+    table = pa.table({n: pa.array(c, type=pa.string()) for n, c in zip(names, columns, strict=True)})
+    del columns
+    db = duckdb.connect()
+    db.execute(f"SET threads = {int(p.get('threads', 1))}")
+    db.register("arrow_table", table)
+    db.execute("CREATE TABLE email_events AS SELECT * FROM arrow_table")
+    db.unregister("arrow_table")
+    del table
+    with tempfile.TemporaryDirectory(dir=p.get("tmp")) as tmp:
+        out = Path(tmp) / "email_events.jsonl.gz"
+        with timed(result):
+            db.execute(
+                f"COPY (SELECT {', '.join(names)} FROM email_events ORDER BY recorded_at, id) "
+                f"TO '{out}' (FORMAT JSON, COMPRESSION GZIP)"
+            )
+        result.extra["bytes"] = out.stat().st_size
+    result.rows = int(db.execute("SELECT count(*) FROM email_events").fetchone()[0])  # type: ignore[index]
+    return result
+
+
+def pandas_json(p: dict[str, Any]) -> Result:
+    """pandas read_sql + to_json(orient='records', lines=True, compression='gzip'), all timed."""
+    import pandas as pd  # noqa: PLC0415
+
+    result = Result()
+    conn = sqlite3.connect(p["source_path"])
+    with tempfile.TemporaryDirectory(dir=p.get("tmp")) as tmp:
+        out = Path(tmp) / "email_events.jsonl.gz"
+        with timed(result):
+            frame = pd.read_sql(_window_sql(), conn, params=_params(p))
+            frame.to_json(out, orient="records", lines=True, compression="gzip")
+        result.rows = len(frame)
+        result.extra["bytes"] = out.stat().st_size
+    return result
+
+
+def source_read(p: dict[str, Any]) -> Result:
+    """SourceReader.window_batches alone (the engine's read path), rows consumed and dropped."""
+    from seqexport_dagster.source.reader import SourceReader  # noqa: PLC0415
+    from seqexport_dagster.store.database import create_engine  # noqa: PLC0415
+    from seqexport_dagster.window import Window  # noqa: PLC0415
+
+    result = Result()
+    reader = SourceReader(create_engine(p["source_url"]), **({"batch_size": p["batch"]} if "batch" in p else {}))
+    with timed(result):
+        for batch in reader.window_batches("email_events", ACCOUNT, Window(p.get("from_ms", DAY0), p["to_ms"])):
+            result.rows += len(batch)
+    return result
+
+
+def pg_copy(p: dict[str, Any]) -> Result:
+    """``COPY (SELECT ...) TO STDOUT``: PostgreSQL's text stream, not parsed into rows (a floor)."""
+    import psycopg2  # noqa: PLC0415
+
+    result = Result()
+    conn = psycopg2.connect(p["dsn"])
+
+    class Sink:
+        size = 0
+        lines = 0
+
+        def write(self, data: bytes | str) -> None:
+            self.size += len(data)
+            self.lines += data.count(b"\n" if isinstance(data, bytes) else "\n")
+
+    sink = Sink()
+    sql = _window_sql("postgresql")
+    with conn.cursor() as cur, timed(result):
+        cur.copy_expert(cur.mogrify(f"COPY ({sql}) TO STDOUT", _params(p)).decode(), sink, size=1 << 20)
+    conn.close()
+    result.rows = sink.lines
+    result.extra["bytes"] = sink.size
+    return result
+
+
+TASKS: dict[str, Callable[[dict[str, Any]], Result]] = {
+    "source_read": source_read,
+    "pg_copy": pg_copy,
+    "engine": engine,
+    "floor": floor,
+    "duckdb": duckdb_copy,
+    "pandas": pandas_json,
+}
+
+
+def main(argv: list[str]) -> int:
+    task, params = argv[0], json.loads(argv[1]) if len(argv) > 1 else {}
+    if task in ("tick", "worker"):
+        from benchmarks import control  # noqa: PLC0415
+
+        found = control.tick(params) if task == "tick" else control.worker(params)
+        sys.stdout.write(json.dumps(found | {"task": task, "peak_rss_mb": peak_rss_mb()}) + "\n")
+        return 0
+    result = TASKS[task](params)
+    out = {"task": task, "wall": result.wall, "cpu": result.cpu, "rows": result.rows, "peak_rss_mb": peak_rss_mb()}
+    sys.stdout.write(json.dumps(out | result.extra) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,377 @@
+"""The benchmark runner: ``python -m benchmarks [--rows N]``. See ``benchmarks/README`` in RESULTS.md.
+
+Every figure comes from this one run, on the same generated rows. Throughput "per core" is rows per
+CPU-second of the measuring process (wall-clock rows/s are shown too, but on a shared machine they
+depend on the neighbours; the load average is recorded with the results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks import data
+
+ROOT = Path(__file__).resolve().parent.parent
+SECTIONS = ("engine", "postgres", "s3", "rss", "cores", "control", "snapshot", "profile")
+
+
+@dataclass
+class Report:
+    """Rows of the results table, ratios and notes, in the order they were measured."""
+
+    rows: list[tuple[str, str, str, str, str, str]] = field(default_factory=list)
+    ratios: list[tuple[str, str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, name: str, r: dict[str, Any]) -> dict[str, Any]:
+        rows, wall, cpu = r["rows"], r["wall"], r["cpu"]
+        self.rows.append(
+            (
+                name,
+                f"{rows:,}",
+                f"{rows / wall:,.0f}" if wall else "-",
+                f"{rows / cpu:,.0f}" if cpu else "-",
+                f"{cpu / rows * 1e6:.2f}" if rows and cpu else "-",
+                f"{r['peak_rss_mb']:.0f}",
+            )
+        )
+        self.raw[name] = r
+        print(f"  {name:<48} {self.rows[-1][2]:>10} rows/s  {self.rows[-1][3]:>10} rows/cpu-s  "
+              f"{self.rows[-1][5]:>6} MB", flush=True)  # fmt: skip
+        return r
+
+    def ratio(self, name: str, value: float, target: str = "", unit: str = "×") -> None:
+        shown = f"{value:.2f}{unit}" if unit == "×" else f"{value:.3g} {unit}"
+        self.ratios.append((name, shown, target))
+        print(f"  {name:<64} {shown:>9}  {target}", flush=True)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        print(f"  note: {text}", flush=True)
+
+
+def child(task: str, **params: Any) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.child", task, json.dumps(params)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"benchmark task {task} failed:\n{out.stderr[-3000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def children(tasks: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Run tasks at the same time, each in its own process."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.child", task, json.dumps(params)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for task, params in tasks
+    ]
+    results = []
+    for proc in procs:
+        stdout, stderr = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"parallel benchmark task failed:\n{stderr[-3000:]}")
+        results.append(json.loads(stdout.strip().splitlines()[-1]))
+    return results
+
+
+def per_core(r: dict[str, Any]) -> float:
+    return float(r["rows"] / r["cpu"])
+
+
+# --- sections -------------------------------------------------------------------------------------
+
+
+def engine_section(rep: Report, src: data.Source, size: int, tmp: str, *, quick: bool) -> None:
+    to_ms, rows = src.windows[size]
+    common = {"source_url": src.url, "source_path": str(src.path), "to_ms": to_ms, "tmp": tmp}
+    print(f"1. engine and peers: SQLite -> gzip JSONL, {rows:,} email-event rows")
+    eng = rep.add("engine: Runner.write_window -> local parts", child("engine", **common))
+    flo = rep.add("floor: read + build + encode + compress", child("floor", **common))
+    phases = flo["phases"]
+    for name, label in (("read", "DBAPI fetchmany"), ("build", "tuples -> Structs"),
+                        ("encode", "msgspec encode_lines"), ("compress", "isal level 1")):  # fmt: skip
+        ph = phases[name]
+        rep.add(f"  floor phase {name} ({label})", {"rows": flo["rows"], "wall": ph["wall"], "cpu": ph["cpu"],
+                                                     "peak_rss_mb": flo["peak_rss_mb"]})  # fmt: skip
+    duck = rep.add("DuckDB COPY ... (FORMAT JSON, COMPRESSION GZIP), 1 thread", child("duckdb", threads=1, **common))
+    duck2 = duck if quick else rep.add("DuckDB COPY, 2 threads", child("duckdb", threads=2, **common))
+    pand = rep.add("pandas read_sql + to_json(lines, gzip)", child("pandas", **common))
+    strict_floor = {k: v for k, v in phases.items() if k != "build"}
+    strict_cpu = sum(v["cpu"] for v in strict_floor.values())
+    rep.ratio(
+        "engine vs DuckDB COPY (per core, CPU-s per row)",
+        duck["cpu"] / duck["rows"] / (eng["cpu"] / eng["rows"]),
+        "target >= 4x",
+    )
+    rep.ratio(
+        "engine vs DuckDB COPY 2 threads (wall rows/s)", (eng["rows"] / eng["wall"]) / (duck2["rows"] / duck2["wall"])
+    )
+    rep.ratio("engine vs pandas (per core)", (pand["cpu"] / pand["rows"]) / (eng["cpu"] / eng["rows"]))
+    rep.ratio(
+        "engine CPU / floor CPU (read+build+encode+compress)",
+        (eng["cpu"] / eng["rows"]) / (flo["cpu"] / flo["rows"]),
+        "target <= 1.35x",
+    )
+    rep.ratio(
+        "engine CPU / strict floor (read+encode+compress)", (eng["cpu"] / eng["rows"]) / (strict_cpu / flo["rows"])
+    )
+    rep.ratio("engine per core / 300k rows/s target", per_core(eng) / 300_000, "target >= 1x")
+    rep.ratio("compression ratio (JSON bytes / gzip bytes)", flo["json_bytes"] / flo["gzip_bytes"])
+    rep.note(f"avg JSON line {flo['json_bytes'] / flo['rows']:.0f} B; engine wrote {eng['parts']} parts, "
+             f"{eng['bytes'] / 2**20:.0f} MiB gzip; DuckDB {duck['bytes'] / 2**20:.0f} MiB; pandas {pand['bytes'] / 2**20:.0f} MiB")  # fmt: skip
+    rep.note("DuckDB's sqlite extension cannot be installed offline: its rows are loaded into a DuckDB table "
+             "first (not timed), so the DuckDB figure excludes its read and is its best case.")  # fmt: skip
+    rep.note(f"pandas peak RSS {pand['peak_rss_mb']:.0f} MB vs engine {eng['peak_rss_mb']:.0f} MB on the same rows")
+
+
+def postgres_section(rep: Report, src: data.Source, size: int, tmp: str, pg_name: str) -> None:
+    print("2. PostgreSQL source")
+    url = data.ensure_postgres(src, size, pg_name)
+    to_ms, _rows = src.windows[size]
+    dsn = f"host=127.0.0.1 port=5432 user=postgres dbname={pg_name}"
+    rep.add("PostgreSQL: COPY (SELECT ...) TO STDOUT, unparsed", child("pg_copy", dsn=dsn, to_ms=to_ms))
+    read = rep.add("PostgreSQL: SourceReader.window_batches only", child("source_read", source_url=url, to_ms=to_ms))
+    eng = rep.add("engine: PostgreSQL -> local parts", child("engine", source_url=url, to_ms=to_ms, tmp=tmp))
+    rep.ratio("engine from PostgreSQL per core / 200k rows/s target", per_core(eng) / 200_000, "target >= 1x")
+    rep.ratio("PostgreSQL reader share of engine CPU", read["cpu"] / eng["cpu"])
+
+
+def s3_section(rep: Report, src: data.Source, size: int, tmp: str) -> None:
+    sys.path.insert(0, str(ROOT))
+    from seqexport_dagster_tests import moto_server  # noqa: PLC0415
+
+    print("3. S3 sink through moto's server")
+    to_ms, _rows = src.windows[size]
+    server = moto_server.start()
+    try:
+        server.admin_client().create_bucket(Bucket="bench-bucket")
+        r = rep.add(
+            "engine: SQLite -> S3 (moto server, PutObject)",
+            child("engine", source_url=src.url, to_ms=to_ms, tmp=tmp,
+                  s3={"bucket": "bench-bucket", "endpoint": server.endpoint}),
+        )  # fmt: skip
+    finally:
+        server.stop()
+    rep.ratio("share of wall time uploading (PutObject to moto)", r["upload_s"] / r["wall"])
+
+
+def rss_section(rep: Report, src: data.Source, sizes: list[int], tmp: str) -> None:
+    print("4. peak RSS of the engine by window size (fresh process each)")
+    peaks = []
+    main = rep.raw.get("engine: Runner.write_window -> local parts")
+    for size in sizes:
+        to_ms, rows = src.windows[size]
+        # The main engine measurement already ran this window in a fresh process: reuse it.
+        found = main if main and main["rows"] == rows else child("engine", source_url=src.url, to_ms=to_ms, tmp=tmp)
+        r = rep.add(f"engine RSS: window of {rows:,} rows", found)
+        peaks.append(r["peak_rss_mb"])
+        rep.note(f"window {rows:,}: peak RSS {r['peak_rss_mb']:.0f} MB, of which {r['rss_before_mb']:.0f} MB "
+                 "before the window (interpreter, SQLAlchemy, Alembic, boto-free imports)")  # fmt: skip
+    rep.ratio("peak RSS largest / smallest window", peaks[-1] / peaks[0], "flat, <= 100 MB")
+
+
+def cores_section(rep: Report, src: data.Source, size: int, tmp: str) -> None:
+    print("5. two cores: one catch-up window split across two processes")
+    to_ms, rows = src.windows[size]
+    mid = data.DAY0 + (to_ms - data.DAY0) // 2
+    one = rep.add("engine: 1 process, whole window", child("engine", source_url=src.url, to_ms=to_ms, tmp=tmp))
+    halves = children([
+        ("engine", {"source_url": src.url, "to_ms": mid, "tmp": tmp}),
+        ("engine", {"source_url": src.url, "from_ms": mid, "to_ms": to_ms, "tmp": tmp}),
+    ])  # fmt: skip
+    combined = {
+        "rows": sum(h["rows"] for h in halves),
+        "wall": max(h["wall"] for h in halves),
+        "cpu": sum(h["cpu"] for h in halves),
+        "peak_rss_mb": max(h["peak_rss_mb"] for h in halves),
+    }
+    rep.add("engine: 2 processes, half a window each", combined)
+    rep.ratio(
+        "2 processes vs 1 (wall rows/s)",
+        (combined["rows"] / combined["wall"]) / (one["rows"] / one["wall"]),
+        "target >= 1.7x",
+    )
+
+
+def control_section(rep: Report, counts: list[int], tmp: str, *, quick: bool) -> None:
+    print("6. control loop")
+    for n in counts:
+        r = child("tick", exports=n, tmp=tmp)
+        rep.raw[f"tick_{n}"] = r
+        rep.ratio(f"sensor tick at {n:,} exports (median of {r['ticks']})", r["tick_s"], "<= 1 s at 1,000", unit="s")
+        rep.note(f"tick at {n:,} exports: {r['requests']} run requests; of the {r['tick_s']:.3f} s, the policy "
+                 f"(list_exports + schedule.due_work) takes {r['policy_s']:.3f} s; via {r['via']}")  # fmt: skip
+    if quick:
+        rep.note("TODO (--quick): run-worker CPU per run not measured in this run.")
+        return
+    r = child("worker", tmp=tmp)
+    rep.raw["worker"] = r
+    rep.ratio("run-worker CPU per run (dagster asset materialize, 1 export-day)", r["cpu"], "", unit="CPU-s")
+    rep.note(f"run worker: {r['note']}")
+    rep.note("TODO: runs launched per second by the daemon (dagster-daemon with the QueuedRunCoordinator) "
+             "is not measured yet.")  # fmt: skip
+
+
+def snapshot_section(rep: Report, src: data.Source, tmp: str) -> None:
+    print(f"7. subscriber snapshot of {src.subscribers:,} subscribers")
+    r = rep.add(
+        "engine: Runner.write_snapshot -> local parts",
+        child("engine", source_url=src.url, dataset="subscribers", to_ms=0, tmp=tmp),
+    )
+    rep.note(f"snapshot of {r['rows']:,} subscribers: {r['wall']:.1f} s wall, {r['cpu']:.1f} CPU-s, "
+             f"peak RSS {r['peak_rss_mb']:.0f} MB, {r['parts']} parts")  # fmt: skip
+
+
+def profile_section(rep: Report, src: data.Source, size: int, tmp: str, out: Path) -> None:
+    print("profile: pyinstrument of the engine on the same window")
+    to_ms, _ = src.windows[size]
+    child("engine", source_url=src.url, to_ms=to_ms, tmp=tmp, profile=str(out))
+    rep.raw["profile"] = str(out)
+    print(f"  written to {out}")
+
+
+# --- output -----------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, str]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "unknown"
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f"{kb / 2**20:.1f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "memory": mem,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def write_results(
+    path: Path, rep: Report, info: dict[str, str], args: argparse.Namespace, profile: Path | None
+) -> None:
+    lines = [
+        "# Benchmark results",
+        "",
+        "Written by `python -m benchmarks` (`make bench`); every figure below comes from one run on the same",
+        "generated rows. *rows/cpu-s* is rows per CPU-second of the measuring process: the per-core figure.",
+        "",
+        f"- Date: {info['date']}",
+        f"- Machine: {info['cpu']}, {info['cores']} cores, {info['memory']} RAM; {info['platform']}; Python {info['python']}",
+        f"- Load average at start / end: {info['load_start']} / {info['load_end']} (other work on the machine inflates wall times, not CPU-s)",
+        f"- Command: `python -m benchmarks --rows {args.rows} --subscribers {args.subscribers}`; run time {info['elapsed']}",
+        "",
+        "## Ratios",
+        "",
+        "| Figure | Value | Target |",
+        "|---|---:|---|",
+        *(f"| {a} | {b} | {c} |" for a, b, c in rep.ratios),
+        "",
+        "## Measurements",
+        "",
+        "| Measurement | Rows | rows/s (wall) | rows/cpu-s | CPU µs/row | Peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|",
+        *(f"| {' | '.join(r)} |" for r in rep.rows),
+        "",
+        "## Notes",
+        "",
+        *(f"- {n}" for n in rep.notes),
+        "",
+    ]
+    if profile and profile.exists():
+        text = profile.read_text().splitlines()
+        lines += ["## Profile of the engine (pyinstrument)", "", "```", *text[:70], "```", ""]
+    path.write_text("\n".join(lines))
+
+
+def load_average() -> str:
+    try:
+        return " ".join(f"{v:.1f}" for v in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the main window (default 1M)")
+    parser.add_argument("--subscribers", type=int, default=1_000_000, help="subscribers in the snapshot")
+    parser.add_argument("--data-dir", type=Path, default=data.DATA_DIR, help="where the generated source is cached")
+    parser.add_argument("--results", type=Path, default=Path(__file__).parent / "RESULTS.md")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
+    parser.add_argument("--ticks", default="100,1000,3000", help="export counts for the scheduler tick")
+    parser.add_argument("--quick", action="store_true",
+                        help="skip the slow extras (DuckDB on 2 threads, the Dagster run worker, the profile)")  # fmt: skip
+    parser.add_argument("--scratch", action="store_true",
+                        help="use a throwaway PostgreSQL database (dropped at the end) instead of the cached one")  # fmt: skip
+    args = parser.parse_args(argv)
+    only = set(args.only.split(","))
+    unknown = only - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}")
+    started = time.monotonic()
+    info = machine() | {"load_start": load_average()}
+    print(f"seqexport benchmarks: {args.rows:,} rows, {info['cpu']}, {info['cores']} cores, load {info['load_start']}")
+    src = data.ensure_source(args.rows, args.subscribers, args.data_dir)
+    pg_name = f"seqexport_bench_{secrets.token_hex(4)}" if args.scratch else f"seqexport_bench_{args.rows}"
+    rep = Report()
+    profile = args.data_dir / "profile.txt"
+    with tempfile.TemporaryDirectory(prefix="seqexport-bench-", dir=args.data_dir) as tmp:
+        try:
+            if "engine" in only:
+                engine_section(rep, src, args.rows, tmp, quick=args.quick)
+            if "postgres" in only:
+                postgres_section(rep, src, args.rows, tmp, pg_name)
+            if "s3" in only:
+                s3_section(rep, src, args.rows, tmp)
+            if "rss" in only:
+                rss_section(rep, src, data.window_sizes(args.rows), tmp)
+            if "cores" in only:
+                cores_section(rep, src, args.rows, tmp)
+            if "control" in only:
+                control_section(rep, [int(n) for n in args.ticks.split(",")], tmp, quick=args.quick)
+            if "snapshot" in only:
+                snapshot_section(rep, src, tmp)
+            if "profile" in only and not args.quick:
+                profile_section(rep, src, args.rows, tmp, profile)
+        finally:
+            if args.scratch and "postgres" in only:
+                data.drop_postgres(pg_name)
+    info |= {"load_end": load_average(), "elapsed": f"{time.monotonic() - started:.0f} s"}
+    write_results(args.results, rep, info, args, profile if "profile" in only and not args.quick else None)
+    (args.results.with_suffix(".json")).write_text(json.dumps({"machine": info, "raw": rep.raw}, indent=1, default=str))
+    print(f"results written to {args.results} ({info['elapsed']})")
+    return 0
