@@ -239,3 +239,19 @@ def test_destination_update_bumps_version_and_reseals(any_world: World) -> None:
     store.set_status(export_id, "paused", DAY0 + 6)
     assert store.state(export_id).status == "paused"
     assert store.state(export_id).destination_version == after.destination_version, "pausing is not a move"
+
+
+def test_a_new_attempt_closes_attempts_left_running_by_a_dead_worker(world):
+    from seqexport_dagster.store.store import FAILED, RUNNING, WORKER_LOST
+    from seqexport_dagster.window import HOUR_MS, Window
+
+    export = world.local_export(datasets=("email_events",))
+    window = Window(export.created_at, export.created_at + HOUR_MS)
+    dead = world.store.start_window(export.id, "email_events", window, run_id="r1", location="x", now_ms=1)
+    assert [w.status for w in world.store.ledger(export.id)] == [RUNNING]
+
+    world.store.start_window(export.id, "email_events", window, run_id="r2", location="x", now_ms=2)
+
+    ledger = {w.id: w for w in world.store.ledger(export.id)}
+    assert (ledger[dead].status, ledger[dead].error, ledger[dead].finished_at) == (FAILED, WORKER_LOST, 2)
+    assert [h.status for h in world.store.history(export.id, now_ms=3)] == ["running", "failed"]

@@ -34,6 +34,7 @@ T = TypeVar("T")
 ACTIVE, PAUSED, DELETED = "active", "paused", "deleted"
 RUNNING, COMMITTED, FAILED, CANCELED = "running", "committed", "failed", "canceled"
 HISTORY_MS = 14 * 24 * 3600 * 1000
+WORKER_LOST = "the run writing this window ended without finishing (run worker lost); it was retried"
 
 
 def _translate(fn: Callable[P, T]) -> Callable[P, T]:
@@ -392,7 +393,15 @@ class ControlPlane:
     def start_window(
         self, export_id: str, dataset: str, window: Window, *, run_id: str | None, location: str, now_ms: int
     ) -> int:
+        """Open a ledger attempt. Attempts of the same (export, dataset) still marked running belong to
+        a worker that died (SIGKILL, lost node): only one run per export writes at a time. They are
+        closed as failed here, so history never shows a run as running forever."""
         with self.engine.begin() as conn:
+            conn.execute(
+                windows.update()
+                .where(windows.c.export_id == export_id, windows.c.dataset == dataset, windows.c.status == RUNNING)
+                .values(status=FAILED, error=WORKER_LOST, finished_at=now_ms)
+            )
             result = conn.execute(
                 windows.insert().values(
                     export_id=export_id,
