@@ -177,3 +177,24 @@ def test_mask_key_id() -> None:
     assert mask_key_id("AKIAIOSFODNN7EXAMPLE") == "AKIA************MPLE"
     assert mask_key_id("short") == "*****"
     assert mask_key_id(None) is None
+
+
+def test_delete_mid_run_stops_before_the_next_file(world: World) -> None:
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + DAY_MS, seed=13, scale=SCALE)
+    api = exports_of(world)
+    exp = api.create(account_id="acme", provider="local", bucket=str(world.root / "b"), datasets="email_events")
+    world.clock.advance(6 * HOUR_MS + 2 * MINUTE_MS)
+    hooked: list[Hooked] = []
+
+    def factory(config: DestinationConfig, policy: OperatorPolicy) -> Destination:
+        hooked.append(Hooked(config, lambda: api.delete(exp.id)))
+        return hooked[-1]
+
+    with pytest.raises(RunInterrupted, match="is deleted"):
+        world.runner(part_limit=20, destination_factory=factory).run_day(exp.id, "email_events", day_of(DAY0))
+    assert [h.writes for h in hooked] == [1]  # the file in flight landed; no other file followed
+    parts = [f for f in files_under(world.root / "b") if f.startswith("email_events/")]
+    assert len(parts) == 1  # files already written stay in the bucket
+    status = api.status(exp.id)
+    assert status.export.status == "deleted" and status.datasets[0].position_ms == DAY0
+    assert [r.status for r in api.history(exp.id)] == ["canceled"]
