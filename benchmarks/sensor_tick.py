@@ -46,7 +46,9 @@ def main() -> None:
         for i in range(args.exports):
             store.create_export(
                 account_id=f"acct{i}",
-                destination=DestinationConfig("s3", f"bucket-{i}", region="us-east-1", access_key_id="AKIA", secret_access_key="s"),
+                destination=DestinationConfig(
+                    "s3", f"bucket-{i}", region="us-east-1", access_key_id="AKIA", secret_access_key="s"
+                ),
                 datasets=list(DATASETS),
                 frequency="1h",
                 lag_ms=120_000,

@@ -87,6 +87,17 @@ class Harness:
         return list(result.records)
 
 
+def fast_storage(home: Path) -> dict[str, Any]:
+    """One SQLite event log for all runs: a database file per run costs more than our small runs."""
+    return {
+        "event_log_storage": {
+            "module": "dagster.core.storage.event_log",
+            "class": "ConsolidatedSqliteEventLogStorage",
+            "config": {"base_dir": str(home / "history" / "runs")},
+        }
+    }
+
+
 @contextmanager
 def harness(root: Path, monkeypatch: pytest.MonkeyPatch, now_ms: int = DAY0) -> Iterator[Harness]:
     spec = new_key_spec("t1")
@@ -101,7 +112,7 @@ def harness(root: Path, monkeypatch: pytest.MonkeyPatch, now_ms: int = DAY0) -> 
     home = root / "dagster_home"
     home.mkdir()
     try:
-        with dg.instance_for_test(temp_dir=str(home)) as instance:
+        with dg.instance_for_test(temp_dir=str(home), overrides=fast_storage(home)) as instance:
             yield Harness(world, instance)
     finally:
         world.dispose()
