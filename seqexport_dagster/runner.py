@@ -337,11 +337,11 @@ class Runner:
         return rows, count, size, blanked
 
     def _abandon(self, window_id: int, why: str) -> None:
-        self.store.fail_window(window_id, error=why, now_ms=self.clock(), count_failure=False)
+        self.store.fail_window(window_id, error=why, now_ms=self.clock(), canceled=True)
 
     def _fail(self, window_id: int, exc: BaseException) -> None:
         if isinstance(exc, RunInterrupted):
-            self.store.fail_window(window_id, error=str(exc), now_ms=self.clock(), count_failure=False)
+            self.store.fail_window(window_id, error=str(exc), now_ms=self.clock(), canceled=True)
         elif isinstance(exc, ExportError):
             counted = self.count_retryable or not exc.retryable
             self.store.fail_window(window_id, error=str(exc), now_ms=self.clock(), count_failure=counted)
@@ -351,7 +351,7 @@ class Runner:
             at = f" at {where[0].filename.rsplit('/', 1)[-1]}:{where[0].lineno}" if where else ""
             self.store.fail_window(window_id, error=f"internal error {type(exc).__name__}{at}", now_ms=self.clock())
         else:  # KeyboardInterrupt, SystemExit, a terminated run: not the customer's failure
-            self.store.fail_window(window_id, error="run terminated", now_ms=self.clock(), count_failure=False)
+            self.store.fail_window(window_id, error="run terminated", now_ms=self.clock(), canceled=True)
 
     def _settle_export_now(self, export_id: str) -> None:
         export = self.store.get_export(export_id)

@@ -208,9 +208,16 @@ def test_backoff_and_last_error_recorded_then_cleared(any_world: World) -> None:
     assert waits == [15, 30, 60, 120, 240, 360, 360]
     # Canceled attempts (pause, destination change) are not failures.
     window_id = store.start_window(export_id, "email_events", window, run_id="p", location="l", now_ms=DAY0)
-    assert store.fail_window(window_id, error="paused", now_ms=DAY0, count_failure=False) is None
+    assert store.fail_window(window_id, error="paused", now_ms=DAY0, canceled=True) is None
     state = store.get_export(export_id).dataset_state("email_events")
     assert state is not None and state.failures == 7 and state.last_error == "AccessDenied #7"
+    assert store.ledger(export_id)[-1].status == "canceled"
+    # A transient failure the run itself still retries shows as failed but is not counted yet.
+    window_id = store.start_window(export_id, "email_events", window, run_id="t", location="l", now_ms=DAY0)
+    assert store.fail_window(window_id, error="SlowDown", now_ms=DAY0, count_failure=False) is None
+    assert store.ledger(export_id)[-1].status == "failed"
+    state = store.get_export(export_id).dataset_state("email_events")
+    assert state is not None and state.failures == 7
     # The other dataset of the export is untouched.
     other = store.get_export(export_id).dataset_state("subscribers")
     assert other is not None and other.failures == 0 and other.last_error is None
@@ -220,7 +227,7 @@ def test_backoff_and_last_error_recorded_then_cleared(any_world: World) -> None:
     assert state is not None
     assert (state.failures, state.next_retry_at, state.last_error, state.last_error_window) == (0, None, None, None)
     statuses = [w.status for w in store.ledger(export_id)]
-    assert statuses == ["failed"] * 7 + ["canceled", "committed"]
+    assert statuses == ["failed"] * 7 + ["canceled", "failed", "committed"]
 
 
 def test_destination_update_bumps_version_and_reseals(any_world: World) -> None:

@@ -511,16 +511,24 @@ class ControlPlane:
 
     @_translate
     def fail_window(
-        self, window_id: int, *, error: str, now_ms: int, count_failure: bool = True
+        self, window_id: int, *, error: str, now_ms: int, count_failure: bool = True, canceled: bool = False
     ) -> DatasetState | None:
-        """Record a failed attempt; unless canceled, count it for backoff and show it as last error."""
+        """Record an unfinished attempt.
+
+        ``canceled`` (pause, delete, destination change, terminated run) is not a failure: the ledger
+        says canceled and backoff is untouched. A failure is always shown as failed; ``count_failure``
+        only says whether it counts for backoff and the last error now (False while the run itself
+        still retries a transient error, so one failing run counts once).
+        """
         with self.engine.begin() as conn:
             w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
             conn.execute(
                 windows.update()
                 .where(windows.c.id == window_id)
-                .values(status=FAILED if count_failure else CANCELED, error=error, finished_at=now_ms)
+                .values(status=CANCELED if canceled else FAILED, error=error, finished_at=now_ms)
             )
+        if canceled:
+            count_failure = False
         if not count_failure:
             return None
         return self.record_failure(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), error, now_ms)
