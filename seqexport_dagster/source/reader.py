@@ -24,7 +24,12 @@ from seqexport_dagster.schema import DATASETS, Dataset
 from seqexport_dagster.window import Window, iso_ms
 
 Row = tuple[Any, ...]
-DEFAULT_BATCH = 5_000
+#: Rows per fetch. Small on purpose: a batch's Python objects (~1.1 kB a row) should stay in the
+#: core's L2 cache while they are built, encoded and compressed. Measured on 1M email events
+#: (benchmarks/): 500 rows cost ~22 % less CPU than 5,000 on SQLite and use 12 MB less memory.
+#: PostgreSQL gets 1,000: each fetch is a network round trip (still ~22 % less CPU than 5,000).
+DEFAULT_BATCH = 500
+POSTGRES_BATCH = 1_000
 
 
 def select_list(ds: Dataset, dialect: str) -> str:
@@ -37,10 +42,10 @@ def select_list(ds: Dataset, dialect: str) -> str:
 class SourceReader:
     """Reads one account's rows. One instance per source database; cheap to keep around."""
 
-    def __init__(self, engine: sa.Engine, batch_size: int = DEFAULT_BATCH) -> None:
+    def __init__(self, engine: sa.Engine, batch_size: int | None = None) -> None:
         self.engine = engine
-        self.batch_size = batch_size
         self.dialect = engine.dialect.name
+        self.batch_size = batch_size or (POSTGRES_BATCH if self.dialect == "postgresql" else DEFAULT_BATCH)
         self._mark = "%s" if engine.dialect.paramstyle in ("format", "pyformat") else "?"
 
     def window_batches(self, dataset: str, account_id: str, window: Window) -> Iterator[list[Row]]:
