@@ -166,6 +166,8 @@ def floor(p: dict[str, Any]) -> Result:
     from isal import isal_zlib  # noqa: PLC0415
 
     from seqexport_dagster.schema import DATASETS  # noqa: PLC0415
+    from seqexport_dagster.source.reader import DEFAULT_BATCH  # noqa: PLC0415
+    from seqexport_dagster.window import PART_LIMIT  # noqa: PLC0415
     from seqexport_dagster.writer import GZIP_WBITS, _row_builder  # noqa: PLC0415
 
     result = Result()
@@ -181,7 +183,7 @@ def floor(p: dict[str, Any]) -> Result:
     def read() -> list[list[Any]]:
         cur = conn.execute(_window_sql(), _params(p))
         batches = []
-        while batch := cur.fetchmany(5_000):
+        while batch := cur.fetchmany(DEFAULT_BATCH):
             batches.append(batch)
         return batches
 
@@ -189,7 +191,7 @@ def floor(p: dict[str, Any]) -> Result:
     build = _row_builder(DATASETS["email_events"])
     structs = phase("build", lambda: [build(b) for b in batches])
     encode = msgspec.json.Encoder().encode_lines
-    parts_of = 10  # 10 batches of 5,000 = one 50k-row part
+    parts_of = PART_LIMIT // DEFAULT_BATCH  # the engine's chunks: same compress calls, same bytes
     encoded = phase("encode", lambda: [encode(s) for s in structs])
 
     def compress() -> int:
@@ -294,7 +296,7 @@ def pg_copy(p: dict[str, Any]) -> Result:
 
         def write(self, data: bytes | str) -> None:
             self.size += len(data)
-            self.lines += data.count(b"\n" if isinstance(data, bytes) else "\n")
+            self.lines += data.count(b"\n") if isinstance(data, bytes) else data.count("\n")
 
     sink = Sink()
     sql = _window_sql("postgresql")
