@@ -28,8 +28,10 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
+# Browse the demo's Dagster instance (after `make demo`); the sensor keeps the demo exports running.
 dev: $(STAMP)
-	DAGSTER_HOME=$(CURDIR)/.demo/dagster_home $(BIN)/dagster dev -h 127.0.0.1 -p 3000
+	SEQEXPORT_HOME=$(CURDIR)/.demo SEQEXPORT_ALLOW_LOCAL=1 DAGSTER_HOME=$(CURDIR)/.demo/dagster_home \
+		$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 clean:
 	rm -rf .demo .seqexport

@@ -591,6 +591,8 @@ def _demo(args: argparse.Namespace) -> int:
                     "rows": summary.rows,
                     "bytes": summary.bytes,
                     "seconds": round(summary.seconds, 3),
+                    "runs": summary.runs,
+                    "dagster_home": str(summary.dagster_home) if summary.dagster_home else None,
                     "duckdb_query": summary.duckdb_query(),
                 }
             )
@@ -604,6 +606,20 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"  {e.account_id:8} {e.export_id}  ->  {e.root}")
     print("\nQuery the files with DuckDB:\n")
     print(f"  {summary.duckdb_query()}\n")
+    try:
+        import duckdb  # noqa: PLC0415 - optional: installed with the test extras
+    except ImportError:
+        pass
+    else:
+        for event_type, count in duckdb.sql(summary.duckdb_query()).fetchall():
+            print(f"  {event_type:14} {count:>8,}")
+        print()
+    if summary.dagster_home:
+        print(f"{summary.runs} Dagster runs are recorded in {summary.dagster_home}. Browse them with:\n")
+        print(
+            f"  SEQEXPORT_HOME={summary.home} SEQEXPORT_ALLOW_LOCAL=1 DAGSTER_HOME={summary.dagster_home} \\\n"
+            "    .venv/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000\n"
+        )
     return 0
 
 
