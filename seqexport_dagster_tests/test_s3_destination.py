@@ -28,11 +28,13 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from botocore.loaders import JSONFileLoader, Loader
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from seqexport_dagster.destination import s3 as s3_module
 from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy, open_destination
 from seqexport_dagster.destination.endpoint import ConnectRequest, socket_connector
 from seqexport_dagster.destination.s3 import S3Destination
@@ -266,6 +268,13 @@ def config(**overrides: Any) -> DestinationConfig:
     return DestinationConfig(**values)
 
 
+@pytest.fixture
+def fresh_botocore_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process-wide botocore session is built inside this test (under its environment), not
+    reused from an earlier one."""
+    monkeypatch.setattr(s3_module, "_session_caches", {})
+
+
 PROFILES = {
     "aws": (config(), "acme-exports.s3.us-east-1.amazonaws.com", f"/{KEY}", "us-east-1"),
     "gcs": (config(provider="gcs", region=None), "storage.googleapis.com", f"/acme-exports/{KEY}", "auto"),
@@ -280,7 +289,7 @@ PROFILES = {
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_wire_format_per_profile(
-    profile: str, tls_recorder: tuple[Recorder, TLSFiles], monkeypatch: pytest.MonkeyPatch
+    profile: str, tls_recorder: tuple[Recorder, TLSFiles], monkeypatch: pytest.MonkeyPatch, fresh_botocore_session: None
 ) -> None:
     rec, tls = tls_recorder
     rec.requests.clear()
@@ -519,7 +528,9 @@ def test_describe_never_shows_the_secret(recorder: Recorder) -> None:
 # ---------------------------------------------------------------- real moto server
 
 
-def test_round_trip_through_moto(moto: MotoServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_round_trip_through_moto(
+    moto: MotoServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fresh_botocore_session: None
+) -> None:
     admin = moto.admin_client()
     admin.create_bucket(Bucket="round-trip")
     # A worker environment that would break or redirect a default boto3 client.
@@ -537,6 +548,24 @@ def test_round_trip_through_moto(moto: MotoServer, monkeypatch: pytest.MonkeyPat
     aws_config.write_text("[default]\ns3 =\n  addressing_style = virtual\nendpoint_url = http://127.0.0.1:9\n")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(aws_config))
     monkeypatch.setenv("HOME", str(tmp_path))
+    # A stray ~/.aws/models S3 model without PutObject (botocore reads that folder before its own).
+    models = tmp_path / ".aws" / "models"
+    (models / "s3" / "2006-03-01").mkdir(parents=True)
+    stray = {
+        "version": "2.0",
+        "metadata": {
+            "apiVersion": "2006-03-01",
+            "endpointPrefix": "s3",
+            "protocol": "rest-xml",
+            "serviceId": "S3",
+            "signatureVersion": "s3v4",
+            "uid": "s3-2006-03-01",
+        },
+        "operations": {},
+        "shapes": {},
+    }
+    (models / "s3" / "2006-03-01" / "service-2.json").write_text(json.dumps(stray))
+    monkeypatch.setattr(Loader, "CUSTOMER_DATA_PATH", str(models))
 
     dest = open_destination(config(bucket="round-trip", endpoint=moto.endpoint, access_key_id="AKIAROUNDTRIP"), LOCAL)
     assert isinstance(dest, S3Destination)
@@ -565,6 +594,65 @@ def test_round_trip_through_moto(moto: MotoServer, monkeypatch: pytest.MonkeyPat
         assert obj["Body"].read() == body
         assert obj["ETag"].strip('"') == hashlib.md5(body).hexdigest()
     assert gzip.decompress(bodies[KEY]).count(b"\n") == 1000
+
+
+def test_later_destinations_load_no_model(recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first destination in a process loads botocore's S3 model, endpoint rules and partitions
+    # (0.15-0.5 s); later ones, as the runner opens one per window, must reuse them.
+    local_dest(recorder).close()
+    loaded: list[str] = []
+    load_file = JSONFileLoader.load_file
+
+    def counting(loader: JSONFileLoader, file_path: str) -> Any:
+        loaded.append(file_path)
+        return load_file(loader, file_path)
+
+    monkeypatch.setattr(JSONFileLoader, "load_file", counting)
+    dest = S3Destination(config(endpoint=recorder.endpoint, access_key_id="AKIASECOND"), LOCAL)
+    dest.put(KEY, b"x")
+    dest.close()
+    assert loaded == []
+    assert recorder.requests[-1].headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIASECOND/")
+
+
+def test_destinations_sharing_a_session_stay_apart(recorder: Recorder) -> None:
+    # Destinations share one botocore session: each must still sign with its own key and send
+    # through its own guarded pools (its own before-send handler), also when built concurrently.
+    other = Recorder()
+    try:
+        made: dict[int, S3Destination] = {}
+        errors: list[BaseException] = []
+
+        def build(n: int) -> None:
+            try:
+                rec = recorder if n % 2 else other
+                made[n] = S3Destination(
+                    config(endpoint=rec.endpoint, access_key_id=f"AKIA{n:04d}", secret_access_key=f"secret-{n}"),
+                    LOCAL,
+                )
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=build, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        made[0].close()  # closing one leaves the others working
+        for n in range(1, 8):
+            made[n].put(f"sequenzy/k{n}.jsonl.gz", b"x")
+        for dest in made.values():
+            dest.close()
+        for rec, parity in ((recorder, 1), (other, 0)):
+            seen = {
+                r.path.rsplit("/", 1)[-1]: r.headers["authorization"].split("Credential=")[1].split("/")[0]
+                for r in rec.requests
+            }
+            expected = {f"k{n}.jsonl.gz": f"AKIA{n:04d}" for n in range(1, 8) if n % 2 == parity}
+            assert seen == expected
+    finally:
+        other.close()
 
 
 def test_no_such_bucket_on_moto(moto: MotoServer) -> None:
