@@ -336,8 +336,10 @@ def test_worker_killed_mid_window_then_rerun(keyed_world: tuple[World, str], s3:
     run_killed_worker(world, spec, proxy, export.id, "email_events", DAY, "-0004.jsonl.gz")
     state = world.store.get_export(export.id).dataset_state("email_events")
     assert state is not None and state.position_ms == DAY0  # nothing committed by the killed runs
-    assert [w.status for w in world.store.ledger(export.id)] == ["running", "running"]
+    # The second worker's attempt closed the first one's as lost; its own is left running.
+    assert [w.status for w in world.store.ledger(export.id)] == ["failed", "running"]
     s3_runner(world, part_limit=PART_LIMIT).run_day(export.id, "email_events", DAY)
+    assert [w.status for w in world.store.ledger(export.id)] == ["failed", "failed", "committed"]
     watch.stop()
     report = audit_export(world.store, world.source_engine, s3, export.id)
     report.assert_clean()
