@@ -611,7 +611,7 @@ def _demo(args: argparse.Namespace) -> int:
     except ImportError:
         pass
     else:
-        for event_type, count in duckdb.sql(summary.duckdb_query()).fetchall():
+        for event_type, count in duckdb.execute(summary.duckdb_query()).fetchall():
             print(f"  {event_type:14} {count:>8,}")
         print()
     if summary.dagster_home:
