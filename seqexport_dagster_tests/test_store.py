@@ -262,3 +262,20 @@ def test_a_new_attempt_closes_attempts_left_running_by_a_dead_worker(world):
     ledger = {w.id: w for w in world.store.ledger(export.id)}
     assert (ledger[dead].status, ledger[dead].error, ledger[dead].finished_at) == (FAILED, WORKER_LOST, 2)
     assert [h.status for h in world.store.history(export.id, now_ms=3)] == ["running", "failed"]
+
+
+def test_history_shows_the_last_14_days_only(world):
+    from seqexport_dagster.window import DAY_MS, HOUR_MS, Window
+
+    export = world.local_export(datasets=("email_events",))
+    start = export.created_at
+    for run, started in (("old", start), ("edge", start + DAY_MS), ("new", start + 10 * DAY_MS)):
+        window = Window(start, start + HOUR_MS)
+        window_id = world.store.start_window(
+            export.id, "email_events", window, run_id=run, location="l", now_ms=started
+        )
+        world.store.commit_window(window_id, rows=3, part_count=1, size=40, now_ms=started + 1)
+
+    now = start + 15 * DAY_MS
+    assert [h.run_id for h in world.store.history(export.id, now)] == ["new", "edge"]
+    assert [h.run_id for h in world.store.history(export.id, now + 1)] == ["new"]
