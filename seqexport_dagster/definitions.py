@@ -30,6 +30,8 @@ ENV: Final = {
     "source_url": "SEQEXPORT_SOURCE_URL",
     "allow_local": "SEQEXPORT_ALLOW_LOCAL",
 }
+#: Hours of lateness the reconciliation pass repairs (an int field, so bound only when set).
+RECONCILE_ENV: Final = "SEQEXPORT_RECONCILE_LOOKBACK_HOURS"
 
 
 def _env(field: str, environ: Mapping[str, str]) -> Any:
@@ -44,6 +46,10 @@ def default_resources(environ: Mapping[str, str] | None = None) -> dict[str, Any
     )
     source = SourceResource(source_url=_env("source_url", environ))
     operator = OperatorResource(allow_local=_env("allow_local", environ))
+    if environ.get(RECONCILE_ENV):
+        operator = OperatorResource(
+            allow_local=_env("allow_local", environ), reconcile_lookback_hours=dg.EnvVar.int(RECONCILE_ENV)
+        )
     clock = ClockResource()
     return {
         "control_plane": control_plane,

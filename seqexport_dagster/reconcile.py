@@ -13,7 +13,8 @@ are overwritten with empty gzip, so a row is never read twice.
 What it does not see: a window in which as many rows were added as removed (the count is equal).
 It never moves a position (the windows it rewrites are behind it) and skips a dataset while it is
 failing, because a successful rewrite would clear the last error the customer must still see.
-Run it inside the export's own run (one run per export at a time), never beside one.
+Run it inside the export's own run (one run per export at a time), never beside one: every scheduled
+run of an event asset does, after its due windows (`seqexport_dagster.defs.assets`).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ import sqlalchemy as sa
 
 from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.schema import EVENT_DATASETS
-from seqexport_dagster.store.store import ACTIVE, COMMITTED
+from seqexport_dagster.store.store import ACTIVE, COMMITTED, ExportRecord
 from seqexport_dagster.store.tables import windows
-from seqexport_dagster.window import DAY_MS, Window
+from seqexport_dagster.window import DAY_MS, Window, frequency_ms
 
 DEFAULT_LOOKBACK_MS = DAY_MS
 
@@ -45,6 +46,16 @@ class Reconciled:
     @property
     def changed(self) -> bool:
         return self.exported_rows != self.source_rows
+
+
+def lookback_for(export: ExportRecord, lateness_ms: int) -> int:
+    """The lookback that lets the next scheduled run repair a row visible up to ``lateness_ms`` late.
+
+    A row that becomes visible at V carries ``recorded_at`` >= V - lateness, and its window ends no
+    earlier than that. The next scheduled run of the export starts about one frequency plus the lag
+    after V; one more frequency covers a run that starts late (sensor tick, queue, a catch-up day).
+    """
+    return lateness_ms + 2 * frequency_ms(export.frequency) + export.lag_ms
 
 
 def committed_counts(runner: Runner, export_id: str, dataset: str, since_ms: int, location: str) -> dict[Window, int]:
@@ -72,16 +83,21 @@ def reconcile(
     export_id: str,
     *,
     lookback_ms: int = DEFAULT_LOOKBACK_MS,
+    lateness_ms: int | None = None,
     datasets: Iterable[str] | None = None,
     run_id: str | None = None,
 ) -> list[Reconciled]:
     """Recount the windows of the last ``lookback_ms`` of recorded time; rewrite those that changed.
 
+    ``lateness_ms``, when given, replaces ``lookback_ms`` by `lookback_for` the export (what the
+    scheduled runs use: the cost then follows the export's frequency).
     Raises what `Runner.write_window` raises (an `ExportError`, or `RunInterrupted` on pause).
     """
     export = runner.store.get_export(export_id)
     if export.status != ACTIVE:
         return []
+    if lateness_ms is not None:
+        lookback_ms = lookback_for(export, lateness_ms)
     since = runner.clock() - lookback_ms
     wanted = set(datasets) if datasets is not None else set(EVENT_DATASETS)
     results: list[Reconciled] = []

@@ -7,21 +7,26 @@ An asset body only calls `Runner.run_day` and translates its outcome for Dagster
 - `RetryableError` is retried by the short `RETRY_POLICY`; every other error fails at once with
   the customer-readable message (`Failure(allow_retries=False)`); the sensor's backoff retries it;
 - `RunInterrupted` (paused or deleted during the run) ends the run *canceled*, through Dagster's
-  own termination path: the run is marked canceling, then its steps stop.
+  own termination path: the run is marked canceling, then its steps stop;
+- after the due windows, a scheduled run of an event dataset reconciles that dataset's recent
+  windows (`seqexport_dagster.reconcile`): inside the export's own run, so never beside a writer.
+  Each rewritten window is an `AssetObservation` on the partition of its own day.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Final
 
 import dagster as dg
 
-from seqexport_dagster.defs.partitions import DATE, EXPORT, export_days
+from seqexport_dagster.defs.partitions import DATE, EXPORT, export_days, partition_key
 from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.errors import ExportError, RetryableError, RunInterrupted
+from seqexport_dagster.reconcile import Reconciled, reconcile
 from seqexport_dagster.runner import DayReport, WindowReport
-from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.store.store import COMMITTED, LedgerWindow
 from seqexport_dagster.window import iso_ms, parse_date_key
 
@@ -75,26 +80,11 @@ def day_metadata(report: DayReport, ledger: list[LedgerWindow], *, rewrite: bool
     return meta
 
 
-def export_day(
-    context: dg.AssetExecutionContext, exporter: ExporterResource, dataset: str
-) -> Iterator[dg.MaterializeResult[Any]]:
-    keys = export_days.get_partition_key_from_str(context.partition_key).keys_by_dimension
-    export_id, day = keys[EXPORT], parse_date_key(keys[DATE])
-    rewrite = context.run.tags.get(TRIGGER_TAG) != SCHEDULED
-    final_attempt = context.retry_number >= RETRY_POLICY.max_retries
-    runner = exporter.runner(count_retryable=final_attempt)
-
-    def on_window(report: WindowReport) -> None:
-        context.log_event(
-            dg.AssetObservation(
-                asset_key=context.asset_key, partition=context.partition_key, metadata=window_metadata(report)
-            )
-        )
-
+@contextmanager
+def customer_errors(context: dg.AssetExecutionContext, *, final_attempt: bool) -> Iterator[None]:
+    """Translate the core's outcome for Dagster (see the module docstring)."""
     try:
-        report = runner.run_day(
-            export_id, dataset, day, run_id=context.run.run_id, rewrite=rewrite, on_window=on_window
-        )
+        yield
     except RunInterrupted as exc:
         # Not a failure and not counted for backoff (the core recorded the window as canceled).
         # A run marked canceling whose steps then fail ends CANCELED, as a UI termination does.
@@ -112,14 +102,73 @@ def export_day(
     except Exception as exc:
         # Ours to fix, not the customer's: the step keeps the cause for the operator.
         raise dg.Failure(description=f"internal error ({type(exc).__name__})", allow_retries=False) from exc
-    if report.complete:
+
+
+def materialized_by_this_run(context: dg.AssetExecutionContext) -> bool:
+    """On a step retry: did an earlier attempt of this run already mark the day complete?"""
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=[context.partition_key]), limit=1
+    ).records
+    return bool(records) and records[0].run_id == context.run.run_id
+
+
+def reconciled_metadata(result: Reconciled, report: WindowReport) -> dict[str, Any]:
+    return {
+        **window_metadata(report),
+        "reconciled": True,
+        "rows_before": result.exported_rows,
+        "rows_in_source": result.source_rows,
+    }
+
+
+def export_day(
+    context: dg.AssetExecutionContext, exporter: ExporterResource, dataset: str
+) -> Iterator[dg.MaterializeResult[Any]]:
+    keys = export_days.get_partition_key_from_str(context.partition_key).keys_by_dimension
+    export_id, day = keys[EXPORT], parse_date_key(keys[DATE])
+    rewrite = context.run.tags.get(TRIGGER_TAG) != SCHEDULED
+    final_attempt = context.retry_number >= RETRY_POLICY.max_retries
+    runner = exporter.runner(count_retryable=final_attempt)
+
+    def on_window(report: WindowReport) -> None:
+        context.log_event(
+            dg.AssetObservation(
+                asset_key=context.asset_key, partition=context.partition_key, metadata=window_metadata(report)
+            )
+        )
+
+    with customer_errors(context, final_attempt=final_attempt):
+        report = runner.run_day(
+            export_id, dataset, day, run_id=context.run.run_id, rewrite=rewrite, on_window=on_window
+        )
+    # Materialized before reconciling: a failing reconciliation must not hide a finished folder.
+    if report.complete and not (context.retry_number and materialized_by_this_run(context)):
         ledger = exporter.control_plane.store().ledger(export_id, dataset=dataset, date=day.isoformat())
         yield dg.MaterializeResult(metadata=day_metadata(report, ledger, rewrite=rewrite))
-    else:
+    elif not report.complete:
         context.log.info(
             f"{dataset} {day.isoformat()} still open after {len(report.windows)} window(s); "
             f"position {iso_ms(report.position_ms) if report.position_ms is not None else '-'}"
         )
+    lateness_ms = exporter.operator.reconcile_lateness_ms()
+    # Scheduled runs only: a backfill rewrites its days anyway, and the schedule comes every frequency.
+    if rewrite or dataset not in EVENT_DATASETS or not lateness_ms:
+        return
+    with customer_errors(context, final_attempt=final_attempt):
+        results = reconcile(runner, export_id, lateness_ms=lateness_ms, datasets=(dataset,), run_id=context.run.run_id)
+    changed = [(r, r.report) for r in results if r.report is not None]
+    for result, rewritten in changed:
+        context.log_event(
+            dg.AssetObservation(
+                asset_key=context.asset_key,
+                partition=partition_key(export_id, result.window.date_key),
+                metadata=reconciled_metadata(result, rewritten),
+            )
+        )
+    context.log.info(
+        f"reconciliation: recounted {len(results)} committed window(s) of {dataset}, rewrote {len(changed)}"
+        + "".join(f"; {r.window} {r.exported_rows} -> {r.source_rows} rows" for r, _ in changed)
+    )
 
 
 def dataset_asset(dataset: str) -> dg.AssetsDefinition:

@@ -24,6 +24,7 @@ from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store.crypto import SecretBox, local_key_spec
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.store import ControlPlane
+from seqexport_dagster.window import HOUR_MS
 
 
 class ClockResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # generic only for its own factories
@@ -99,14 +100,24 @@ class SourceResource(_EngineResource):
 
 
 class OperatorResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # generic only for its own factories
-    """Operator-level switches (``SEQEXPORT_ALLOW_LOCAL``); never a customer's input."""
+    """Operator-level switches (``SEQEXPORT_ALLOW_LOCAL``, ``SEQEXPORT_RECONCILE_LOOKBACK_HOURS``).
+
+    Never a customer's input.
+    """
 
     allow_local: str = ""
+    #: Rows that become visible up to this many hours after their ``recorded_at`` are repaired by the
+    #: next scheduled run (`seqexport_dagster.reconcile`). Each run then recounts its dataset's windows
+    #: of the last N h + 2 frequencies + lag, one count query per window. 0 disables the pass.
+    reconcile_lookback_hours: int = 24
 
     def policy(self) -> OperatorPolicy:
         if not self.allow_local:
             return Settings.from_env().policy
         return OperatorPolicy(allow_local=self.allow_local.strip().lower() in ("1", "true", "yes"))
+
+    def reconcile_lateness_ms(self) -> int:
+        return max(self.reconcile_lookback_hours, 0) * HOUR_MS
 
 
 class ExporterResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # generic only for its own factories
