@@ -220,7 +220,13 @@ def make_tls(tmp: Path, names: Sequence[str]) -> TLSFiles:
 def tls_recorder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Recorder, TLSFiles]]:
     files = make_tls(
         tmp_path_factory.mktemp("tls"),
-        ["*.s3.us-east-1.amazonaws.com", "storage.googleapis.com", "*.r2.cloudflarestorage.com"],
+        [
+            "*.s3.us-east-1.amazonaws.com",
+            "storage.googleapis.com",
+            "*.r2.cloudflarestorage.com",
+            "s3.us-west-004.backblazeb2.com",
+            "minio.example.com",
+        ],
     )
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(files.cert, files.key)
@@ -284,6 +290,19 @@ PROFILES = {
         f"/acme-exports/{KEY}",
         "auto",
     ),
+    "b2": (
+        config(region="us-west-004", endpoint="https://s3.us-west-004.backblazeb2.com"),
+        "s3.us-west-004.backblazeb2.com",
+        f"/acme-exports/{KEY}",
+        "us-west-004",
+    ),
+    # A self-hosted MinIO on its own port: the Host header (which is signed) keeps the port.
+    "minio": (
+        config(endpoint="https://minio.example.com:9000"),
+        "minio.example.com:9000",
+        f"/acme-exports/{KEY}",
+        "us-east-1",
+    ),
 }
 
 
@@ -294,6 +313,8 @@ def test_wire_format_per_profile(
     rec, tls = tls_recorder
     rec.requests.clear()
     cfg, host, path, region = PROFILES[profile]
+    name, _, port_text = host.partition(":")
+    port = int(port_text or 443)
     dns, net = PublicDNS(), Redirect(rec.port)
     # Everything a worker's environment could throw at botocore; none of it may matter.
     monkeypatch.setenv("AWS_REQUEST_CHECKSUM_CALCULATION", "when_supported")
@@ -306,10 +327,10 @@ def test_wire_format_per_profile(
     finally:
         dest.close()
 
-    assert dns.lookups == [(host, 443)]
-    assert [(c.address, c.port) for c in net.calls] == [(PUBLIC_IP, 443)]
+    assert dns.lookups == [(name, port)]
+    assert [(c.address, c.port) for c in net.calls] == [(PUBLIC_IP, port)]
     [request] = rec.requests
-    assert request.server_name == host  # TLS SNI (and certificate check) used the name, not the IP
+    assert request.server_name == name  # TLS SNI (and certificate check) used the name, not the IP
     assert (request.method, unquote(request.path)) == ("PUT", path)
     h = request.headers
     assert h["host"] == host
