@@ -203,9 +203,9 @@ def test_put_only_key_exports_a_full_day_with_a_retry_that_blanks_a_stale_part(
 
     # Read back with the auditor's key: every row once, chains complete, _SUCCESS after its parts.
     s3 = client_as(iam_moto, auditor)
-    report = audit_export(world.store, world.source_engine, s3, export.id, put_order=plan.puts)
-    report.assert_clean()
-    assert report.found == report.expected > 0
+    audit = audit_export(world.store, world.source_engine, s3, export.id, put_order=plan.puts)
+    audit.assert_clean()
+    assert audit.found == audit.expected > 0
     objects = read_objects(s3, BUCKET, PREFIX)
     stale = part_key("", "email_events", flaky.window, 1)
     assert objects[stale] == EMPTY_GZIP, "the stale part is blanked by a PUT, never deleted"
