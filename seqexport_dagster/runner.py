@@ -17,6 +17,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy, open_destination
 from seqexport_dagster.errors import ExportError, RunInterrupted
@@ -44,6 +45,8 @@ from seqexport_dagster.window import (
     success_key,
 )
 from seqexport_dagster.writer import EMPTY_GZIP, Part, PartWriter
+
+_Report = TypeVar("_Report", "WindowReport", "SnapshotReport")
 
 
 def wall_clock_ms() -> int:
@@ -239,7 +242,42 @@ class Runner:
         return report
 
     def write_window(self, export_id: str, dataset: str, window: Window, *, run_id: str | None = None) -> WindowReport:
-        ds = DATASETS[dataset]
+        def write(attempt: _Attempt, window_id: int, restarts: int) -> WindowReport:
+            batches = self.source.window_batches(dataset, attempt.export.account_id, window)
+            keys = (part_key(attempt.config.prefix, dataset, window, n) for n in _numbers())
+            rows, count, size, blanked = self._write_parts(attempt, window_id, dataset, window, batches, keys)
+            advanced = self.store.commit_window(window_id, rows=rows, part_count=count, size=size, now_ms=self.clock())
+            return WindowReport(dataset, window, rows, count, size, blanked, advanced, restarts)
+
+        return self._attempt(export_id, dataset, window, run_id, "window", write)
+
+    def write_snapshot(self, export_id: str, day: dt.date, *, run_id: str | None = None) -> SnapshotReport:
+        window = snapshot_window(day_start_ms(day))
+
+        def write(attempt: _Attempt, window_id: int, restarts: int) -> SnapshotReport:
+            taken_at = self.clock()
+            batches = self.source.snapshot_batches(attempt.export.account_id)
+            keys = (snapshot_part_key(attempt.config.prefix, day, n) for n in _numbers())
+            rows, count, size, blanked = self._write_parts(attempt, window_id, "subscribers", window, batches, keys)
+            # _SUCCESS strictly after every part (and every blanked stale part).
+            attempt.put(success_key(attempt.config.prefix, day), b"")
+            self.store.commit_window(
+                window_id, rows=rows, part_count=count, size=size, now_ms=self.clock(), snapshot_taken_at=taken_at
+            )
+            return SnapshotReport(day, rows, count, size, blanked, taken_at, restarts)
+
+        return self._attempt(export_id, "subscribers", window, run_id, "snapshot", write)
+
+    def _attempt(
+        self,
+        export_id: str,
+        dataset: str,
+        window: Window,
+        run_id: str | None,
+        what: str,
+        write: Callable[[_Attempt, int, int], _Report],
+    ) -> _Report:
+        """Run ``write`` as one ledger attempt; start over at the new place if the destination moves."""
         for restarts in range(self.max_restarts + 1):
             export = self.store.get_export(export_id)
             if export.status != ACTIVE:
@@ -249,47 +287,9 @@ class Runner:
                 export_id, dataset, window, run_id=run_id, location=attempt.location, now_ms=self.clock()
             )
             try:
-                batches = self.source.window_batches(dataset, export.account_id, window)
-                keys = (part_key(attempt.config.prefix, dataset, window, n) for n in _numbers())
-                rows, count, size, blanked = self._write_parts(attempt, window_id, ds.name, window, batches, keys)
-                advanced = self.store.commit_window(
-                    window_id, rows=rows, part_count=count, size=size, now_ms=self.clock()
-                )
-                return WindowReport(dataset, window, rows, count, size, blanked, advanced, restarts)
+                return write(attempt, window_id, restarts)
             except _DestinationChanged:
-                self._abandon(window_id, "destination changed during the window; restarted at the new destination")
-            except BaseException as exc:
-                self._fail(window_id, exc)
-                raise
-            finally:
-                attempt.destination.close()
-        raise ExportError(
-            f"destination of export {export_id} kept changing; gave up after {self.max_restarts} restarts"
-        )
-
-    def write_snapshot(self, export_id: str, day: dt.date, *, run_id: str | None = None) -> SnapshotReport:
-        window = snapshot_window(day_start_ms(day))
-        for restarts in range(self.max_restarts + 1):
-            export = self.store.get_export(export_id)
-            if export.status != ACTIVE:
-                raise RunInterrupted(export_id, export.status)
-            attempt = _Attempt(self, export)
-            window_id = self.store.start_window(
-                export_id, "subscribers", window, run_id=run_id, location=attempt.location, now_ms=self.clock()
-            )
-            try:
-                taken_at = self.clock()
-                batches = self.source.snapshot_batches(export.account_id)
-                keys = (snapshot_part_key(attempt.config.prefix, day, n) for n in _numbers())
-                rows, count, size, blanked = self._write_parts(attempt, window_id, "subscribers", window, batches, keys)
-                # _SUCCESS strictly after every part (and every blanked stale part).
-                attempt.put(success_key(attempt.config.prefix, day), b"")
-                self.store.commit_window(
-                    window_id, rows=rows, part_count=count, size=size, now_ms=self.clock(), snapshot_taken_at=taken_at
-                )
-                return SnapshotReport(day, rows, count, size, blanked, taken_at, restarts)
-            except _DestinationChanged:
-                self._abandon(window_id, "destination changed during the snapshot; started over at the new destination")
+                self._abandon(window_id, f"destination changed during the {what}; started over at the new destination")
             except BaseException as exc:
                 self._fail(window_id, exc)
                 raise
