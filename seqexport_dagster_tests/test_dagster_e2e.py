@@ -21,7 +21,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._serdes import serialize_value
+from dagster import serialize_value
 
 from seqexport_dagster import cli
 from seqexport_dagster.destination.base import DestinationConfig
