@@ -189,7 +189,7 @@ def test_queue_holds_a_second_run_of_an_export_until_the_first_ends(tmp_path, mo
         start = {i: launched_at(instance, i) for i in ids}
         end = {i: records[i].end_time or 0.0 for i in ids}
 
-    # C1 and A1 first; C2 and A2, queued before A1 and A2 respectively, were skipped for them.
+    # C1 and A1 first: C2, queued before A1, was skipped while C1 was in flight, and so was A2.
     assert max(start[c1], start[a1]) < min(start[c2], start[a2])
     # And each waited for its export's previous run to end: C2 held by dagster/partition/export
     # alone (C1, the backfill-style run, has no export_id).
