@@ -24,7 +24,7 @@ from typing import Any
 from benchmarks import data
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("engine", "postgres", "s3", "rss", "cores", "control", "snapshot", "profile")
+SECTIONS = ("engine", "postgres", "s3", "rss", "cores", "control", "launch", "snapshot", "profile")
 
 
 @dataclass
@@ -63,9 +63,10 @@ class Report:
         print(f"  note: {text}", flush=True)
 
 
-def child(task: str, **params: Any) -> dict[str, Any]:
+def child(task: str, module: str = "benchmarks.child", **params: Any) -> dict[str, Any]:
+    args = [task, json.dumps(params)] if module == "benchmarks.child" else [json.dumps(params)]
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.child", task, json.dumps(params)],
+        [sys.executable, "-m", module, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -240,8 +241,22 @@ def control_section(rep: Report, counts: list[int], tmp: str, *, quick: bool) ->
     rep.raw["worker"] = r
     rep.ratio("run-worker CPU per run (dagster asset materialize, 1 export-day)", r["cpu"], "", unit="CPU-s")
     rep.note(f"run worker: {r['note']}")
-    rep.note("TODO: runs launched per second by the daemon (dagster-daemon with the QueuedRunCoordinator) "
-             "is not measured yet.")  # fmt: skip
+
+
+def launch_section(rep: Report, runs: int, tmp: str, *, quick: bool) -> None:
+    """The real dagster-daemon launching the runs of one sensor tick (benchmarks/launch.py)."""
+    print(f"6b. dagster-daemon launching {runs} runs requested by one sensor tick")
+    if quick:
+        rep.note("TODO (--quick): runs launched per second by the daemon not measured in this run (~4 min).")
+        return
+    for threads in (False, True):
+        r = child("launch", module="benchmarks.launch", runs=runs, threads=threads, tmp=tmp)
+        mode = "dequeue_use_threads" if threads else "repo dagster.yaml"
+        rep.raw[f"launch_{mode}"] = r
+        rep.ratio(f"runs launched per second by the daemon ({mode}, {r['runs']} runs)", r["launched_per_s"],
+                  unit="runs/s")  # fmt: skip
+        rep.ratio(f"run-worker CPU per daemon-launched run ({mode})", r["worker_cpu_s"], unit="CPU-s")
+        rep.note(f"launch: {r['summary']}")
 
 
 def snapshot_section(rep: Report, src: data.Source, tmp: str) -> None:
@@ -342,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=Path(__file__).parent / "RESULTS.md")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
     parser.add_argument("--ticks", default="100,1000,3000", help="export counts for the scheduler tick")
+    parser.add_argument("--launch-runs", type=int, default=20, help="due exports for the daemon launch section")
     parser.add_argument("--quick", action="store_true",
                         help="skip the slow extras (DuckDB on 2 threads, the Dagster run worker, the profile)")  # fmt: skip
     parser.add_argument("--scratch", action="store_true",
@@ -372,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
                 cores_section(rep, src, args.rows, tmp)
             if "control" in only:
                 control_section(rep, [int(n) for n in args.ticks.split(",")], tmp, quick=args.quick)
+            if "launch" in only:
+                launch_section(rep, args.launch_runs, tmp, quick=args.quick)
             if "snapshot" in only:
                 snapshot_section(rep, src, tmp)
             if "profile" in only and not args.quick:
