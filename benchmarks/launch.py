@@ -114,7 +114,7 @@ def _setup(tmp: Path, n: int) -> tuple[str, str, str]:
 def measure(p: dict[str, Any]) -> dict[str, Any]:
     """One daemon, ``p['runs']`` due exports; ``p['threads']`` turns on ``dequeue_use_threads``."""
     import dagster as dg  # noqa: PLC0415
-    from dagster._core.events import DagsterEventType  # noqa: PLC0415
+    from dagster import DagsterEventType  # noqa: PLC0415
 
     n, threads = int(p.get("runs", 20)), bool(p.get("threads", False))
     with tempfile.TemporaryDirectory(dir=p.get("tmp")) as tmp_name:

@@ -18,20 +18,18 @@ keeps submission order (C1, C2, A1, A2, all four within max_concurrent_runs), an
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.definitions.selector import JobSubsetSelector
-from dagster._core.events import DagsterEventType
-from dagster._core.workspace.context import WorkspaceProcessContext
-from dagster._core.workspace.load_target import WorkspaceFileTarget
 
 from seqexport_dagster.defs.assets import SCHEDULED, TRIGGER_TAG
 from seqexport_dagster.defs.partitions import export_days, partition_key
@@ -60,55 +58,33 @@ def stop_group(process: subprocess.Popen[bytes]) -> None:
         pass
 
 
-def submit(instance: dg.DagsterInstance, workspace_file: Path, runs: list[tuple[str, str, bool]]) -> list[str]:
-    """Queue runs of ``export_job`` (email_events) for (export, day, scheduled?); returns their ids."""
+def submit(env: dict[str, str], workspace_file: Path, runs: list[tuple[str, str, bool]]) -> list[str]:
+    """Queue runs of ``export_job`` (email_events) for (export, day, scheduled?) with the public
+    `dagster job launch` command, as an operator would; returns their ids."""
     ids = []
-    with WorkspaceProcessContext(instance, WorkspaceFileTarget(paths=[str(workspace_file)])) as process:
-        workspace = process.create_request_context()
-        location = workspace.get_code_location(LOCATION)
-        repo = next(iter(location.get_repositories().values()))
-        selector = JobSubsetSelector(
-            location_name=LOCATION,
-            repository_name=repo.name,
-            job_name=EXPORT_JOB,
-            op_selection=None,
-            asset_selection={ASSET},
+    for export_id, day, scheduled in runs:
+        # The partition's own tags: dagster/partition, dagster/partition/date, dagster/partition/export.
+        tags = dict(export_days.get_tags_for_partition_key(str(partition_key(export_id, day))))
+        if scheduled:
+            tags |= {EXPORT_TAG: export_id, TRIGGER_TAG: SCHEDULED}
+        run_id = str(uuid.uuid4())
+        launched = subprocess.run(
+            [str(Path(sys.executable).parent / "dagster"), "job", "launch", "-w", str(workspace_file)]
+            + ["-j", EXPORT_JOB, "-o", ASSET.path[-1], "--tags", json.dumps(tags), "--run-id", run_id],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            start_new_session=True,
+            timeout=180,
         )
-        job = location.get_job(selector)
-        plan = location.get_execution_plan(job, {}, step_keys_to_execute=None, known_state=None, instance=instance)
-        for export_id, day, scheduled in runs:
-            # The partition's own tags: dagster/partition, dagster/partition/date, dagster/partition/export.
-            tags = dict(export_days.get_tags_for_partition_key(str(partition_key(export_id, day))))
-            if scheduled:
-                tags |= {EXPORT_TAG: export_id, TRIGGER_TAG: SCHEDULED}
-            run = instance.create_run(
-                job_name=EXPORT_JOB,
-                run_id=None,
-                run_config={},
-                resolved_op_selection=job.resolved_op_selection,
-                step_keys_to_execute=plan.execution_plan_snapshot.step_keys_to_execute,
-                op_selection=None,
-                status=None,
-                root_run_id=None,
-                parent_run_id=None,
-                tags=tags,
-                job_snapshot=job.job_snapshot,
-                execution_plan_snapshot=plan.execution_plan_snapshot,
-                parent_job_snapshot=job.parent_job_snapshot,
-                remote_job_origin=job.get_remote_origin(),
-                job_code_origin=job.get_python_origin(),
-                asset_selection=frozenset({ASSET}),
-                asset_check_selection=None,
-                asset_graph=repo.asset_graph,
-            )
-            assert instance.submit_run(run.run_id, workspace).status == dg.DagsterRunStatus.QUEUED
-            ids.append(run.run_id)
+        assert launched.returncode == 0, launched.stderr.decode()[-3000:]
+        ids.append(run_id)
     return ids
 
 
 def launched_at(instance: dg.DagsterInstance, run_id: str) -> float:
     """When the queue daemon dequeued the run: its RUN_STARTING event precedes the launch."""
-    records = instance.get_records_for_run(run_id, of_type=DagsterEventType.RUN_STARTING).records
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_STARTING).records
     assert len(records) == 1, f"run {run_id} launched {len(records)} times"
     return records[0].event_log_entry.timestamp
 
@@ -147,8 +123,9 @@ def test_queue_holds_a_second_run_of_an_export_until_the_first_ends(tmp_path, mo
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
         instance.add_dynamic_partitions("exports", [a, c])
         c1, c2, a1, a2 = submit(
-            instance, ROOT / "workspace.yaml", [(c, today, False), (c, today, True), (a, today, True), (a, today, True)]
+            env, ROOT / "workspace.yaml", [(c, today, False), (c, today, True), (a, today, True), (a, today, True)]
         )
+        assert all(instance.get_run_by_id(i).status == dg.DagsterRunStatus.QUEUED for i in (c1, c2, a1, a2))
         backfill = instance.get_run_by_id(c1)
         assert backfill is not None and EXPORT_TAG not in backfill.tags
         assert backfill.tags[PARTITION_EXPORT_TAG] == c
