@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from seqexport_dagster_tests.processes import stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
 TERMINAL = ("SUCCESS", "FAILURE", "CANCELED")
@@ -65,19 +66,6 @@ class CpuSampler:
 
     def other_cpu(self) -> float:
         return sum(v for p, v in self.cpu.items() if p not in self.workers)
-
-
-def _stop_group(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-    except ProcessLookupError:
-        pass
 
 
 def _setup(tmp: Path, n: int) -> tuple[str, str, str]:
@@ -176,7 +164,7 @@ def measure(p: dict[str, Any]) -> dict[str, Any]:
                     for r in records
                 }  # fmt: skip
             finally:
-                _stop_group(daemon)
+                stop_group(daemon, grace_s=20)
                 os.environ.pop("DAGSTER_HOME", None)
         failed = [r.dagster_run.run_id for r in records if r.dagster_run.status != dg.DagsterRunStatus.SUCCESS]
         if failed:

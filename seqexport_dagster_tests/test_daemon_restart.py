@@ -36,7 +36,7 @@ from seqexport_dagster.store.store import COMMITTED
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, floor_to_grid
 from seqexport_dagster_tests.bucket_audit import audit_export
 from seqexport_dagster_tests.faults import proxy as fp
-from seqexport_dagster_tests.test_dagster_e2e import stop_group
+from seqexport_dagster_tests.processes import stop_group
 from seqexport_dagster_tests.world import Clock, World
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,6 @@ import gzip
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -29,23 +28,11 @@ from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, chain
+from seqexport_dagster_tests.processes import stop_group
 from seqexport_dagster_tests.world import Clock, World
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("email_events", "sms_events")
-
-
-def stop_group(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-    except ProcessLookupError:
-        pass
 
 
 @pytest.mark.slow

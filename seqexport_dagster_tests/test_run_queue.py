@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -37,25 +36,13 @@ from seqexport_dagster.defs.sensors import EXPORT_JOB, EXPORT_TAG, IN_FLIGHT, PA
 from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.window import MINUTE_MS, day_of
+from seqexport_dagster_tests.processes import stop_group
 from seqexport_dagster_tests.world import Clock, World
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCATION = "seqexport"
 ASSET = dg.AssetKey("email_events")
 DEADLINE_S = 120
-
-
-def stop_group(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-    except ProcessLookupError:
-        pass
 
 
 def submit(env: dict[str, str], workspace_file: Path, runs: list[tuple[str, str, bool]]) -> list[str]:
