@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,7 +35,7 @@ from seqexport_dagster.store.store import COMMITTED
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, floor_to_grid
 from seqexport_dagster_tests.bucket_audit import audit_export
 from seqexport_dagster_tests.faults import proxy as fp
-from seqexport_dagster_tests.processes import stop_group
+from seqexport_dagster_tests.processes import daemon_env, start_daemon, stop_group
 from seqexport_dagster_tests.world import Clock, World
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,15 +81,7 @@ class Daemon:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
-                cwd=ROOT,
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self.process = start_daemon(self.env, self.log)
 
     def kill(self) -> None:
         """SIGKILL of the whole group: the daemon, its code server and any run worker it launched."""
@@ -164,15 +155,7 @@ def test_daemon_killed_mid_run_and_between_ticks_leaves_a_complete_bucket(tmp_pa
         lag_ms=LAG_MS,
         now_ms=created,
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEQEXPORT_", "DAGSTER_"))}
-    env.update(
-        DAGSTER_HOME=str(home),
-        SEQEXPORT_DATABASE_URL=world.control_url,
-        SEQEXPORT_SOURCE_URL=world.source_url,
-        SEQEXPORT_SECRET_KEYS=key_spec,
-        SEQEXPORT_ALLOW_LOCAL="1",
-        PYTHONPATH=str(ROOT),
-    )
+    env = daemon_env(home, world.control_url, world.source_url, key_spec)
     log = tmp_path / "daemon.log"
     daemon = Daemon(env, log)
     instance = dg.DagsterInstance.from_config(str(home))

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -28,7 +25,7 @@ from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, chain
-from seqexport_dagster_tests.processes import stop_group
+from seqexport_dagster_tests.processes import daemon_env, start_daemon, stop_group
 from seqexport_dagster_tests.world import Clock, World
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,25 +90,9 @@ def test_daemon_sensor_launches_runs_into_moto_and_no_secret_leaks(tmp_path, mot
         lag_ms=MINUTE_MS,
         now_ms=created,
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEQEXPORT_", "DAGSTER_"))}
-    env.update(
-        DAGSTER_HOME=str(home),
-        SEQEXPORT_DATABASE_URL=world.control_url,
-        SEQEXPORT_SOURCE_URL=world.source_url,
-        SEQEXPORT_SECRET_KEYS=key_spec,
-        SEQEXPORT_ALLOW_LOCAL="1",
-        PYTHONPATH=str(ROOT),
-    )
+    env = daemon_env(home, world.control_url, world.source_url, key_spec)
     log = tmp_path / "daemon.log"
-    with log.open("wb") as out:
-        daemon = subprocess.Popen(
-            [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    daemon = start_daemon(env, log)
     try:
         instance = dg.DagsterInstance.from_config(str(home))
         deadline = time.monotonic() + 150

@@ -19,7 +19,6 @@ keeps submission order (C1, C2, A1, A2, all four within max_concurrent_runs), an
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from seqexport_dagster.defs.sensors import EXPORT_JOB, EXPORT_TAG, IN_FLIGHT, PA
 from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.window import MINUTE_MS, day_of
-from seqexport_dagster_tests.processes import stop_group
+from seqexport_dagster_tests.processes import daemon_env, start_daemon, stop_group
 from seqexport_dagster_tests.world import Clock, World
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,15 +95,7 @@ def test_queue_holds_a_second_run_of_an_export_until_the_first_ends(tmp_path, mo
     a, c = (world.local_export(acct, datasets=("email_events",), frequency="24h").id for acct in "ac")
     world.dispose()
     today = day_of(now).isoformat()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEQEXPORT_", "DAGSTER_"))}
-    env |= {
-        "DAGSTER_HOME": str(home),
-        "SEQEXPORT_DATABASE_URL": world.control_url,
-        "SEQEXPORT_SOURCE_URL": world.source_url,
-        "SEQEXPORT_SECRET_KEYS": key_spec,
-        "SEQEXPORT_ALLOW_LOCAL": "1",
-        "PYTHONPATH": str(ROOT),
-    }
+    env = daemon_env(home, world.control_url, world.source_url, key_spec)
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
@@ -118,15 +109,7 @@ def test_queue_holds_a_second_run_of_an_export_until_the_first_ends(tmp_path, mo
         assert backfill.tags[PARTITION_EXPORT_TAG] == c
 
         log = tmp_path / "daemon.log"
-        with log.open("wb") as out:
-            daemon = subprocess.Popen(
-                [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        daemon = start_daemon(env, log)
         ids = [c1, c2, a1, a2]
         try:
             deadline = time.monotonic() + DEADLINE_S
