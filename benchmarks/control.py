@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import resource
 import statistics
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.data import DAY0
+from seqexport_dagster_tests.processes import daemon_env
 
 _FREQUENCIES = ("15m", "1h", "6h", "24h")
 
@@ -153,14 +153,7 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
         with dg.DagsterInstance.local_temp(tempdir=str(home)) as instance:
             instance.add_dynamic_partitions(exports_partitions.name or "exports", [export.id])
         key = str(partition_key(export.id, day_of(DAY0).isoformat()))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SEQEXPORT_", "DAGSTER_"))}
-        env |= {
-            "DAGSTER_HOME": str(home),
-            "SEQEXPORT_DATABASE_URL": control,
-            "SEQEXPORT_SOURCE_URL": source,
-            "SEQEXPORT_SECRET_KEYS": keys,
-            "SEQEXPORT_ALLOW_LOCAL": "1",
-        }
+        env = daemon_env(home, control, source, keys)
         dagster = str(Path(sys.executable).with_name("dagster"))
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from seqexport_dagster_tests.processes import stop_group
+from seqexport_dagster_tests.processes import daemon_env, stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
 TERMINAL = ("SUCCESS", "FAILURE", "CANCELED")
@@ -116,15 +116,7 @@ def measure(p: dict[str, Any]) -> dict[str, Any]:
         if threads:
             queue |= {"dequeue_use_threads": True, "dequeue_num_workers": int(p.get("workers", 4))}
         (home / "dagster.yaml").write_text(yaml.safe_dump(config))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SEQEXPORT_", "DAGSTER_"))}
-        env |= {
-            "DAGSTER_HOME": str(home),
-            "SEQEXPORT_DATABASE_URL": control,
-            "SEQEXPORT_SOURCE_URL": source,
-            "SEQEXPORT_SECRET_KEYS": keys,
-            "SEQEXPORT_ALLOW_LOCAL": "1",
-            "PYTHONPATH": str(ROOT),
-        }
+        env = daemon_env(home, control, source, keys)
         daemon_bin = shutil.which("dagster-daemon", path=str(Path(sys.executable).parent)) or "dagster-daemon"
         log = tmp / "daemon.log"
         deadline = time.monotonic() + float(p.get("timeout", 600))
