@@ -137,6 +137,24 @@ def _replicate(
     conn.commit()
 
 
+def row_midpoint(source: Source, to_ms: int) -> int:
+    """The ``recorded_at`` that splits the window ``(DAY0, to_ms]`` into two halves of equal rows."""
+    conn = sqlite3.connect(source.path)
+    try:
+        bounds = (ACCOUNT, iso_ms(DAY0), iso_ms(to_ms))
+        (total,) = conn.execute(
+            "SELECT count(*) FROM email_events WHERE account_id = ? AND recorded_at > ? AND recorded_at <= ?", bounds
+        ).fetchone()
+        (stamp,) = conn.execute(
+            "SELECT recorded_at FROM email_events WHERE account_id = ? AND recorded_at > ? AND recorded_at <= ? "
+            "ORDER BY recorded_at, id LIMIT 1 OFFSET ?",
+            (*bounds, max(total // 2 - 1, 0)),
+        ).fetchone()
+        return parse_iso_ms(stamp)
+    finally:
+        conn.close()
+
+
 def _windows(path: Path, rows: int) -> dict[int, tuple[int, int]]:
     """For each window size, the first ``to_ms`` whose window ``(DAY0, to_ms]`` holds that many rows."""
     conn = sqlite3.connect(path)

@@ -55,6 +55,7 @@ def test_benchmark_runner_tiny_mode(tmp_path: Path) -> None:
     assert [raw[f"engine RSS: window of {meta['windows'][str(s)][1]:,} rows"]["rows"] for s in sizes] == [
         meta["windows"][str(s)][1] for s in sizes
     ]
+    assert raw["engine: 2 processes, half a window each"]["half_rows"] == [1500, 1500]
     assert raw["tick_20"]["requests"] == 20
 
     text = results.read_text()

@@ -7,6 +7,14 @@ does no per-field work in Python.
 
 We go below SQLAlchemy's ORM/Core row layer to the DBAPI cursor on purpose: it is the hot path and
 Row objects cost more than the whole serialization (DESIGN §9).
+
+Building row tuples in the sqlite3 module is 40 % of the engine's CPU (benchmarks/profile.py). APSW
+builds them twice as fast, and we tried it: but its wheel carries its own copy of SQLite, and two
+copies of SQLite in one process on one file do not see each other's locks. When APSW closed its
+connection, its SQLite believed it was the last one and checkpointed and removed the WAL that
+sqlite3's connections were still writing to. A retry then read rows that had been deleted before
+it started (test_runner.py::test_stale_parts_are_blanked). SQLite's "How To Corrupt Your Database
+Files" §2.3 describes this. We stay on one SQLite.
 """
 
 from __future__ import annotations
