@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import resource
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -19,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.data import ACCOUNT, DAY0, SUBSCRIBER_ACCOUNT
+
+#: In the run's scratch folder: an empty, migrated control plane that engine runs copy.
+CONTROL_TEMPLATE = "control-template.db"
 
 
 @dataclass
@@ -83,8 +87,14 @@ def _world(p: dict[str, Any], work: Path, destination: Any) -> tuple[Any, str]:
     from seqexport_dagster.store.database import create_engine  # noqa: PLC0415
     from seqexport_dagster.store.store import ControlPlane  # noqa: PLC0415
 
+    template = Path(p["tmp"]) / CONTROL_TEMPLATE if p.get("tmp") else None
+    if template is not None and template.exists():
+        # A control plane migrated by the runner: a run worker never migrates (deploys do), so the
+        # measured process does not carry Alembic either.
+        shutil.copyfile(template, work / "control.db")
     store = ControlPlane(create_engine(f"sqlite:///{work / 'control.db'}"), SecretBox.parse(new_key_spec("bench")))
-    store.migrate()
+    if template is None or not template.exists():
+        store.migrate()
     dataset = p.get("dataset", "email_events")
     account = SUBSCRIBER_ACCOUNT if dataset == "subscribers" else ACCOUNT
     now = DAY0 + 3 * 86_400_000

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import data
+from benchmarks.child import CONTROL_TEMPLATE
 from benchmarks.profile import FLOOR_CATEGORIES, profile_engine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,6 +98,18 @@ def children(tasks: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
             raise RuntimeError(f"parallel benchmark task failed:\n{stderr[-3000:]}")
         results.append(json.loads(stdout.strip().splitlines()[-1]))
     return results
+
+
+def migrated_control_plane(path: Path) -> None:
+    from seqexport_dagster.store.crypto import SecretBox, new_key_spec  # noqa: PLC0415
+    from seqexport_dagster.store.database import create_engine  # noqa: PLC0415
+    from seqexport_dagster.store.store import ControlPlane  # noqa: PLC0415
+
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        ControlPlane(engine, SecretBox.parse(new_key_spec("bench"))).migrate()
+    finally:
+        engine.dispose()
 
 
 def per_core(r: dict[str, Any]) -> float:
@@ -216,7 +229,7 @@ def rss_section(rep: Report, src: data.Source, sizes: list[int], tmp: str) -> No
         r = rep.add(f"engine RSS: window of {rows:,} rows", found)
         peaks.append(r["peak_rss_mb"])
         rep.note(f"window {rows:,}: peak RSS {r['peak_rss_mb']:.0f} MB, of which {r['rss_before_mb']:.0f} MB "
-                 "before the window (interpreter, SQLAlchemy, Alembic, boto-free imports)")  # fmt: skip
+                 "before the window (interpreter, SQLAlchemy, psycopg2, cryptography; no Dagster, no Alembic)")  # fmt: skip
     rep.ratio("peak RSS largest / smallest window", peaks[-1] / peaks[0], "flat, <= 100 MB")
 
 
@@ -443,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     rep = Report()
     profile = args.data_dir / "profile.json"
     with tempfile.TemporaryDirectory(prefix="seqexport-bench-", dir=args.data_dir) as tmp:
+        migrated_control_plane(Path(tmp) / CONTROL_TEMPLATE)
         try:
             if "engine" in only:
                 engine_section(rep, src, args.rows, tmp, quick=args.quick, repeat=args.repeat)

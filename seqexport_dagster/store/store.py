@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 
 from seqexport_dagster.destination.base import DestinationConfig
 from seqexport_dagster.errors import ConflictError, NotFound, RetryableError
@@ -161,6 +159,11 @@ class ControlPlane:
 
     @_translate
     def migrate(self) -> None:
+        # Imported here: Alembic is 11 MB of resident memory that a run worker, which never
+        # migrates (deploys do), should not carry through every export.
+        from alembic import command  # noqa: PLC0415
+        from alembic.config import Config  # noqa: PLC0415
+
         cfg = Config()
         cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
         with self.engine.begin() as conn:
