@@ -157,11 +157,19 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
         dagster = str(Path(sys.executable).with_name("dagster"))
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        out = subprocess.run(
+        proc = subprocess.Popen(
             [dagster, "asset", "materialize", "-m", "seqexport_dagster.definitions",
              "--select", "email_events,sms_events,custom_events", "--partition", key],
-            env=env, cwd=tmp, capture_output=True, text=True, check=False,
+            env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
+        # The worker's own peak, read from /proc while it runs: RUSAGE_CHILDREN's ru_maxrss would
+        # carry this (Dagster-importing) process's peak across fork + exec.
+        peak_mb = 0.0
+        while proc.poll() is None:
+            peak_mb = max(peak_mb, _vm_hwm_mb(proc.pid))
+            time.sleep(0.02)
+        stdout, stderr = proc.communicate()
+        out = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
         wall = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if out.returncode != 0:
@@ -173,6 +181,19 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
         "wall": wall,
         "cpu": cpu,
         "rows": events,
+        "worker_peak_rss_mb": peak_mb,
         "note": f"one export-day of {events:,} event rows, {written} parts written; {cpu:.1f} CPU-s, {wall:.1f} s wall "
-        "(process start, Dagster import, definitions, three assets, run storage)",
+        f"(process start, Dagster import, definitions, three assets, run storage); the worker's peak RSS "
+        f"{peak_mb:.0f} MB, nearly all of it Dagster",
     }
+
+
+def _vm_hwm_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:  # the process has just exited
+        pass
+    return 0.0

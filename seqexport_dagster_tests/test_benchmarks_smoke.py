@@ -32,13 +32,14 @@ def test_benchmark_runner_tiny_mode(tmp_path: Path) -> None:
     # Engine, floor and peers all handled exactly the window's rows.
     for name in (
         "floor: read + build + encode + compress, streamed",
-        "DuckDB COPY ... (FORMAT JSON, COMPRESSION GZIP), 1 thread",
+        "DuckDB: ATTACH the SQLite file, COPY ... (FORMAT JSON, COMPRESSION GZIP), 1 thread",
+        "DuckDB: COPY from its own table (rows preloaded, untimed), 1 thread",
+        "gzip alone on the engine's JSON lines: isal level 1",
         "pandas read_sql + to_json(lines, gzip)",
         "PostgreSQL: SourceReader.window_batches only",
         "PostgreSQL: COPY (SELECT ...) TO STDOUT, unparsed",
         "engine: PostgreSQL -> local parts",
         "engine: SQLite -> S3 (moto server, PutObject)",
-        "engine: 2 processes, half a window each",
     ):
         assert raw[name]["rows"] == window_rows, name
     # Engine, floor and DuckDB ran twice, interleaved; the table keeps the median run of each.
@@ -55,13 +56,17 @@ def test_benchmark_runner_tiny_mode(tmp_path: Path) -> None:
     assert [raw[f"engine RSS: window of {meta['windows'][str(s)][1]:,} rows"]["rows"] for s in sizes] == [
         meta["windows"][str(s)][1] for s in sizes
     ]
-    assert raw["engine: 2 processes, half a window each"]["half_rows"] == [1500, 1500]
+    # Two exports at once, each half of the window (equal rows), in 2 pairs.
+    two = raw["engine: 2 exports at once, half the window each (2 pairs summed)"]
+    assert two["half_rows"] == [1500, 1500] and two["rows"] == 2 * window_rows
+    # The gzip comparison compressed exactly the engine's bytes.
+    assert raw["gzip alone on the engine's JSON lines: isal level 1"]["bytes"] == engine["bytes"]
     assert raw["tick_20"]["requests"] == 20
 
     text = results.read_text()
     for heading in ("# Benchmark results", "## Ratios", "## Measurements", "## Notes"):
         assert heading in text
-    assert "engine vs DuckDB COPY" in text and "sensor tick at 20 exports" in text
+    assert "engine vs DuckDB reading the same SQLite file" in text and "sensor tick at 20 exports" in text
     assert "Machine:" in text and "Date:" in text
 
 

@@ -159,8 +159,8 @@ class ControlPlane:
 
     @_translate
     def migrate(self) -> None:
-        # Imported here: Alembic is 11 MB of resident memory that a run worker, which never
-        # migrates (deploys do), should not carry through every export.
+        # Imported here: only migrating needs Alembic (11 MB resident), so a process that just
+        # exports need not load it. In a Dagster run worker Dagster's own storage loads it anyway.
         from alembic import command  # noqa: PLC0415
         from alembic.config import Config  # noqa: PLC0415
 

@@ -1,0 +1,59 @@
+"""DuckDB exporting the same rows straight from the SQLite file, as a user would:
+``ATTACH 'source.db' (TYPE sqlite)`` then ``COPY (SELECT ...) TO 'x.jsonl.gz' (FORMAT JSON, COMPRESSION GZIP)``.
+
+Runs under the peer interpreter of `benchmarks/peers.py` (DuckDB 1.5.5 and its sqlite extension from
+PyPI: the extension cannot be downloaded from DuckDB's site here), so it imports nothing of ours.
+``python duckdb_sqlite.py 'JSON params'`` prints one JSON line like `benchmarks/child.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+import duckdb_extension_sqlite_scanner as extension
+
+
+def peak_rss_mb() -> float:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def main(params: dict[str, object]) -> dict[str, object]:
+    root = Path(extension.__file__).parent / "extensions" / f"v{duckdb.__version__}"
+    db = duckdb.connect()
+    db.execute(f"LOAD '{root / 'sqlite_scanner.duckdb_extension'}'")
+    db.execute(f"SET threads = {int(str(params.get('threads', 1)))}")
+    db.execute(f"ATTACH '{params['source_path']}' AS src (TYPE sqlite, READ_ONLY)")
+    columns = ", ".join(str(c) for c in params["columns"])  # type: ignore[attr-defined]
+    where = "account_id = ? AND recorded_at > ? AND recorded_at <= ?"
+    with tempfile.TemporaryDirectory(dir=str(params.get("tmp") or "") or None) as tmp:
+        out = Path(tmp) / "email_events.jsonl.gz"
+        cpu, wall = time.process_time(), time.perf_counter()
+        found = db.execute(
+            f"COPY (SELECT {columns} FROM src.email_events WHERE {where} ORDER BY recorded_at, id) "
+            f"TO '{out}' (FORMAT JSON, COMPRESSION GZIP)",
+            [params["account"], params["from"], params["to"]],
+        ).fetchone()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        size = out.stat().st_size
+    return {
+        "task": "duckdb_sqlite",
+        "wall": wall,
+        "cpu": cpu,
+        "rows": int(found[0]) if found else 0,
+        "bytes": size,
+        "peak_rss_mb": peak_rss_mb(),
+        "duckdb": duckdb.__version__,
+    }
+
+
+if __name__ == "__main__":
+    sys.stdout.write(json.dumps(main(json.loads(sys.argv[1]))) + "\n")

@@ -1,0 +1,35 @@
+"""A separate interpreter for peers whose versions must not touch the project's environment.
+
+DuckDB's sqlite extension cannot be downloaded from DuckDB's site here; PyPI carries it only for
+DuckDB 1.5.5 (``duckdb-extension-sqlite-scanner``), while the project pins DuckDB 2.0.1 for its
+loading tests. The peer gets its own virtualenv, built once and cached beside the generated data.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+DUCKDB_PEER = ("duckdb==1.5.5", "duckdb-extension-sqlite-scanner==1.5.5")
+
+
+def peer_python(data_dir: Path, requirements: tuple[str, ...] = DUCKDB_PEER) -> Path:
+    """The peer virtualenv's interpreter, creating the environment on first use."""
+    venv = data_dir / ("peer-" + "-".join(r.replace("==", "-") for r in requirements[:1]))
+    python = venv / "bin" / "python"
+    stamp = venv / ".installed"
+    if stamp.exists() and stamp.read_text() == "\n".join(requirements) and python.exists():
+        return python
+    print(f"  installing the peer environment {venv.name} ({', '.join(requirements)}) ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"could not install {', '.join(requirements)}:\n{done.stderr[-2000:]}")
+    stamp.write_text("\n".join(requirements))
+    return python
