@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 DUCKDB_PEER = ("duckdb==1.5.5", "duckdb-extension-sqlite-scanner==1.5.5")
+#: APSW brings its own SQLite, which must never share a process with the engine's (reader.py).
+APSW_PEER = ("apsw==3.54.1.0",)
 
 
 def peer_python(data_dir: Path, requirements: tuple[str, ...] = DUCKDB_PEER) -> Path:

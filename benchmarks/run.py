@@ -23,7 +23,7 @@ from typing import Any
 
 from benchmarks import data
 from benchmarks.child import CONTROL_TEMPLATE
-from benchmarks.peers import peer_python
+from benchmarks.peers import APSW_PEER, peer_python
 from benchmarks.profile import FLOOR_CATEGORIES, profile_engine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,6 +177,8 @@ def engine_section(
     duck = rep.add("DuckDB: COPY from its own table (rows preloaded, untimed), 1 thread", median_run(runs["duckdb"]))
     duck2 = duck if quick else rep.add("DuckDB: COPY from its own table, default threads (2) and I/O threads",
                                        child("duckdb", threads=2, **common))  # fmt: skip
+    apsw = peer_python(data_dir, APSW_PEER)
+    rep.add("read alone: APSW, rows dropped (not used: a second SQLite)", peer_child(apsw, "apsw_read.py", **same_sql))
     levels = rep.add("gzip alone on the engine's JSON lines: isal level 1", child("gzip_levels", **common))
     rep.add("gzip alone on the same lines: zlib level 6 (gzip's and DuckDB's default)", levels["zlib6"])
     pand = rep.add("pandas read_sql + to_json(lines, gzip)", child("pandas", **common))

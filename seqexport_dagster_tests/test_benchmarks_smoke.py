@@ -35,6 +35,7 @@ def test_benchmark_runner_tiny_mode(tmp_path: Path) -> None:
         "DuckDB: ATTACH the SQLite file, COPY ... (FORMAT JSON, COMPRESSION GZIP), 1 thread",
         "DuckDB: COPY from its own table (rows preloaded, untimed), 1 thread",
         "gzip alone on the engine's JSON lines: isal level 1",
+        "read alone: APSW, rows dropped (not used: a second SQLite)",
         "pandas read_sql + to_json(lines, gzip)",
         "PostgreSQL: SourceReader.window_batches only",
         "PostgreSQL: COPY (SELECT ...) TO STDOUT, unparsed",
