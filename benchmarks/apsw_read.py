@@ -30,7 +30,15 @@ def main(params: dict[str, object]) -> dict[str, object]:
         rows += len(batch)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     conn.close()
-    return {"task": "apsw_read", "wall": wall, "cpu": cpu, "rows": rows, "peak_rss_mb": 0.0}
+    return {"task": "apsw_read", "wall": wall, "cpu": cpu, "rows": rows, "peak_rss_mb": peak_rss_mb()}
+
+
+def peak_rss_mb() -> float:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 if __name__ == "__main__":
