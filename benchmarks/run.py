@@ -444,7 +444,7 @@ def write_results(
         "",
         "## Measurements",
         "",
-        "| Measurement | Rows | rows/s (wall) | rows/cpu-s | CPU µs/row | Peak RSS MB |",
+        "| Measurement | Rows | rows/s (wall) | rows/cpu-s | CPU µs/row = CPU-s per 1M rows | Peak RSS MB |",
         "|---|---:|---:|---:|---:|---:|",
         *(f"| {' | '.join(r)} |" for r in rep.rows),
         "",
