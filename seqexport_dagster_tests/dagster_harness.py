@@ -26,8 +26,8 @@ from seqexport_dagster.defs.resources import (
     OperatorResource,
     SourceResource,
 )
-from seqexport_dagster.store.crypto import SecretBox, new_key_spec
-from seqexport_dagster_tests.world import DAY0, Clock, World
+from seqexport_dagster.store.crypto import new_key_spec
+from seqexport_dagster_tests.world import DAY0, World
 
 KEYS_ENV = "SEQEXPORT_SECRET_KEYS"
 
@@ -102,13 +102,7 @@ def fast_storage(home: Path) -> dict[str, Any]:
 def harness(root: Path, monkeypatch: pytest.MonkeyPatch, now_ms: int = DAY0) -> Iterator[Harness]:
     spec = new_key_spec("t1")
     monkeypatch.setenv(KEYS_ENV, spec)
-    world = World(
-        root,
-        f"sqlite:///{root / 'control.db'}",
-        f"sqlite:///{root / 'source.db'}",
-        Clock(now_ms),
-        box=SecretBox.parse(spec),
-    )
+    world = World.in_files(root, now_ms, spec)
     home = root / "dagster_home"
     home.mkdir()
     try:

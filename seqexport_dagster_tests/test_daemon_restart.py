@@ -30,13 +30,13 @@ import yaml
 from seqexport_dagster.destination.base import DestinationConfig
 from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.source.generator import Scale, generate_account
-from seqexport_dagster.store.crypto import SecretBox, new_key_spec
+from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.store.store import COMMITTED
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, floor_to_grid
 from seqexport_dagster_tests.bucket_audit import audit_export
 from seqexport_dagster_tests.faults import proxy as fp
 from seqexport_dagster_tests.processes import daemon_env, start_daemon, stop_group
-from seqexport_dagster_tests.world import Clock, World
+from seqexport_dagster_tests.world import World
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("email_events", "sms_events")
@@ -125,13 +125,7 @@ def test_daemon_killed_mid_run_and_between_ticks_leaves_a_complete_bucket(tmp_pa
     s3.create_bucket(Bucket=bucket)
     now = wall_clock_ms()
     created = floor_to_grid(now - 50 * MINUTE_MS, MINUTE_MS)
-    world = World(
-        tmp_path,
-        f"sqlite:///{tmp_path / 'control.db'}",
-        f"sqlite:///{tmp_path / 'source.db'}",
-        Clock(now),
-        box=SecretBox.parse(key_spec),
-    )
+    world = World.in_files(tmp_path, now, key_spec)
     generate_account(
         world.source_engine,
         "acme",

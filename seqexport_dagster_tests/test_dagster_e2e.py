@@ -23,10 +23,10 @@ from seqexport_dagster import cli
 from seqexport_dagster.destination.base import DestinationConfig
 from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.source.generator import Scale, generate_account
-from seqexport_dagster.store.crypto import SecretBox, new_key_spec
+from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, chain
 from seqexport_dagster_tests.processes import daemon_env, start_daemon, stop_group
-from seqexport_dagster_tests.world import Clock, World
+from seqexport_dagster_tests.world import World
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("email_events", "sms_events")
@@ -45,13 +45,7 @@ def test_daemon_sensor_launches_runs_into_moto_and_no_secret_leaks(tmp_path, mot
 
     now = wall_clock_ms()
     created = (now - 50 * MINUTE_MS) // MINUTE_MS * MINUTE_MS
-    world = World(
-        tmp_path,
-        f"sqlite:///{tmp_path / 'control.db'}",
-        f"sqlite:///{tmp_path / 'source.db'}",
-        Clock(created),
-        box=SecretBox.parse(key_spec),
-    )
+    world = World.in_files(tmp_path, created, key_spec)
     generate_account(
         world.source_engine, "acme", now - 2 * HOUR_MS, now, scale=Scale(subscribers=50, email_sends_per_hour=40)
     )

@@ -24,12 +24,12 @@ import sqlalchemy as sa
 from seqexport_dagster.errors import AccessDenied, ClockSkew, ExportError, RetryableError
 from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
-from seqexport_dagster.store.crypto import SecretBox, new_key_spec
+from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms, part_key
 from seqexport_dagster_tests.bucket_audit import audit_export
 from seqexport_dagster_tests.faults import proxy as fp
 from seqexport_dagster_tests.faults.scene import Outcome, Stopwatch, format_table, minutes, s3_export, s3_runner
-from seqexport_dagster_tests.world import DAY0, Clock, World
+from seqexport_dagster_tests.world import DAY0, World
 
 EVENTS = ("email_events", "sms_events", "custom_events")
 DAY = dt.date(2026, 9, 30)
@@ -267,10 +267,7 @@ def s3_bucket(world: World, export_id: str) -> str:
 def keyed_world(tmp_path: Path) -> Iterator[tuple[World, str]]:
     """A SQLite world whose credential keys a worker process can be given."""
     spec = new_key_spec("t1")
-    world = World(
-        tmp_path, f"sqlite:///{tmp_path / 'control.db'}", f"sqlite:///{tmp_path / 'source.db'}", Clock(DAY0),
-        box=SecretBox.parse(spec),
-    )  # fmt: skip
+    world = World.in_files(tmp_path, DAY0, spec)
     try:
         yield world, spec
     finally:

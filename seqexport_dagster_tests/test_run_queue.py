@@ -33,10 +33,10 @@ from seqexport_dagster.defs.assets import SCHEDULED, TRIGGER_TAG
 from seqexport_dagster.defs.partitions import export_days, partition_key
 from seqexport_dagster.defs.sensors import EXPORT_JOB, EXPORT_TAG, IN_FLIGHT, PARTITION_EXPORT_TAG
 from seqexport_dagster.runner import wall_clock_ms
-from seqexport_dagster.store.crypto import SecretBox, new_key_spec
+from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import MINUTE_MS, day_of
 from seqexport_dagster_tests.processes import daemon_env, start_daemon, stop_group
-from seqexport_dagster_tests.world import Clock, World
+from seqexport_dagster_tests.world import World
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCATION = "seqexport"
@@ -85,13 +85,7 @@ def test_queue_holds_a_second_run_of_an_export_until_the_first_ends(tmp_path, mo
     key_spec = new_key_spec("queue")
     # Created now with a daily frequency: nothing is due, so the daemon's own sensor requests no runs.
     now = wall_clock_ms() // MINUTE_MS * MINUTE_MS
-    world = World(
-        tmp_path,
-        f"sqlite:///{tmp_path / 'control.db'}",
-        f"sqlite:///{tmp_path / 'source.db'}",
-        Clock(now),
-        box=SecretBox.parse(key_spec),
-    )
+    world = World.in_files(tmp_path, now, key_spec)
     a, c = (world.local_export(acct, datasets=("email_events",), frequency="24h").id for acct in "ac")
     world.dispose()
     today = day_of(now).isoformat()

@@ -69,6 +69,18 @@ class World:
         self.source = SourceReader(self.source_engine)
         self.policy = OperatorPolicy(allow_local=True)
 
+    @classmethod
+    def in_files(cls, root: Path, now_ms: int, key_spec: str) -> World:
+        """A world whose control plane and source are SQLite files under ``root``: what a separate
+        process (the Dagster daemon, a run worker, the CLI) can open too."""
+        return cls(
+            root,
+            f"sqlite:///{root / 'control.db'}",
+            f"sqlite:///{root / 'source.db'}",
+            Clock(now_ms),
+            box=SecretBox.parse(key_spec),
+        )
+
     def runner(self, **kwargs: object) -> Runner:
         kwargs.setdefault("part_limit", self.part_limit)
         return Runner(self.store, self.source, self.policy, clock=self.clock, **kwargs)  # type: ignore[arg-type]
