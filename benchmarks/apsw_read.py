@@ -2,7 +2,7 @@
 other driver would save (it is not used: see seqexport_dagster/source/reader.py for why).
 
 Runs under the peer interpreter of `benchmarks/peers.py`, so it imports nothing of ours.
-``python apsw_read.py 'JSON params'`` prints one JSON line like `benchmarks/child.py`.
+``python -m benchmarks.apsw_read 'JSON params'`` (from the repository root) prints one JSON line like `benchmarks/child.py`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import sys
 import time
 
 import apsw
+
+from benchmarks.procinfo import peak_rss_mb
 
 
 def main(params: dict[str, object]) -> dict[str, object]:
@@ -31,14 +33,6 @@ def main(params: dict[str, object]) -> dict[str, object]:
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     conn.close()
     return {"task": "apsw_read", "wall": wall, "cpu": cpu, "rows": rows, "peak_rss_mb": peak_rss_mb()}
-
-
-def peak_rss_mb() -> float:
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 if __name__ == "__main__":

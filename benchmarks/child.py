@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.data import ACCOUNT, DAY0, SUBSCRIBER_ACCOUNT
+from benchmarks.procinfo import peak_rss_mb
 
 #: In the run's scratch folder: an empty, migrated control plane that engine runs copy.
 CONTROL_TEMPLATE = "control-template.db"
@@ -38,16 +39,6 @@ def _rss_mb() -> float:
     with open("/proc/self/statm") as handle:
         pages = int(handle.read().split()[1])
     return pages * resource.getpagesize() / 2**20
-
-
-def peak_rss_mb() -> float:
-    """This process's peak RSS. ``VmHWM`` rather than ``ru_maxrss``: Linux carries the parent's
-    peak across fork + exec into the child's ru_maxrss, which would report the runner's memory."""
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @contextmanager

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.data import DAY0
+from benchmarks.procinfo import peak_rss_mb
 from seqexport_dagster_tests.processes import daemon_env
 
 _FREQUENCIES = ("15m", "1h", "6h", "24h")
@@ -166,7 +167,7 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
         # carry this (Dagster-importing) process's peak across fork + exec.
         peak_mb = 0.0
         while proc.poll() is None:
-            peak_mb = max(peak_mb, _vm_hwm_mb(proc.pid))
+            peak_mb = max(peak_mb, peak_rss_mb(proc.pid))
             time.sleep(0.02)
         stdout, stderr = proc.communicate()
         out = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
@@ -186,14 +187,3 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
         f"(process start, Dagster import, definitions, three assets, run storage); the worker's peak RSS "
         f"{peak_mb:.0f} MB, nearly all of it Dagster",
     }
-
-
-def _vm_hwm_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:  # the process has just exited
-        pass
-    return 0.0

@@ -3,7 +3,7 @@
 
 Runs under the peer interpreter of `benchmarks/peers.py` (DuckDB 1.5.5 and its sqlite extension from
 PyPI: the extension cannot be downloaded from DuckDB's site here), so it imports nothing of ours.
-``python duckdb_sqlite.py 'JSON params'`` prints one JSON line like `benchmarks/child.py`.
+``python -m benchmarks.duckdb_sqlite 'JSON params'`` (from the repository root) prints one JSON line like `benchmarks/child.py`.
 """
 
 from __future__ import annotations
@@ -17,13 +17,7 @@ from pathlib import Path
 import duckdb
 import duckdb_extension_sqlite_scanner as extension
 
-
-def peak_rss_mb() -> float:
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+from benchmarks.procinfo import peak_rss_mb
 
 
 def main(params: dict[str, object]) -> dict[str, object]:

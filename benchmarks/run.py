@@ -133,14 +133,15 @@ def spread(r: dict[str, Any]) -> str:
     return f"{min(values):,}–{max(values):,}" if values else "-"
 
 
-def peer_child(python: Path, script: str, **params: Any) -> dict[str, Any]:
-    """A measurement run by a peer's own interpreter (benchmarks/peers.py)."""
+def peer_child(python: Path, module: str, **params: Any) -> dict[str, Any]:
+    """A measurement run by a peer's own interpreter (benchmarks/peers.py); ``module`` imports only
+    the standard library, the peer's packages and `benchmarks.procinfo`."""
     out = subprocess.run(
-        [str(python), str(Path(__file__).parent / script), json.dumps(params)],
+        [str(python), "-m", module, json.dumps(params)],
         cwd=ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
     if out.returncode != 0:
-        raise RuntimeError(f"peer benchmark {script} failed:\n{out.stderr[-3000:]}")
+        raise RuntimeError(f"peer benchmark {module} failed:\n{out.stderr[-3000:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -161,7 +162,7 @@ def engine_section(
     for _ in range(repeat):
         runs["engine"].append(child("engine", **common))
         runs["floor"].append(child("floor", **common))
-        runs["duckdb_sqlite"].append(peer_child(peer, "duckdb_sqlite.py", **same_sql))
+        runs["duckdb_sqlite"].append(peer_child(peer, "benchmarks.duckdb_sqlite", **same_sql))
         # async_threads=0: DuckDB 2 otherwise hands work to 8 I/O threads even with threads=1.
         runs["duckdb"].append(child("duckdb", threads=1, async_threads=0, **common))
     eng = rep.add("engine: Runner.write_window -> local parts", median_run(runs["engine"]))
@@ -178,7 +179,10 @@ def engine_section(
     duck2 = duck if quick else rep.add("DuckDB: COPY from its own table, default threads (2) and I/O threads",
                                        child("duckdb", threads=2, **common))  # fmt: skip
     apsw = peer_python(data_dir, APSW_PEER)
-    rep.add("read alone: APSW, rows dropped (not used: a second SQLite)", peer_child(apsw, "apsw_read.py", **same_sql))
+    rep.add(
+        "read alone: APSW, rows dropped (not used: a second SQLite)",
+        peer_child(apsw, "benchmarks.apsw_read", **same_sql),
+    )
     levels = rep.add("gzip alone on the engine's JSON lines: isal level 1", child("gzip_levels", **common))
     rep.add("gzip alone on the same lines: zlib level 6 (gzip's and DuckDB's default)", levels["zlib6"])
     pand = rep.add("pandas read_sql + to_json(lines, gzip)", child("pandas", **common))
