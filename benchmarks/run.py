@@ -280,13 +280,8 @@ def side_by_side(task: str, params: dict[str, Any], halves: list[dict[str, Any]]
     time runs from that instant to the later one's end, so the two really share the machine."""
     start_at = time.time() + 5.0
     found = children([(task, params | half | {"start_at": start_at}) for half in halves])
-    return {
-        "rows": sum(h["rows"] for h in found),
-        "wall": max(h["ended_at"] for h in found) - min(h["started_at"] for h in found),
-        "cpu": sum(h["cpu"] for h in found),
-        "peak_rss_mb": max(h["peak_rss_mb"] for h in found),
-        "half_rows": [h["rows"] for h in found],
-    }
+    span = max(h["ended_at"] for h in found) - min(h["started_at"] for h in found)
+    return _total(found) | {"wall": span, "half_rows": [h["rows"] for h in found]}
 
 
 def speedup(one: dict[str, Any], two: dict[str, Any]) -> float:
