@@ -51,7 +51,8 @@ def timed(result: Result) -> Iterator[None]:
 
 
 def _window_sql(dialect: str = "sqlite") -> str:
-    from seqexport_dagster.schema import DATASETS  # noqa: PLC0415
+    from seqexport_dagster.destination.base import PutOutcome
+from seqexport_dagster.schema import DATASETS  # noqa: PLC0415
     from seqexport_dagster.source.reader import select_list  # noqa: PLC0415
 
     mark = "%s" if dialect == "postgresql" else "?"
@@ -139,10 +140,11 @@ def _timed_factory(result: Result) -> Callable[..., Any]:
         def __init__(self, inner: Any) -> None:
             self.inner = inner
 
-        def put(self, key: str, body: bytes) -> None:
+        def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
             started = time.perf_counter()
-            self.inner.put(key, body)
+            outcome: PutOutcome = self.inner.put(key, body, create_only=create_only)
             result.extra["upload_s"] += time.perf_counter() - started
+            return outcome
 
         def describe(self) -> str:
             return str(self.inner.describe())

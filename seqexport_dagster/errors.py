@@ -50,7 +50,13 @@ class PermanentError(ExportError):
 
 
 class AccessDenied(PermanentError):
-    """The credentials are valid but may not PutObject where we write."""
+    """The credentials are valid but may not PutObject where we write.
+
+    ``outcome_unknown``: the refused request was a re-send of a write whose first answer was lost,
+    so the refusal may only mean "this key may not overwrite what the first send created".
+    """
+
+    outcome_unknown: bool = False
 
 
 class NoSuchBucket(PermanentError):

@@ -291,7 +291,12 @@ class _Checker:
         previous: tuple[str, ...] | None,
         seen: dict[str, list[str]],
     ) -> tuple[int, tuple[str, ...] | None]:
-        """Check one part's content; returns (rows, last sort key) to continue the order check."""
+        """Check one part's content; returns (rows, last sort key).
+
+        Order is checked inside the file, as the contract promises: rows that appeared late in a
+        window arrive as additional parts, after parts whose rows sort later.
+        """
+        previous = None
         key = part.obj.key
         if isinstance(body, Exception):
             self.problem("unreadable", ds.name, key, f"cannot read: {_client_error(body)}")

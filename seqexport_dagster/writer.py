@@ -3,7 +3,10 @@
 Chosen by benchmark (DESIGN §9, ``benchmarks/``): msgspec encodes a batch of Structs to JSON lines in
 one C call (``encode_lines``), and python-isal's deflate at level 1 compresses about 10× faster than
 zlib's default at a similar ratio. Output is a single standard gzip member per part with mtime 0, so
-the same rows always give byte-identical parts: a retry rewrites exactly what it wrote before.
+the same rows always give byte-identical parts.
+
+Each part also carries what the part ledger records before its PUT (runner.py): the ids it holds and
+its boundary, the sort key of its last row, from which a retry continues without rewriting it.
 
 Memory is bounded by one compressed part plus one source batch, whatever the window's size.
 """
@@ -32,8 +35,13 @@ def _gzip(data: bytes, level: int = DEFAULT_LEVEL) -> bytes:
     return comp.compress(data) + comp.flush()
 
 
-#: What a stale part is overwritten with: a valid, empty gzip file (we may not delete).
+#: What a part number is overwritten with when an operator replaces a window with fewer parts
+#: (``replace``, the one mode that overwrites): a valid, empty gzip file (we may not delete).
 EMPTY_GZIP: Final = _gzip(b"")
+
+#: A row's place in the order parts are cut in: ``(recorded_at, id)`` for events, ``(id,)`` for
+#: the snapshot.
+SortKey = tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +49,9 @@ class Part:
     number: int
     body: bytes
     rows: int
+    ids: tuple[str, ...] = ()
+    #: The sort key of the part's last row; ``None`` for an empty part.
+    last: SortKey | None = None
 
     @property
     def size(self) -> int:
@@ -49,6 +60,16 @@ class Part:
     @property
     def content_md5(self) -> str:
         return base64.b64encode(hashlib.md5(self.body, usedforsecurity=False).digest()).decode()
+
+
+def pack_ids(ids: Iterable[str]) -> bytes:
+    """The ledger's form of a part's ids: newline-joined, deflated (ids never contain a newline)."""
+    return isal_zlib.compress("\n".join(ids).encode(), 1)
+
+
+def unpack_ids(blob: bytes) -> list[str]:
+    text = isal_zlib.decompress(blob).decode()
+    return text.split("\n") if text else []
 
 
 def _row_builder(ds: Dataset) -> Callable[[Sequence[Any]], list[Any]]:
@@ -91,29 +112,42 @@ class PartWriter:
         self.part_limit = part_limit
         self.level = level
         self._build = _row_builder(ds)
+        names = ds.field_names
+        self._id_at = names.index("id")
+        key_at = [names.index(name) for name in ds.order_by]
+        self._key: Callable[[Sequence[Any]], SortKey] = lambda row: tuple(row[i] for i in key_at)
         self._encode_lines = msgspec.json.Encoder().encode_lines
 
-    def parts(self, batches: Iterable[Sequence[Any]]) -> Iterator[Part]:
-        """Yield parts numbered from 0; an empty input still yields an empty part 0000."""
-        number = 0
+    def parts(self, batches: Iterable[Sequence[Any]], *, first: int = 0, empty: bool = True) -> Iterator[Part]:
+        """Yield parts numbered from ``first``.
+
+        With ``empty`` an input without rows still yields one empty part (a window's part 0000
+        shows that the window has no rows); without it, no rows yield no part.
+        """
+        number = first
         rows_in_part = 0
         comp = isal_zlib.compressobj(self.level, isal_zlib.DEFLATED, GZIP_WBITS)
         chunks: list[bytes] = []
+        ids: list[str] = []
+        id_at = self._id_at
+        last: SortKey | None = None
         for batch in batches:
             start = 0
             while start < len(batch):
                 take = min(len(batch) - start, self.part_limit - rows_in_part)
                 piece = batch[start : start + take] if (start or take < len(batch)) else batch
                 chunks.append(comp.compress(self._encode_lines(self._build(piece))))
+                ids.extend([row[id_at] for row in piece])
+                last = self._key(piece[-1])
                 rows_in_part += take
                 start += take
                 if rows_in_part == self.part_limit:
                     chunks.append(comp.flush())
-                    yield Part(number, b"".join(chunks), rows_in_part)
+                    yield Part(number, b"".join(chunks), rows_in_part, tuple(ids), last)
                     number += 1
                     rows_in_part = 0
-                    chunks = []
+                    chunks, ids = [], []
                     comp = isal_zlib.compressobj(self.level, isal_zlib.DEFLATED, GZIP_WBITS)
-        if rows_in_part or number == 0:
+        if rows_in_part or (empty and number == first):
             chunks.append(comp.flush())
-            yield Part(number, b"".join(chunks), rows_in_part)
+            yield Part(number, b"".join(chunks), rows_in_part, tuple(ids), last if rows_in_part else None)

@@ -166,8 +166,8 @@ def _audit_events(
         numbers = sorted(part_rows)
         if numbers != list(range(len(numbers))):
             ds.problems.append(f"window {window} has part numbers {numbers}: a hole")
-        previous: tuple[str, str] | None = None
         for n in numbers:
+            previous: tuple[str, str] | None = None  # ordered inside each file (late rows append parts)
             for row in part_rows[n]:
                 ids[row["id"]] += 1
                 if not window.contains(parse_iso_ms(row["recorded_at"])):

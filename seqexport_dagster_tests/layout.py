@@ -9,7 +9,7 @@ and returns a list of problems; an empty list means the layout is what the custo
 - part numbers of each window (and each snapshot) run 0000.. without holes;
 - every part is valid gzip of at most 50,000 JSON lines, each an object with exactly the contract's
   fields in order, inside its window, ordered by ``(recorded_at, id)`` (snapshots: by ``id``),
-  and ordered across the parts of one window;
+  inside each file (late rows come as additional parts of their window);
 - no row id can be read twice within a dataset (stale parts must be blanked);
 - ``_SUCCESS`` exists for each snapshot day, is empty, and was written no earlier than any part.
 """
@@ -132,8 +132,9 @@ def _check_window(root: Path, dataset: str, window: Window, unit: _Unit, seen_id
     problems = _check_parts_numbering(label, unit)
     if unit.success is not None:
         problems.append(f"{label}: _SUCCESS in an event folder")
-    last: tuple[str, str] | None = None
     for number in sorted(unit.parts):
+        # Ordered inside each file (the contract): late rows come as additional parts of a window.
+        last: tuple[str, str] | None = None
         path = unit.parts[number]
         relative = path.relative_to(root).as_posix()
         rows, bad = _read_lines(root, path)
@@ -160,9 +161,9 @@ def _check_window(root: Path, dataset: str, window: Window, unit: _Unit, seen_id
 def _check_snapshot(root: Path, day: str, unit: _Unit) -> list[str]:
     label = f"{SNAPSHOT_DATASET} date={day}"
     problems = _check_parts_numbering(label, unit)
-    last: str | None = None
     seen: set[str] = set()
     for number in sorted(unit.parts):
+        last: str | None = None  # ordered inside each file; a resumed snapshot appends late subscribers
         path = unit.parts[number]
         relative = path.relative_to(root).as_posix()
         rows, bad = _read_lines(root, path)

@@ -10,7 +10,7 @@ import pytest
 
 from seqexport_dagster.api import Exports, mask_key_id
 from seqexport_dagster.connection_test import ConnectionTestFailed, run_connection_test
-from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy
+from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy, PutOutcome
 from seqexport_dagster.destination.local import LocalDestination
 from seqexport_dagster.errors import AccessDenied, ConflictError, InvalidInput, NotFound, RunInterrupted
 from seqexport_dagster.source.generator import Scale, generate_account
@@ -29,7 +29,7 @@ class Refusing:
     def __init__(self, config: DestinationConfig, policy: OperatorPolicy) -> None:
         self.config = config
 
-    def put(self, key: str, body: bytes) -> None:
+    def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
         raise AccessDenied(f"access denied for s3:PutObject on {self.config.bucket}/{key}")
 
     def describe(self) -> str:
@@ -47,11 +47,12 @@ class Hooked:
         self.hook = hook
         self.writes = 0
 
-    def put(self, key: str, body: bytes) -> None:
-        self.inner.put(key, body)
+    def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
+        outcome = self.inner.put(key, body, create_only=create_only)
         self.writes += 1
         if self.writes == 1:
             self.hook()
+        return outcome
 
     def describe(self) -> str:
         return self.inner.describe()

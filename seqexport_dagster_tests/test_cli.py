@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from seqexport_dagster.destination.base import PutOutcome
 from seqexport_dagster.errors import AccessDenied, RunInterrupted
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.crypto import new_key_spec
@@ -175,7 +176,7 @@ def test_every_operation(run: Cli) -> None:
 class Refusing:
     """A destination that refuses every write the way a customer's bucket does."""
 
-    def put(self, key: str, body: bytes) -> None:
+    def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
         raise AccessDenied(f"access denied for s3:PutObject on acme-exports/{key}")
 
     def describe(self) -> str:

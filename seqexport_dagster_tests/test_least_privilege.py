@@ -23,7 +23,13 @@ from botocore.exceptions import ClientError
 
 from seqexport_dagster.api import Exports
 from seqexport_dagster.connection_test import ConnectionTestFailed
-from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy, open_destination
+from seqexport_dagster.destination.base import (
+    Destination,
+    DestinationConfig,
+    OperatorPolicy,
+    PutOutcome,
+    open_destination,
+)
 from seqexport_dagster.errors import AccessDenied, RetryableError
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.store import COMMITTED
@@ -110,14 +116,15 @@ class _Flaky:
     def __init__(self, inner: Destination, plan: FailsOnce) -> None:
         self.inner, self.plan = inner, plan
 
-    def put(self, key: str, body: bytes) -> None:
+    def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
         flaky = f"email_events-{DAY0 + FLAKY_HOUR * HOUR_MS}-"
         landed = [k for k in self.plan.puts if flaky in k]
         if flaky in key and not self.plan.failed and len(landed) == LANDED_BEFORE_FAILURE:
             self.plan.failed = True
             raise RetryableError("connection reset by peer (injected)")
-        self.inner.put(key, body)
+        outcome = self.inner.put(key, body, create_only=create_only)
         self.plan.puts.append(key)
+        return outcome
 
     def describe(self) -> str:
         return self.inner.describe()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy
+from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy, PutOutcome
 from seqexport_dagster.destination.local import LocalDestination
 from seqexport_dagster.errors import RetryableError, RunInterrupted
 from seqexport_dagster.runner import DayReport, Runner
@@ -38,14 +38,15 @@ class HookedDestination:
     def __init__(self, inner: Destination, log: list[str], before: Hook | None, after: Hook | None) -> None:
         self.inner, self.log, self.before, self.after = inner, log, before, after
 
-    def put(self, key: str, body: bytes) -> None:
+    def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
         n = len(self.log)
         if self.before:
             self.before(n, key)
-        self.inner.put(key, body)
+        outcome = self.inner.put(key, body, create_only=create_only)
         self.log.append(key)
         if self.after:
             self.after(n, key)
+        return outcome
 
     def describe(self) -> str:
         return self.inner.describe()
@@ -218,12 +219,31 @@ def custom(i: int) -> tuple[Any, ...]:
     return ("acme", f"cev_{i:04d}", "trial_started", ts, ts, "sub_1", None, "{}")
 
 
-@pytest.mark.parametrize("lost_response", [False, True], ids=["failed-put", "put-landed-response-lost"])
-def test_stale_parts_are_blanked(world: World, lost_response: bool) -> None:
-    """Attempt 1 writes 3 parts and dies; rows are removed; the retry writes 2 parts and blanks 0002.
+class CreateLog:
+    """Wraps the local folder: every create-only write and what the store answered."""
 
-    ``put-landed-response-lost``: the third part reaches the bucket but the PUT still fails (a
-    connection reset after the upload). It must count as written all the same.
+    def __init__(self) -> None:
+        self.outcomes: list[tuple[str, PutOutcome]] = []
+
+
+def copy_row(world: World, table: str, source_id: str, new_id: str) -> None:
+    """Insert a copy of a source row under a new id (a row that appears late in the same place)."""
+    with world.source_engine.connect() as conn:
+        row = list(conn.execute(sa.text(f"SELECT * FROM {table} WHERE id = :i"), {"i": source_id}).one())
+    row[1] = new_id
+    insert_rows(world.source_engine, table, [tuple(row)])
+
+
+def bucket_ids(files: list[Path]) -> list[str]:
+    return [row["id"] for p in files for row in read_part(p)]
+
+
+@pytest.mark.parametrize("lost_response", [False, True], ids=["failed-put", "put-landed-response-lost"])
+def test_retry_resumes_after_the_last_landed_part_and_never_rewrites_one(world: World, lost_response: bool) -> None:
+    """Attempt 1 lands parts 0000-0001 (and 0002 when only its answer is lost), then fails. Rows in
+    landed parts are deleted and one row appears late inside them. The retry leaves landed parts
+    as they are, sends the part of unknown outcome again with its recorded rows, continues after the
+    last boundary, and appends the late row as one more part: every source row exactly once.
     """
     export = world.local_export(datasets=("custom_events",))
     insert_rows(world.source_engine, "custom_events", [custom(i) for i in range(35)])
@@ -231,7 +251,7 @@ def test_stale_parts_are_blanked(world: World, lost_response: bool) -> None:
     window = Window(DAY0, DAY0 + HOUR_MS)
 
     def before(n: int, key: str) -> None:
-        if n == 3 and not lost_response:
+        if n == 2 and not lost_response:
             raise RetryableError("connection reset")
 
     def after(n: int, key: str) -> None:
@@ -241,24 +261,31 @@ def test_stale_parts_are_blanked(world: World, lost_response: bool) -> None:
     failing, log = hooked_runner(world, before=before, after=after)
     with pytest.raises(RetryableError):
         failing.run_day(export.id, "custom_events", DAY)
-    assert len(log) == 3
     root = world.root / "bucket"
-    assert [len(read_part(p)) for p in window_files(root, "custom_events", window)] == [10, 10, 10]
-    state = world.store.get_export(export.id).dataset_state("custom_events")
-    assert state is not None and state.position_ms == DAY0 and state.failures == 1
-    # The first 20 rows disappear from the source (say, an account merge): 15 rows remain.
+    first = {p.name: p.read_bytes() for p in window_files(root, "custom_events", window)}
+    assert len(first) == (3 if lost_response else 2)
+    parts = world.store.window_parts(export.id, "custom_events", window, world.store.get_export(export.id).location)
+    assert [(p.number, p.landed) for p in parts] == [(0, True), (1, True), (2, False)], "intent before every PUT"
+    assert parts[1].last == ("2026-09-30T00:10:00.019Z", "cev_0019")
     with world.source_engine.begin() as conn:
-        conn.execute(sa.text("DELETE FROM custom_events WHERE id < 'cev_0020'"))
-    retry, _ = hooked_runner(world)
+        conn.execute(sa.text("DELETE FROM custom_events WHERE id < 'cev_0012'"))
+    copy_row(world, "custom_events", "cev_0015", "cev_0015b")  # late, inside part 0001's range
+
+    retry, retry_log = hooked_runner(world)
     report = retry.run_day(export.id, "custom_events", DAY)
     (w,) = report.windows
-    assert (w.rows, w.parts, w.blanked >= 1, w.advanced) == (15, 2, True, True)
+    assert w.advanced and w.sent.skipped == 2 and w.sent.resent == 1 and w.sent.late_rows == 1
+    assert w.sent.existed == (1 if lost_response else 0)
     files = window_files(root, "custom_events", window)
-    assert [len(read_part(p)) for p in files[:2]] == [10, 5]
-    assert files[2].name.endswith("-0002.jsonl.gz") and files[2].read_bytes() == EMPTY_GZIP
-    assert all(p.read_bytes() == EMPTY_GZIP for p in files[2:])
-    ids = [row["id"] for p in files for row in read_part(p)]
-    assert ids == [f"cev_{i:04d}" for i in range(20, 35)], "no row can be read twice"
+    assert [f.name[-14:] for f in files] == [f"-{n:04d}.jsonl.gz" for n in range(5)]
+    for name, body in first.items():
+        assert (root / "custom_events/date=2026-09-30" / name).read_bytes() == body, f"{name} was rewritten"
+    ids = bucket_ids(files)
+    assert len(ids) == len(set(ids)), "no row twice"
+    current = {row["id"] for row in source_rows(world, "custom_events")}
+    assert current <= set(ids), "every source row is in the bucket"
+    assert read_part(files[-1])[0]["id"] == "cev_0015b"
+    assert (w.rows, w.parts) == (len(ids), 5)
     assert check_layout(root) == []
 
 
@@ -336,28 +363,68 @@ def test_snapshot_parts_then_success_last(world: World) -> None:
     assert check_layout(root) == []
 
 
-def test_snapshot_interrupted_has_no_success_and_restarts_whole(world: World) -> None:
+def test_snapshot_interrupted_has_no_success_and_resumes_without_rewriting(world: World) -> None:
     export = world.local_export(datasets=("subscribers",))
     generate_account(world.source_engine, "acme", DAY0, DAY0 + HOUR_MS, scale=Scale(subscribers=95))
     world.clock.now_ms = DAY0 + DAY_MS + LAG
 
     def die(n: int, key: str) -> None:
-        if n == 5:
+        if n == 2:
             raise RetryableError("connection reset")
 
     failing, log = hooked_runner(world, before=die, part_limit=20)
     with pytest.raises(RetryableError):
         failing.run_day(export.id, "subscribers", DAY)
     root = world.root / "bucket"
-    assert not (root / "subscribers/date=2026-09-30/_SUCCESS").exists(), "no marker for an incomplete snapshot"
+    folder = root / "subscribers/date=2026-09-30"
+    assert not (folder / "_SUCCESS").exists(), "no marker for an incomplete snapshot"
+    landed = {p.name: p.read_bytes() for p in folder.glob("subscribers-*")}
+    assert sorted(landed) == ["subscribers-0000.jsonl.gz", "subscribers-0001.jsonl.gz"]
     with world.source_engine.begin() as conn:
-        conn.execute(sa.text("DELETE FROM subscribers WHERE id < 'sub_acme_0000050'"))
+        conn.execute(sa.text("DELETE FROM subscribers WHERE id >= 'sub_acme_0000040' AND id < 'sub_acme_0000050'"))
+    copy_row(world, "subscribers", "sub_acme_0000011", "sub_acme_0000011b")  # new, inside landed part 0000
     runner, log = hooked_runner(world, part_limit=20)
     report = runner.run_day(export.id, "subscribers", DAY)
-    assert report.snapshot is not None and (report.snapshot.rows, report.snapshot.parts) == (45, 3)
-    assert log[-1].endswith("_SUCCESS") and log[3].endswith("subscribers-0003.jsonl.gz")
-    assert (root / "subscribers/date=2026-09-30/subscribers-0004.jsonl.gz").read_bytes() == EMPTY_GZIP
+    snap = report.snapshot
+    assert snap is not None and snap.sent.skipped == 2 and snap.sent.late_rows == 1
+    assert log[-1].endswith("_SUCCESS"), "_SUCCESS strictly after every part"
+    for name, body in landed.items():
+        assert (folder / name).read_bytes() == body, f"{name} was rewritten"
+    files = sorted(folder.glob("subscribers-*"))
+    assert [f.name for f in files] == [f"subscribers-{n:04d}.jsonl.gz" for n in range(6)]
+    ids = bucket_ids(files)
+    assert len(ids) == len(set(ids)), "exactly once"
+    assert {row["id"] for row in source_rows(world, "subscribers")} <= set(ids)
     assert check_layout(root) == []
+
+
+def test_backfill_delivers_only_what_is_missing_and_replace_is_explicit(world: World) -> None:
+    export = world.local_export(datasets=("custom_events",))
+    insert_rows(world.source_engine, "custom_events", [custom(i) for i in range(25)])
+    world.clock.now_ms = DAY0 + DAY_MS + LAG
+    runner, log = hooked_runner(world)
+    export_whole_day(world, runner, export.id)
+    root = world.root / "bucket"
+    window = Window(DAY0, DAY0 + HOUR_MS)
+    before = {p.name: p.read_bytes() for p in window_files(root, "custom_events", window)}
+    puts = len(log)
+    # A backfill of a whole day writes nothing: every window is whole in the bucket.
+    report = runner.run_day(export.id, "custom_events", DAY, rewrite=True)
+    assert report.windows == [] and report.skipped_windows == 24 and len(log) == puts
+    # A late row: the backfill appends exactly it, as part 0003.
+    copy_row(world, "custom_events", "cev_0003", "cev_0003b")
+    report = runner.run_day(export.id, "custom_events", DAY, rewrite=True)
+    (w,) = report.windows
+    assert (w.window, w.sent.parts, w.sent.late_rows, w.parts) == (window, 1, 1, 4)
+    assert all((root / "custom_events/date=2026-09-30" / n).read_bytes() == b for n, b in before.items())
+    # Replace (an operator's explicit choice) rewrites from 0000 and blanks numbers it no longer needs.
+    with world.source_engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM custom_events WHERE id >= 'cev_0010'"))
+    report = runner.run_day(export.id, "custom_events", DAY, rewrite=True, replace=True)
+    files = window_files(root, "custom_events", window)
+    assert [len(read_part(f)) for f in files] == [10, 1, 0, 0]
+    assert files[-1].read_bytes() == EMPTY_GZIP
+    assert sorted(bucket_ids(files)) == sorted(r["id"] for r in source_rows(world, "custom_events"))
 
 
 def test_delayed_bounce_lands_in_the_window_of_its_recorded_time(world: World) -> None:
@@ -428,11 +495,10 @@ def test_layout_check_catches_broken_layouts(world: World) -> None:
     events = lambda root: window_files(root, "custom_events", first)  # noqa: E731
     snap = "subscribers/date=2026-09-30/"
 
-    def swap_first_parts(root: Path) -> None:
-        zero, one = events(root)[:2]
-        body = zero.read_bytes()
-        zero.write_bytes(one.read_bytes())
-        one.write_bytes(body)
+    def reverse_first_part(root: Path) -> None:
+        zero = events(root)[0]
+        lines = gzip.decompress(zero.read_bytes()).splitlines(keepends=True)
+        zero.write_bytes(gzip.compress(b"".join(reversed(lines))))
 
     assert any(
         "gap" in p
@@ -456,7 +522,7 @@ def test_layout_check_catches_broken_layouts(world: World) -> None:
         "not ordered" in p
         for p in damaged(
             "order",
-            swap_first_parts,
+            reverse_first_part,
         )
     )
     assert any(

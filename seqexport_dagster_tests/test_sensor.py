@@ -149,11 +149,12 @@ class PausingExporter(ExporterResource):
             destination = open_destination(config, policy)
             real_put = destination.put
 
-            def put(key: str, body: bytes) -> None:
-                real_put(key, body)
+            def put(key: str, body: bytes, *, create_only: bool = True):
+                outcome = real_put(key, body, create_only=create_only)
                 puts["n"] += 1
                 if puts["n"] == pause_after:
                     store.set_status(config_export_id(store), "paused", self.clock.now_ms())
+                return outcome
 
             destination.put = put  # type: ignore[method-assign]
             return destination

@@ -138,9 +138,15 @@ def test_position_moves_only_along_the_chain_with_the_commit(any_world: World) -
     assert store.get_export(export_id).dataset_state("email_events").position_ms == DAY0  # type: ignore[union-attr]
     # Recorded parts and a started window move nothing either.
     w1 = store.start_window(export_id, "email_events", first, run_id="r1", location="loc", now_ms=DAY0)
-    store.record_part(w1, part=0, key="k0", rows=5, size=10, now_ms=DAY0)
+    store.record_part_intent(
+        w1, number=0, key="k0", kind="range", last=("t", "id5"), rows=5, size=10, md5="m", ids=b"", now_ms=DAY0
+    )
     assert store.get_export(export_id).dataset_state("email_events").position_ms == DAY0  # type: ignore[union-attr]
-    assert store.parts_written(export_id, "email_events", first, "loc") == 1
+    [part] = store.window_parts(export_id, "email_events", first, "loc")
+    assert (part.number, part.landed, part.last) == (0, False, ("t", "id5"))
+    store.mark_part_landed(w1, 0, DAY0)
+    assert store.window_parts(export_id, "email_events", first, "loc")[0].landed
+    assert store.get_export(export_id).dataset_state("email_events").position_ms == DAY0  # type: ignore[union-attr]
     assert store.commit_window(w1, rows=5, part_count=1, size=10, now_ms=DAY0) is True
     state = store.get_export(export_id).dataset_state("email_events")
     assert state is not None and state.position_ms == first.to_ms

@@ -33,6 +33,9 @@ from seqexport_dagster.window import iso_ms, parse_date_key
 #: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) rewrite the day.
 TRIGGER_TAG: Final = "seqexport/trigger"
 SCHEDULED: Final = "scheduler"
+#: An operator's explicit choice on a backfill (tag value "true"): replace the day's files instead of
+#: delivering only what is missing. Needs a key that may overwrite; fails clearly where it may not.
+REPLACE_TAG: Final = "seqexport/replace"
 GROUP: Final = "exports"
 
 #: Short on purpose: seconds, for throttling and resets. Hours-long retries belong to the sensor.
@@ -49,7 +52,9 @@ def window_metadata(report: WindowReport) -> dict[str, Any]:
         "rows": report.rows,
         "files": report.parts,
         "bytes": report.bytes,
-        "blanked_stale_parts": report.blanked,
+        "parts_sent": report.sent.parts,
+        "parts_already_landed": report.sent.skipped + report.sent.existed,
+        "late_rows": report.sent.late_rows,
     }
 
 
@@ -116,8 +121,7 @@ def reconciled_metadata(result: Reconciled, report: WindowReport) -> dict[str, A
     return {
         **window_metadata(report),
         "reconciled": True,
-        "rows_before": result.exported_rows,
-        "rows_in_source": result.source_rows,
+        "late_rows_found": result.late_rows,
     }
 
 
@@ -127,6 +131,7 @@ def export_day(
     keys = export_days.get_partition_key_from_str(context.partition_key).keys_by_dimension
     export_id, day = keys[EXPORT], parse_date_key(keys[DATE])
     rewrite = context.run.tags.get(TRIGGER_TAG) != SCHEDULED
+    replace = rewrite and context.run.tags.get(REPLACE_TAG, "").lower() == "true"
     final_attempt = context.retry_number >= RETRY_POLICY.max_retries
     runner = exporter.runner(count_retryable=final_attempt)
 
@@ -139,7 +144,7 @@ def export_day(
 
     with customer_errors(context, final_attempt=final_attempt):
         report = runner.run_day(
-            export_id, dataset, day, run_id=context.run.run_id, rewrite=rewrite, on_window=on_window
+            export_id, dataset, day, run_id=context.run.run_id, rewrite=rewrite, replace=replace, on_window=on_window
         )
     # Materialized before reconciling: a failing reconciliation must not hide a finished folder.
     if report.complete and not (context.retry_number and materialized_by_this_run(context)):
@@ -151,7 +156,7 @@ def export_day(
             f"position {iso_ms(report.position_ms) if report.position_ms is not None else '-'}"
         )
     lateness_ms = exporter.operator.reconcile_lateness_ms()
-    # Scheduled runs only: a backfill rewrites its days anyway, and the schedule comes every frequency.
+    # Scheduled runs only: a backfill delivers its days' late rows anyway, and the schedule comes every frequency.
     if rewrite or dataset not in EVENT_DATASETS or not lateness_ms:
         return
     with customer_errors(context, final_attempt=final_attempt):
@@ -166,8 +171,8 @@ def export_day(
             )
         )
     context.log.info(
-        f"reconciliation: recounted {len(results)} committed window(s) of {dataset}, rewrote {len(changed)}"
-        + "".join(f"; {r.window} {r.exported_rows} -> {r.source_rows} rows" for r, _ in changed)
+        f"reconciliation: checked {len(results)} committed window(s) of {dataset}, appended to {len(changed)}"
+        + "".join(f"; {r.window} +{r.late_rows} late rows" for r, _ in changed)
     )
 
 

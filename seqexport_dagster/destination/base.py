@@ -3,6 +3,10 @@
 A destination knows one operation, ``put``: the exporter only ever creates objects (the customer's
 policy grants ``s3:PutObject`` and nothing else). Keys given to ``put`` are complete object keys,
 prefix included; `seqexport_dagster.window` builds them.
+
+Write-once: ``put`` creates and never replaces, unless an operator asked to replace. Where the store
+offers a create-only precondition (``preconditions``), every create carries it, and an object that
+is already there comes back as `PutOutcome.EXISTED` instead of being overwritten.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Literal, Protocol
 
 from seqexport_dagster.errors import EndpointRefused, InvalidInput
@@ -18,9 +23,23 @@ Provider = Literal["s3", "gcs", "local"]
 PROVIDERS: tuple[Provider, ...] = ("s3", "gcs", "local")
 
 
+class PutOutcome(StrEnum):
+    CREATED = "created"
+    #: The store refused the create-only write because the key exists: an earlier attempt landed it.
+    EXISTED = "existed"
+
+
 class Destination(Protocol):
-    def put(self, key: str, body: bytes) -> None:
-        """Create or overwrite ``key`` with ``body`` atomically; raise an `ExportError` on refusal."""
+    #: Whether the store enforces create-only writes (a precondition), so a re-sent part answers
+    #: `PutOutcome.EXISTED` instead of replacing (or, on a create-only key, being refused 403).
+    preconditions: bool
+
+    def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
+        """Write ``body`` under ``key`` atomically; raise an `ExportError` on refusal.
+
+        ``create_only`` (the default, and all the runner ever asks for outside an operator's
+        replace) never replaces an object where the store can enforce it.
+        """
 
     def describe(self) -> str:
         """Where this writes, for people: ``s3://bucket/prefix``. Never includes a secret."""

@@ -1,7 +1,8 @@
 """A local directory as a destination, for the demo and tests.
 
-Writes are atomic (temporary file in the same folder, fsync, rename), so a reader never sees half a
-file, exactly as an object store behaves.
+Writes are atomic (temporary file in the same folder, fsync, then a hard link for a create-only
+write or a rename for a replace), so a reader never sees half a file, exactly as an object store
+behaves, and create-only writes behave like ``If-None-Match: *``.
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ import os
 import tempfile
 from pathlib import Path
 
+from seqexport_dagster.destination.base import PutOutcome
 from seqexport_dagster.errors import DestinationError, InvalidInput
 
 
 class LocalDestination:
+    preconditions = True
+
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).resolve()
 
@@ -23,8 +27,9 @@ class LocalDestination:
             raise InvalidInput("key", f"{key!r} would leave the destination folder")
         return path
 
-    def put(self, key: str, body: bytes) -> None:
+    def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
         path = self._path(key)
+        outcome = PutOutcome.CREATED
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             # The temporary file lives outside every dataset folder: nothing but parts and
@@ -37,12 +42,20 @@ class LocalDestination:
                     handle.write(body)
                     handle.flush()
                     os.fsync(handle.fileno())
-                os.replace(tmp, path)
+                if create_only:
+                    try:
+                        os.link(tmp, path)  # fails if the name exists: never replaces
+                    except FileExistsError:
+                        outcome = PutOutcome.EXISTED
+                    Path(tmp).unlink()
+                else:
+                    os.replace(tmp, path)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
         except OSError as exc:
             raise DestinationError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        return outcome
 
     def describe(self) -> str:
         return f"file://{self.root}"

@@ -17,6 +17,12 @@ What the client is allowed to do, and why:
   service models can never leak in. Such a session holds nothing per export, so one per process is
   shared (`_shared_session`); each destination's client still gets its own credentials, event
   handlers and connection pools.
+* Every create carries the provider's create-only precondition where it has one (`Profile`):
+  ``If-None-Match: *`` on AWS, R2, MinIO and other S3-compatible stores, and GCS's XML-API
+  equivalent ``x-goog-if-generation-match: 0`` (a ``before-sign`` handler rewrites the header, so
+  the signature covers it). A 412 is `PutOutcome.EXISTED`: an earlier attempt (or botocore's own
+  retry after a lost answer) landed it. A store that answers 501 to the header is remembered as
+  one without preconditions, and the write goes plain.
 * Bodies are sent as-is with an explicit ``Content-MD5``; flexible checksums are only calculated
   "when required", which ``PutObject`` is not, so there is no aws-chunked framing and no
   ``x-amz-checksum-*`` header or trailer that GCS, B2 or older MinIO would reject.
@@ -69,7 +75,7 @@ from urllib3.exceptions import ReadTimeoutError as Urllib3ReadTimeoutError
 from urllib3.exceptions import SSLError as Urllib3SSLError
 from urllib3.util.retry import Retry
 
-from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy, validate_config
+from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy, PutOutcome, validate_config
 from seqexport_dagster.destination.endpoint import (
     ConnectGuard,
     Connector,
@@ -104,6 +110,7 @@ _RETRYABLE_CODES: Final = frozenset(
         "RequestLimitExceeded",
         "OperationAborted",
         "BadDigest",  # the body changed in transit; sending it again is the cure
+        "ConditionalRequestConflict",  # a concurrent conditional write; AWS says retry
         "500",
         "502",
         "503",
@@ -114,6 +121,12 @@ _ACCESS_CODES: Final = frozenset({"AccessDenied", "AllAccessDisabled", "AccountP
 _REDIRECT_CODES: Final = frozenset({"PermanentRedirect", "TemporaryRedirect", "301", "302", "307"})
 
 
+IF_NONE_MATCH: Final = "If-None-Match"
+GCS_GENERATION_MATCH: Final = "x-goog-if-generation-match"
+#: S3-compatible stores whose documentation promises no create-only precondition: writes go plain.
+_NO_PRECONDITION_HOSTS: Final = (".backblazeb2.com",)
+
+
 @dataclass(frozen=True, slots=True)
 class Profile:
     """How one provider is addressed. Decided from the (validated) config, never from the network."""
@@ -122,14 +135,18 @@ class Profile:
     endpoint_url: str | None  # None: botocore's AWS endpoint for the region
     region: str
     addressing_style: str  # "path" everywhere except AWS
+    #: The create-only precondition header the store honours, or None (plain PUT, see runner.py).
+    precondition: str | None = IF_NONE_MATCH
 
 
 def profile_for(config: DestinationConfig) -> Profile:
     if config.provider == "gcs":
-        return Profile("gcs", config.endpoint or GCS_ENDPOINT, config.region or "auto", "path")
+        return Profile("gcs", config.endpoint or GCS_ENDPOINT, config.region or "auto", "path", GCS_GENERATION_MATCH)
     if config.endpoint:
         region = config.region or ("auto" if config.endpoint.endswith(".r2.cloudflarestorage.com") else "us-east-1")
-        return Profile("s3-compatible", config.endpoint, region, "path")
+        host = (urlsplit(config.endpoint).hostname or "").lower()
+        plain = any(host.endswith(suffix) for suffix in _NO_PRECONDITION_HOSTS)
+        return Profile("s3-compatible", config.endpoint, region, "path", None if plain else IF_NONE_MATCH)
     if not config.region:
         raise InvalidInput("region", "is required for Amazon S3 (for example us-east-1)")
     # "auto" picks virtual-hosted names, but falls back to path-style for bucket names with dots,
@@ -377,7 +394,11 @@ class S3Destination:
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
         )
+        self.preconditions = self.profile.precondition is not None
+        self._sends = 0
         self._client.meta.events.register("before-call.s3", _disable_region_redirect)
+        if self.profile.precondition == GCS_GENERATION_MATCH:
+            self._client.meta.events.register("before-sign.s3.PutObject", _gcs_generation_match)
         send: Callable[..., Any] = self._send
         self._client.meta.events.register("before-send.s3", send)
 
@@ -420,13 +441,17 @@ class S3Destination:
         if not event_name.endswith(".PutObject"):
             operation = event_name.rsplit(".", 1)[-1] or "an unknown operation"
             raise DestinationError(f"refusing to send {operation}: this exporter only ever uses PutObject")
+        self._sends += 1
         return self._sender.send(request)
 
-    def put(self, key: str, body: bytes) -> None:
+    def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
         prefix = self.config.prefix
         if not key or (prefix and not key.startswith(prefix + "/")):
             raise InvalidInput("key", f"{key!r} is not below the export prefix {prefix!r}")
         md5 = base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode("ascii")
+        conditional = create_only and self.preconditions
+        extra: dict[str, str] = {"IfNoneMatch": "*"} if conditional else {}
+        self._sends = 0
         try:
             self._client.put_object(  # type: ignore[attr-defined]
                 Bucket=self.config.bucket,
@@ -434,9 +459,25 @@ class S3Destination:
                 Body=body,
                 ContentMD5=md5,
                 ContentType=_content_type(key),
+                **extra,
             )
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+            if conditional and (status == 412 or code == "PreconditionFailed"):
+                return PutOutcome.EXISTED
+            if conditional and (status == 501 or code == "NotImplemented"):
+                self.preconditions = False  # this store has no create-only precondition
+                return self.put(key, body, create_only=create_only)
+            error = self._translate(exc, key)
+            if isinstance(error, AccessDenied):
+                # botocore sent it more than once: an earlier send may have landed the object, and a
+                # key that may not overwrite is then refused. runner.py probes before believing it.
+                error.outcome_unknown = self._sends > 1
+            raise error from None
         except Exception as exc:
             raise self._translate(exc, key) from None
+        return PutOutcome.CREATED
 
     def describe(self) -> str:
         return self.config.describe()
@@ -535,6 +576,15 @@ def _disable_region_redirect(context: dict[str, Any] | None = None, **_: object)
     """
     if context is not None and isinstance(context.get("s3_redirect"), dict):
         context["s3_redirect"]["redirected"] = True
+
+
+def _gcs_generation_match(request: AWSPreparedRequest | Any, **_: object) -> None:
+    """GCS's XML API spells "create only" ``x-goog-if-generation-match: 0`` (generation 0: no live
+    object). Rewritten before signing, so the SigV4 signature covers the header we send."""
+    headers = request.headers
+    if headers.get(IF_NONE_MATCH) == "*":
+        del headers[IF_NONE_MATCH]
+        headers[GCS_GENERATION_MATCH] = "0"
 
 
 def _content_type(key: str) -> str:

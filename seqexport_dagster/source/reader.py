@@ -56,23 +56,66 @@ class SourceReader:
         self.batch_size = batch_size or (POSTGRES_BATCH if self.dialect == "postgresql" else DEFAULT_BATCH)
         self._mark = "%s" if engine.dialect.paramstyle in ("format", "pyformat") else "?"
 
-    def window_batches(self, dataset: str, account_id: str, window: Window) -> Iterator[list[Row]]:
+    def window_batches(
+        self,
+        dataset: str,
+        account_id: str,
+        window: Window,
+        *,
+        after: tuple[str, ...] | None = None,
+        until: tuple[str, ...] | None = None,
+    ) -> Iterator[list[Row]]:
+        """The window's rows in ``(recorded_at, id)`` order, optionally only those after the sort key
+        ``after`` and up to ``until`` (part boundaries: a retry continues after the last landed one).
+        """
         ds = DATASETS[dataset]
         if ds.is_snapshot:
             raise ValueError(f"{dataset} is a snapshot, not a windowed dataset")
         m = self._mark
+        where, params = self._range("(recorded_at, id)", after, until)
         sql = (
             f"SELECT {select_list(ds, self.dialect)} FROM {ds.name} "
-            f"WHERE account_id = {m} AND recorded_at > {m} AND recorded_at <= {m} "
+            f"WHERE account_id = {m} AND recorded_at > {m} AND recorded_at <= {m}{where} "
             f"ORDER BY recorded_at, id"
         )
-        return self._stream(sql, (account_id, *_bounds(window)), snapshot=False)
+        return self._stream(sql, (account_id, *_bounds(window), *params), snapshot=False)
 
-    def snapshot_batches(self, account_id: str) -> Iterator[list[Row]]:
-        """All of the account's subscribers, ordered by id, from one consistent read."""
+    def snapshot_batches(
+        self, account_id: str, *, after: tuple[str, ...] | None = None, until: tuple[str, ...] | None = None
+    ) -> Iterator[list[Row]]:
+        """The account's subscribers ordered by id (after / up to an id), from one consistent read."""
         ds = DATASETS["subscribers"]
-        sql = f"SELECT {select_list(ds, self.dialect)} FROM {ds.name} WHERE account_id = {self._mark} ORDER BY id"
-        return self._stream(sql, (account_id,), snapshot=True)
+        where, params = self._range("id", after, until)
+        sql = (
+            f"SELECT {select_list(ds, self.dialect)} FROM {ds.name} "
+            f"WHERE account_id = {self._mark}{where} ORDER BY id"
+        )
+        return self._stream(sql, (account_id, *params), snapshot=True)
+
+    def ids(self, dataset: str, account_id: str, window: Window | None) -> Iterator[list[str]]:
+        """The ids of a window's rows (or of every subscriber), in batches: what late-row detection
+        compares with the ids the ledger says were delivered."""
+        m = self._mark
+        params: tuple[str, ...]
+        if window is None:
+            sql, params = f"SELECT id FROM {dataset} WHERE account_id = {m}", (account_id,)
+        else:
+            sql = f"SELECT id FROM {dataset} WHERE account_id = {m} AND recorded_at > {m} AND recorded_at <= {m}"
+            params = (account_id, *_bounds(window))
+        for batch in self._stream(sql, params, snapshot=window is None):
+            yield [row[0] for row in batch]
+
+    def _range(
+        self, key: str, after: tuple[str, ...] | None, until: tuple[str, ...] | None
+    ) -> tuple[str, tuple[str, ...]]:
+        """Row-value comparisons on the sort key (SQLite 3.15+ and PostgreSQL both use the index)."""
+        where, params = "", tuple[str, ...]()
+        for bound, op in ((after, ">"), (until, "<=")):
+            if bound is not None:
+                marks = ", ".join([self._mark] * len(bound))
+                where += f" AND {key} {op} ({marks})" if len(bound) > 1 else f" AND {key} {op} {self._mark}"
+                params += tuple(bound)
+        return where, params
 
     def count_window(self, dataset: str, account_id: str, window: Window) -> int:
         m = self._mark

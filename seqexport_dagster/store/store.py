@@ -31,6 +31,8 @@ T = TypeVar("T")
 
 ACTIVE, PAUSED, DELETED = "active", "paused", "deleted"
 RUNNING, COMMITTED, FAILED, CANCELED = "running", "committed", "failed", "canceled"
+PART_INTENT, PART_LANDED = "intent", "landed"
+RANGE_PART, LATE_PART, LEGACY_PART = "range", "late", "legacy"
 HISTORY_MS = 14 * 24 * 3600 * 1000
 WORKER_LOST = "the run writing this window ended without finishing (run worker lost); it was retried"
 
@@ -136,6 +138,33 @@ class RunSummary:
     files: int
     bytes: int
     error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartRecord:
+    """One part number of one window at one location, as the part ledger knows it."""
+
+    number: int
+    key: str
+    kind: str  # RANGE_PART, LATE_PART or LEGACY_PART
+    status: str  # PART_INTENT (recorded, PUT not known to have landed) or PART_LANDED
+    #: Sort key of the part's last row: (recorded_at, id) for events, (id,) for the snapshot.
+    last: tuple[str, ...] | None
+    rows: int
+    size: int
+    md5: str | None
+    ids: bytes | None  # `writer.pack_ids` form; None for legacy parts and once pruned
+
+    @property
+    def landed(self) -> bool:
+        return self.status == PART_LANDED
+
+
+def _part_record(r: Any) -> PartRecord:
+    last: tuple[str, ...] | None = None
+    if r.last_id is not None:
+        last = (r.last_recorded_at, r.last_id) if r.last_recorded_at is not None else (r.last_id,)
+    return PartRecord(r.part, r.key, r.kind, r.status, last, r.rows, r.bytes, r.md5, r.ids)
 
 
 def location_of(provider: str, endpoint: str | None, bucket: str, prefix: str) -> str:
@@ -422,40 +451,117 @@ class ControlPlane:
             assert key is not None  # noqa: S101 - an INSERT always has one
             return int(key[0])
 
-    @_translate
-    def record_part(self, window_id: int, *, part: int, key: str, rows: int, size: int, now_ms: int) -> None:
-        with self.engine.begin() as conn:
-            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
-            conn.execute(
-                parts.insert().values(
-                    window_id=window_id,
-                    export_id=w.export_id,
-                    dataset=w.dataset,
-                    from_ms=w.from_ms,
-                    to_ms=w.to_ms,
-                    location=w.location,
-                    part=part,
-                    key=key,
-                    rows=rows,
-                    bytes=size,
-                    written_at=now_ms,
-                )
-            )
+    def _part_number(self, export_id: str, dataset: str, window: Window, location: str) -> sa.ColumnElement[bool]:
+        return sa.and_(
+            parts.c.export_id == export_id,
+            parts.c.dataset == dataset,
+            parts.c.from_ms == window.from_ms,
+            parts.c.to_ms == window.to_ms,
+            parts.c.location == location,
+        )
 
     @_translate
-    def parts_written(self, export_id: str, dataset: str, window: Window, location: str) -> int:
-        """How many part numbers were ever written for this window at this location (0 if none)."""
+    def window_parts(self, export_id: str, dataset: str, window: Window, location: str) -> list[PartRecord]:
+        """The part ledger of one window at one location, by part number."""
         with self.engine.connect() as conn:
-            top = conn.execute(
-                sa.select(sa.func.max(parts.c.part)).where(
+            rows = conn.execute(
+                sa.select(parts)
+                .where(self._part_number(export_id, dataset, window, location))
+                .order_by(parts.c.part)
+            ).all()
+        return [_part_record(r) for r in rows]
+
+    @_translate
+    def record_part_intent(
+        self,
+        window_id: int,
+        *,
+        number: int,
+        key: str,
+        kind: str,
+        last: tuple[str, ...] | None,
+        rows: int,
+        size: int,
+        md5: str,
+        ids: bytes,
+        now_ms: int,
+    ) -> None:
+        """Record a part before its PUT: what it will hold and where its rows end.
+
+        A number already in the ledger is only recorded again by an operator's replace; its row is
+        then rewritten in place as a new intent.
+        """
+        with self.engine.begin() as conn:
+            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            values: dict[str, Any] = {
+                "window_id": window_id,
+                "key": key,
+                "kind": kind,
+                "status": PART_INTENT,
+                "last_recorded_at": last[0] if last and len(last) > 1 else None,
+                "last_id": last[-1] if last else None,
+                "rows": rows,
+                "bytes": size,
+                "md5": md5,
+                "ids": ids,
+                "written_at": now_ms,
+                "landed_at": None,
+            }
+            where = sa.and_(
+                self._part_number(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location),
+                parts.c.part == number,
+            )
+            if conn.execute(parts.update().where(where).values(**values)).rowcount == 0:
+                conn.execute(
+                    parts.insert().values(
+                        export_id=w.export_id,
+                        dataset=w.dataset,
+                        from_ms=w.from_ms,
+                        to_ms=w.to_ms,
+                        location=w.location,
+                        part=number,
+                        **values,
+                    )
+                )
+
+    @_translate
+    def mark_part_landed(self, window_id: int, number: int, now_ms: int) -> None:
+        with self.engine.begin() as conn:
+            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            where = sa.and_(
+                self._part_number(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location),
+                parts.c.part == number,
+            )
+            conn.execute(parts.update().where(where).values(status=PART_LANDED, landed_at=now_ms))
+
+    @_translate
+    def prune_part_ids(self, export_id: str, dataset: str, *, before_ms: int) -> int:
+        """Drop the ids of committed windows ending before ``before_ms``: late-row detection never
+        looks that far back, and the ids are the ledger's only per-row cost. Returns parts pruned."""
+        committed = (
+            sa.select(windows.c.id)
+            .where(
+                windows.c.export_id == parts.c.export_id,
+                windows.c.dataset == parts.c.dataset,
+                windows.c.from_ms == parts.c.from_ms,
+                windows.c.to_ms == parts.c.to_ms,
+                windows.c.location == parts.c.location,
+                windows.c.status == COMMITTED,
+            )
+            .exists()
+        )
+        with self.engine.begin() as conn:
+            return conn.execute(
+                parts.update()
+                .where(
                     parts.c.export_id == export_id,
                     parts.c.dataset == dataset,
-                    parts.c.from_ms == window.from_ms,
-                    parts.c.to_ms == window.to_ms,
-                    parts.c.location == location,
+                    parts.c.to_ms < before_ms,
+                    parts.c.ids.is_not(None),
+                    committed,
                 )
-            ).scalar()
-        return 0 if top is None else int(top) + 1
+                .values(ids=None)
+            ).rowcount
 
     @_translate
     def commit_window(
@@ -602,6 +708,24 @@ class ControlPlane:
             for r in rows
         ]
 
+    @_translate
+    def committed_at(self, export_id: str, dataset: str, window: Window, location: str) -> bool:
+        """Whether the window was ever committed at ``location``."""
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                sa.select(windows.c.id)
+                .where(
+                    windows.c.export_id == export_id,
+                    windows.c.dataset == dataset,
+                    windows.c.from_ms == window.from_ms,
+                    windows.c.to_ms == window.to_ms,
+                    windows.c.location == location,
+                    windows.c.status == COMMITTED,
+                )
+                .limit(1)
+            ).first()
+        return found is not None
+
     def committed_windows(self, export_id: str, dataset: str, day: str) -> list[Window]:
         """The distinct windows ever committed on one day: what a backfill of that day rewrites."""
         return sorted({w.window for w in self.ledger(export_id, dataset=dataset, date=day) if w.status == COMMITTED})
@@ -664,6 +788,7 @@ __all__ = [
     "ExportRecord",
     "ExportState",
     "LedgerWindow",
+    "PartRecord",
     "RunSummary",
     "date_key",
     "day_of",

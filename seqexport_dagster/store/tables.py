@@ -91,5 +91,22 @@ parts = sa.Table(
     sa.Column("rows", sa.BigInteger, nullable=False),
     sa.Column("bytes", sa.BigInteger, nullable=False),
     sa.Column("written_at", sa.BigInteger, nullable=False),
+    # The part ledger of write-once delivery (runner.py): one row per part number per location.
+    # "intent" is recorded before the PUT, "landed" after a 2xx (or a 412: it was already there).
+    sa.Column("status", sa.String(8), nullable=False, server_default="landed"),
+    # "range": rows after the previous range part's boundary up to this one's. "late": rows that
+    # appeared inside the window after its range parts landed (reconciliation), chosen by id.
+    # "legacy": recorded before the part ledger existed (migration 0002): no boundary, no ids.
+    sa.Column("kind", sa.String(8), nullable=False, server_default="range"),
+    # The boundary: the last row's sort key, (recorded_at, id) for events, id for the snapshot.
+    # NULL on parts recorded before the part ledger existed (migration 0002).
+    sa.Column("last_recorded_at", sa.String(24)),
+    sa.Column("last_id", sa.String(256)),
+    sa.Column("md5", sa.String(24)),
+    # The ids the part carries, newline-joined and deflated: what late-row detection compares the
+    # source against. Pruned (set NULL) once the window is older than any reconciliation looks.
+    sa.Column("ids", sa.LargeBinary),
+    sa.Column("landed_at", sa.BigInteger),
     sa.Index("ix_parts_lookup", "export_id", "dataset", "from_ms", "to_ms", "location"),
+    sa.Index("ux_parts_number", "export_id", "dataset", "from_ms", "to_ms", "location", "part", unique=True),
 )
