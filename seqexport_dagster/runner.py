@@ -39,7 +39,7 @@ from seqexport_dagster.destination.base import (
     PutOutcome,
     open_destination,
 )
-from seqexport_dagster.errors import AccessDenied, ExportError, RunInterrupted
+from seqexport_dagster.errors import AccessDenied, ExportError, PermanentError, RunInterrupted
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import Row, SourceReader
 from seqexport_dagster.store.store import (
@@ -177,7 +177,10 @@ class _Attempt:
         except AccessDenied as exc:
             if not (outcome_unknown or exc.outcome_unknown):
                 raise
-            self.destination.put(connection_test_key(self.config.prefix, f"probe-{secrets.token_hex(8)}"), _PROBE)
+            try:
+                self.destination.put(connection_test_key(self.config.prefix, f"probe-{secrets.token_hex(8)}"), _PROBE)
+            except AccessDenied:
+                raise exc from None  # the key may not create anything: truly denied
             return PutOutcome.EXISTED
 
     def overwrite(self, key: str, body: bytes) -> None:
@@ -324,9 +327,7 @@ class Runner:
             if due and state.position_ms == start:
                 report.snapshot = self.write_snapshot(export_id, day, run_id=run_id)
             elif due and backfill and start < state.position_ms:
-                if replace or not self.store.committed_at(
-                    export_id, dataset, snapshot_window(start), export.location
-                ):
+                if replace or not self.store.committed_at(export_id, dataset, snapshot_window(start), export.location):
                     report.snapshot = self.write_snapshot(export_id, day, run_id=run_id, replace=replace)
                 else:
                     report.skipped_windows = 1
@@ -391,9 +392,7 @@ class Runner:
             advanced = self.store.commit_window(
                 window_id, rows=tally.rows, part_count=tally.parts, size=tally.bytes, now_ms=self.clock()
             )
-            return WindowReport(
-                dataset, window, tally.rows, tally.parts, tally.bytes, advanced, restarts, tally.sent()
-            )
+            return WindowReport(dataset, window, tally.rows, tally.parts, tally.bytes, advanced, restarts, tally.sent())
 
         return self._attempt(export_id, dataset, window, run_id, "window", write)
 
@@ -518,9 +517,12 @@ class Runner:
                 batches = self.source.window_batches(dataset, account, window, after=boundary)
             self._send(attempt, window_id, writer, batches, keys, tally, kind=RANGE_PART, empty=not ledger)
         if ledger or committed:
-            late = self.late_ids(attempt.export, dataset, window, self.store.window_parts(
-                attempt.export.id, dataset, window, attempt.location
-            ))
+            late = self.late_ids(
+                attempt.export,
+                dataset,
+                window,
+                self.store.window_parts(attempt.export.id, dataset, window, attempt.location),
+            )
             if late:
                 rows = self._rows(dataset, account, window, None, None, wanted=late)
                 before = tally.rows
@@ -579,7 +581,14 @@ class Runner:
                     ids=pack_ids(part.ids),
                     now_ms=self.clock(),
                 )
-                outcome = attempt.create(key, part.body)
+                try:
+                    outcome = attempt.create(key, part.body)
+                except PermanentError as exc:
+                    # A definite refusal (403, 404, a bad signature...) created nothing: the next
+                    # attempt may cut this part afresh. Transport failures keep the intent (unknown).
+                    if not (isinstance(exc, AccessDenied) and exc.outcome_unknown):
+                        self.store.forget_part_intent(window_id, part.number)
+                    raise
                 self.store.mark_part_landed(window_id, part.number, self.clock())
                 tally.next_number = part.number + 1
                 tally.landed(part.rows, part.size)

@@ -191,10 +191,10 @@ def connection_test_key(prefix: str, token: str) -> str:
 
 _PART_RE = re.compile(
     r"^(?P<dataset>[a-z_]+)/date=(?P<date>\d{4}-\d{2}-\d{2})/"
-    r"(?P=dataset)-(?P<from_ms>\d+)-(?P<to_ms>\d+)-(?P<part>\d{4,})\.jsonl\.gz$"
+    r"(?P=dataset)-(?P<from_ms>\d+)-(?P<to_ms>\d+)-(?P<part>\d{4}|[1-9]\d{4,})\.jsonl\.gz$"
 )
 _SNAPSHOT_RE = re.compile(
-    r"^subscribers/date=(?P<date>\d{4}-\d{2}-\d{2})/(?:subscribers-(?P<part>\d{4,})\.jsonl\.gz|_SUCCESS)$"
+    r"^subscribers/date=(?P<date>\d{4}-\d{2}-\d{2})/(?:subscribers-(?P<part>\d{4}|[1-9]\d{4,})\.jsonl\.gz|_SUCCESS)$"
 )
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dagster as dg
 import pytest
 
+from seqexport_dagster.defs.assets import REPLACE_TAG
 from seqexport_dagster.destination.base import DestinationConfig
 from seqexport_dagster.source.generator import Scale, generate_account
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, grid_windows
+from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS
 from seqexport_dagster_tests.dagster_harness import harness
 from seqexport_dagster_tests.moto_server import free_port
 from seqexport_dagster_tests.test_sensor import bucket_rows
@@ -27,43 +27,45 @@ def names(root) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and ".seqexport-tmp" not in str(p)}
 
 
-def test_backfill_rewrites_recorded_windows_with_the_same_names(h):
+def test_backfill_of_a_complete_day_writes_nothing_and_replace_is_explicit(h):
     export = h.world.local_export(datasets=("email_events", "subscribers"), frequency="6h")
     for hours in (7, 13, 24):
         h.world.clock.now_ms = DAY0 + hours * HOUR_MS + 2 * MINUTE_MS
         assert all(r.success for r in h.tick().results)
     bucket = h.world.root / "bucket"
-    before = names(bucket)
+    before = {p: p.read_bytes() for p in bucket.rglob("*.gz")}
     windows = h.world.store.committed_windows(export.id, "email_events", D0)
     assert [w.to_ms - DAY0 for w in windows] == [6 * HOUR_MS, 12 * HOUR_MS, 24 * HOUR_MS]
 
     h.world.clock.advance(3 * HOUR_MS)
     result = h.run(export.id, D0, ["email_events", "subscribers"], tags={"dagster/backfill": "bf1"})
     assert result.success
-    assert names(bucket) == before, "a backfill writes the same names, never new ones"
+    assert {p: p.read_bytes() for p in bucket.rglob("*.gz")} == before, "a backfill never replaces a file"
     assert h.world.store.committed_windows(export.id, "email_events", D0) == windows
-    rows = bucket_rows(bucket, "email_events")
-    assert len(rows) == len({r["id"] for r in rows})
     mats = [m for m in h.materializations("email_events") if m.asset_materialization.metadata["rewrite"].value]
     assert len(mats) == 1 and mats[0].asset_materialization.metadata["windows"].value == 3
     (snap,) = [m for m in h.materializations("subscribers") if m.run_id == result.run_id]
-    # A backfilled snapshot can only be taken as of now, and says so.
+    assert "snapshot_taken_at" not in snap.asset_materialization.metadata, "the snapshot exists: not retaken"
+
+    # Replacing is an operator's explicit choice (a tag): the day is rewritten under the same names.
+    result = h.run(
+        export.id, D0, ["email_events", "subscribers"], tags={"dagster/backfill": "bf2", REPLACE_TAG: "true"}
+    )
+    assert result.success
+    assert sorted(bucket.rglob("*.gz")) == sorted(before), "the same names, nothing new"
+    rows = bucket_rows(bucket, "email_events")
+    assert len(rows) == len({r["id"] for r in rows})
+    (snap,) = [m for m in h.materializations("subscribers") if m.run_id == result.run_id]
     assert snap.asset_materialization.metadata["snapshot_taken_at"].value == "2026-10-01T03:02:00.000Z"
 
 
-def test_backfill_of_a_day_never_exported_writes_the_frequency_grid(h):
+def test_backfill_of_a_day_before_the_export_existed_writes_nothing(h):
     h.world.clock.now_ms = DAY0 + DAY_MS + 10 * HOUR_MS
     export = h.world.local_export(datasets=("email_events",), frequency="1h")
     result = h.run(export.id, D0, ["email_events"])
     assert result.success
-    assert h.world.store.committed_windows(export.id, "email_events", D0) == grid_windows(
-        Window(DAY0, DAY0 + 1).day, "1h"
-    )
-    (mat,) = h.materializations("email_events")
-    assert mat.asset_materialization.partition == dg.MultiPartitionKey({"date": D0, "export": export.id})
-    assert mat.asset_materialization.metadata["windows"].value == 24
-    rows = bucket_rows(h.world.root / "bucket", "email_events")
-    assert len(rows) == h.world.source.count_window("email_events", "acme", Window(DAY0, DAY0 + DAY_MS))
+    assert h.world.store.committed_windows(export.id, "email_events", D0) == []
+    assert not (h.world.root / "bucket" / "email_events").exists(), "nothing before the dataset's start"
 
 
 def test_transient_errors_are_retried_in_the_run_and_counted_once_for_backoff(h):

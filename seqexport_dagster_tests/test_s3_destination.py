@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from seqexport_dagster.destination import s3 as s3_module
-from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy, open_destination
+from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy, PutOutcome, open_destination
 from seqexport_dagster.destination.endpoint import ConnectRequest, socket_connector
 from seqexport_dagster.destination.s3 import S3Destination
 from seqexport_dagster.errors import (
@@ -344,6 +344,12 @@ def test_wire_format_per_profile(
     assert "x-amz-trailer" not in h and "x-amz-decoded-content-length" not in h
     assert "content-encoding" not in h and "transfer-encoding" not in h
     assert SECRET not in json.dumps(h)
+    # Create-only: each provider's documented precondition, signed; none where there is none (B2).
+    precondition = {k: v for k, v in h.items() if k in ("if-none-match", "x-goog-if-generation-match")}
+    expected = {"gcs": {"x-goog-if-generation-match": "0"}, "b2": {}}.get(profile, {"if-none-match": "*"})
+    assert precondition == expected
+    signed = h["authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")
+    assert set(precondition) <= set(signed)
 
 
 def test_tls_certificate_is_checked_against_the_hostname(
@@ -445,6 +451,53 @@ def test_permanent_errors_are_translated_and_not_retried(
     assert not info.value.retryable  # type: ignore[attr-defined]
     # One request: not retried, no region redirect, no HeadBucket to look the region up.
     assert [(r.method, unquote(r.path)) for r in recorder.requests] == [("PUT", f"/acme-exports/{KEY}")]
+
+
+def test_precondition_failed_means_the_object_was_already_there(recorder: Recorder) -> None:
+    recorder.script = [Reply(412, "PreconditionFailed", "At least one of the pre-conditions did not hold")]
+    dest = local_dest(recorder)
+    assert dest.put(KEY, b"body") == PutOutcome.EXISTED
+    assert len(recorder.requests) == 1 and recorder.requests[0].headers["if-none-match"] == "*"
+
+
+def test_a_store_without_preconditions_gets_plain_puts_after_its_501(recorder: Recorder) -> None:
+    recorder.script = [Reply(501, "NotImplemented", "A header you provided implies functionality not implemented")]
+    dest = local_dest(recorder)
+    assert dest.put(KEY, b"body") == PutOutcome.CREATED
+    assert not dest.preconditions
+    dest.put(KEY + "x", b"body")
+    assert ["if-none-match" in r.headers for r in recorder.requests] == [True, False, False]
+
+
+def test_replace_sends_no_precondition(recorder: Recorder) -> None:
+    dest = local_dest(recorder)
+    assert dest.put(KEY, b"body", create_only=False) == PutOutcome.CREATED
+    assert "if-none-match" not in recorder.requests[0].headers
+
+
+def test_access_denied_after_a_lost_answer_says_the_outcome_is_unknown(recorder: Recorder) -> None:
+    recorder.script = [Reply(reset=True), Reply(403, "AccessDenied", "Access Denied")]
+    with pytest.raises(AccessDenied) as info:
+        local_dest(recorder, max_attempts=3).put(KEY, b"body")
+    assert info.value.outcome_unknown, "botocore re-sent it: the first send may have created the object"
+    recorder.script = [Reply(403, "AccessDenied", "Access Denied")]
+    with pytest.raises(AccessDenied) as again:
+        local_dest(recorder).put(KEY, b"body")
+    assert not again.value.outcome_unknown
+
+
+def test_create_only_on_moto_never_replaces(moto: MotoServer) -> None:
+    admin = moto.admin_client()
+    admin.create_bucket(Bucket="create-only")
+    dest = S3Destination(config(bucket="create-only", endpoint=moto.endpoint), LOCAL)
+    try:
+        assert dest.put(KEY, b"first") == PutOutcome.CREATED
+        assert dest.put(KEY, b"second") == PutOutcome.EXISTED
+        assert admin.get_object(Bucket="create-only", Key=KEY)["Body"].read() == b"first"
+        assert dest.put(KEY, b"third", create_only=False) == PutOutcome.CREATED
+        assert admin.get_object(Bucket="create-only", Key=KEY)["Body"].read() == b"third"
+    finally:
+        dest.close()
 
 
 def test_access_denied_names_bucket_and_prefix(recorder: Recorder) -> None:
@@ -737,6 +790,8 @@ def test_documented_put_only_policy_is_enough(iam_moto: MotoServer) -> None:
     )
     dest.put(KEY, body)
     dest.put("sequenzy/subscribers/date=2026-09-30/_SUCCESS", b"")
+    # The create-only precondition needs no right beyond s3:PutObject.
+    assert dest.put(KEY, b"again") == PutOutcome.EXISTED
     dest.close()
 
     got = user_client(iam_moto, *reader).get_object(Bucket="acme-exports", Key=KEY)["Body"].read()

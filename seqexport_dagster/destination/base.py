@@ -165,9 +165,13 @@ def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> Destin
     endpoint = config.endpoint
     region = config.region
     if config.provider == "gcs":
-        if endpoint not in (None, "", "https://storage.googleapis.com"):
+        if endpoint not in (None, "", "https://storage.googleapis.com") and policy.allow_local:
+            # Operators only: a loopback stand-in for GCS (tests of the x-goog precondition path).
+            endpoint, region = validate_endpoint(endpoint, policy), region or "auto"
+        elif endpoint not in (None, "", "https://storage.googleapis.com"):
             raise InvalidInput("endpoint", "gcs always uses https://storage.googleapis.com; leave it empty")
-        endpoint, region = "https://storage.googleapis.com", region or "auto"
+        else:
+            endpoint, region = "https://storage.googleapis.com", region or "auto"
     elif endpoint:
         endpoint = validate_endpoint(endpoint, policy)
         region = region or ("auto" if endpoint.endswith(".r2.cloudflarestorage.com") else "us-east-1")

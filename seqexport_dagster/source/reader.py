@@ -87,8 +87,7 @@ class SourceReader:
         ds = DATASETS["subscribers"]
         where, params = self._range("id", after, until)
         sql = (
-            f"SELECT {select_list(ds, self.dialect)} FROM {ds.name} "
-            f"WHERE account_id = {self._mark}{where} ORDER BY id"
+            f"SELECT {select_list(ds, self.dialect)} FROM {ds.name} WHERE account_id = {self._mark}{where} ORDER BY id"
         )
         return self._stream(sql, (account_id, *params), snapshot=True)
 

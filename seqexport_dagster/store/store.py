@@ -465,9 +465,7 @@ class ControlPlane:
         """The part ledger of one window at one location, by part number."""
         with self.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(parts)
-                .where(self._part_number(export_id, dataset, window, location))
-                .order_by(parts.c.part)
+                sa.select(parts).where(self._part_number(export_id, dataset, window, location)).order_by(parts.c.part)
             ).all()
         return [_part_record(r) for r in rows]
 
@@ -533,6 +531,18 @@ class ControlPlane:
                 parts.c.part == number,
             )
             conn.execute(parts.update().where(where).values(status=PART_LANDED, landed_at=now_ms))
+
+    @_translate
+    def forget_part_intent(self, window_id: int, number: int) -> None:
+        """Drop an intent whose PUT the store definitely refused: nothing landed under its name."""
+        with self.engine.begin() as conn:
+            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            where = sa.and_(
+                self._part_number(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location),
+                parts.c.part == number,
+                parts.c.status == PART_INTENT,
+            )
+            conn.execute(parts.delete().where(where))
 
     @_translate
     def prune_part_ids(self, export_id: str, dataset: str, *, before_ms: int) -> int:

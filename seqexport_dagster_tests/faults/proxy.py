@@ -13,7 +13,14 @@ a number of times (or until removed, or with a probability), and does one thing:
             403 AccessDenied, 403 RequestTimeTooSkewed) without forwarding;
 ``reset``   read part of the body, then close the socket with an RST;
 ``delay``   wait, then forward (past the client's read timeout it becomes a timeout);
-``call``    run a callback (take a database away, kill a worker), then forward.
+``call``    run a callback (take a database away, kill a worker), then forward;
+``lost``    forward, then reset the client's connection: the object lands, the answer is lost.
+
+Write-once: the proxy remembers every key a PUT created and counts each PUT without a create-only
+precondition to a key that exists (``overwrites``: write-once delivery must keep it at 0). With
+``write_once=True`` it also behaves as GCS's Storage Object Creator role (or S3 Object Lock, or a
+create-only bucket policy) does: such a PUT gets 403 AccessDenied, and one that carries the
+precondition (``If-None-Match: *`` or ``x-goog-if-generation-match: 0``) gets 412.
 
 Every request is logged in order with the fault it met, so a test can count attempts and check the
 order of writes (``_SUCCESS`` after every part).
@@ -111,11 +118,23 @@ def call(callback: Callable[[], None], **kw: Any) -> Fault:
     return Fault("call", callback=callback, **kw)
 
 
+def lost_reply(**kw: Any) -> Fault:
+    return Fault("lost", **kw)
+
+
+def _has_precondition(headers: Any) -> bool:
+    return headers.get("If-None-Match") == "*" or headers.get("x-goog-if-generation-match") == "0"
+
+
 class FaultProxy:
     """Forwards to ``upstream_port`` on 127.0.0.1, applying the faults currently installed."""
 
-    def __init__(self, upstream_port: int, *, seed: int = 0) -> None:
+    def __init__(self, upstream_port: int, *, seed: int = 0, write_once: bool = False) -> None:
         self.upstream_port = upstream_port
+        self.write_once = write_once
+        self.existing: set[str] = set()  # paths a PUT created
+        self.overwrites: list[str] = []  # PUTs without the precondition to a path that exists
+        self.precondition_hits: list[str] = []  # PUTs with the precondition to a path that exists
         self.faults: list[Fault] = []
         self.log: list[Record] = []
         self.errors: list[Exception] = []
@@ -237,6 +256,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         body = self.rfile.read(length) if length else b""
+        if method == "PUT" and self._refused_as_existing(proxy, path):
+            return
         if fault is not None and fault.kind == "status":
             payload = _xml_error(fault.code, fault.message)
             proxy._record(method, path, fault.status, fault)
@@ -263,7 +284,15 @@ class _Handler(BaseHTTPRequestHandler):
             reply_headers = [(k, v) for k, v in response.getheaders() if k.lower() not in _HOP_HEADERS]
         finally:
             upstream.close()
+        if method == "PUT" and 200 <= status < 300:
+            with proxy._lock:
+                proxy.existing.add(path)
         proxy._record(method, path, status, fault)
+        if fault is not None and fault.kind == "lost":
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            self.close_connection = True
+            return
         self.send_response_only(status)
         for k, v in reply_headers:
             if k.lower() != "content-length":
@@ -272,6 +301,29 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if method != "HEAD":
             self.wfile.write(payload)
+
+    def _refused_as_existing(self, proxy: FaultProxy, path: str) -> bool:
+        """Count (and, write-once, refuse) a PUT to a key that exists. True if answered here."""
+        conditional = _has_precondition(self.headers)
+        with proxy._lock:
+            exists = path in proxy.existing
+            if exists:
+                (proxy.precondition_hits if conditional else proxy.overwrites).append(path)
+        if not exists or not (proxy.write_once or conditional):
+            return False
+        status, code, message = (
+            (412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+            if conditional
+            else (403, "AccessDenied", "Access denied: the object exists and this key may not overwrite it")
+        )
+        payload = _xml_error(code, message)
+        proxy._record("PUT", path, status, None)
+        self.send_response_only(status)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+        return True
 
 
 __all__ = [
@@ -283,6 +335,7 @@ __all__ = [
     "clock_skewed",
     "delay",
     "internal_error",
+    "lost_reply",
     "request_timeout",
     "reset",
     "slow_down",

@@ -36,14 +36,19 @@ def s3_export(
     prefix: str = "sequenzy",
     bucket: str | None = None,
 ) -> ExportRecord:
-    """An export to a fresh moto bucket, reached through the proxy (a loopback endpoint)."""
+    """An export to a fresh moto bucket, reached through the proxy (a loopback endpoint).
+
+    Behind a write-once proxy the export is a GCS one (HMAC key, Storage Object Creator): its
+    create-only writes carry ``x-goog-if-generation-match: 0``; otherwise ``If-None-Match: *``.
+    """
+    gcs = proxy.write_once
     return world.store.create_export(  # type: ignore[no-any-return]
         account_id=account_id,
         destination=DestinationConfig(
-            "s3",
+            "gcs" if gcs else "s3",
             bucket or new_bucket(s3),
             prefix=prefix,
-            region="us-east-1",
+            region="auto" if gcs else "us-east-1",
             endpoint=proxy.endpoint,
             access_key_id=ACCESS_KEY,
             secret_access_key=SECRET_KEY,

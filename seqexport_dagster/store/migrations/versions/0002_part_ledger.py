@@ -31,9 +31,7 @@ def upgrade() -> None:
         batch.add_column(sa.Column("md5", sa.String(24)))
         batch.add_column(sa.Column("ids", sa.LargeBinary))
         batch.add_column(sa.Column("landed_at", sa.BigInteger))
-    keep = sa.text(
-        "DELETE FROM parts WHERE id NOT IN (SELECT max(id) FROM parts GROUP BY " + ", ".join(_NUMBER) + ")"
-    )
+    keep = sa.text("DELETE FROM parts WHERE id NOT IN (SELECT max(id) FROM parts GROUP BY " + ", ".join(_NUMBER) + ")")
     op.execute(keep)
     # "legacy": no boundary and no ids. The runner finishes such an unfinished window the old way.
     op.execute(sa.text("UPDATE parts SET landed_at = written_at, kind = 'legacy'"))
