@@ -51,8 +51,7 @@ def timed(result: Result) -> Iterator[None]:
 
 
 def _window_sql(dialect: str = "sqlite") -> str:
-    from seqexport_dagster.destination.base import PutOutcome
-from seqexport_dagster.schema import DATASETS  # noqa: PLC0415
+    from seqexport_dagster.schema import DATASETS  # noqa: PLC0415
     from seqexport_dagster.source.reader import select_list  # noqa: PLC0415
 
     mark = "%s" if dialect == "postgresql" else "?"
@@ -140,9 +139,9 @@ def _timed_factory(result: Result) -> Callable[..., Any]:
         def __init__(self, inner: Any) -> None:
             self.inner = inner
 
-        def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
+        def put(self, key: str, body: bytes, *, create_only: bool = True) -> Any:
             started = time.perf_counter()
-            outcome: PutOutcome = self.inner.put(key, body, create_only=create_only)
+            outcome = self.inner.put(key, body, create_only=create_only)
             result.extra["upload_s"] += time.perf_counter() - started
             return outcome
 
