@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -186,16 +187,21 @@ def test_response_slower_than_the_read_timeout_is_retried(world: World, s3: Any,
     export = s3_export(world, s3, proxy, datasets=("custom_events",))
     runner = s3_runner(world, part_limit=PART_LIMIT, read_timeout=0.5)
     world.clock.now_ms = DAY0 + 2 * HOUR_MS + 3 * MINUTE_MS
-    # The store receives the upload, then answers too late three times: the object exists but the
-    # client saw a timeout. The retry must overwrite it under the same name.
+    # The store receives the upload, then answers too late: the object exists but the client saw a
+    # timeout. Every re-send (botocore's own, or the next attempt's) carries the create-only
+    # precondition, so the store answers 412 and the part counts as landed: never overwritten.
     slow = proxy.add(fp.delay(1.0, match="custom_events-", times=3))
     watch = Stopwatch()
-    with pytest.raises(RetryableError, match="interrupted|timed out|timeout"):
+    wait = None
+    try:
         runner.run_day(export.id, "custom_events", DAY)
-    assert slow.fired == 3
-    assert_failing(world, export.id, "custom_events", contains="")
-    wait = wait_for_retry(world, export.id, "custom_events")
-    runner.run_day(export.id, "custom_events", DAY)
+    except RetryableError as exc:  # all three sends timed out before the first one landed
+        assert re.search("interrupted|timed out|timeout", str(exc))
+        assert_failing(world, export.id, "custom_events", contains="")
+        wait = wait_for_retry(world, export.id, "custom_events")
+        runner.run_day(export.id, "custom_events", DAY)
+    assert slow.fired >= 2
+    assert proxy.precondition_hits, "the part that landed unanswered was recognised by its 412"
     watch.stop()
     report = audit_export(world.store, world.source_engine, s3, export.id)
     report.assert_clean()
@@ -515,3 +521,26 @@ def test_late_rows_are_missed_then_appended_as_new_parts(world: World, s3: Any, 
     state = world.store.get_export(export.id).dataset_state("email_events")
     assert state is not None and state.position_ms == DAY0 + 3 * HOUR_MS  # positions untouched
     record("late rows + reconcile", "60 rows recorded inside an exported window", report, watch)
+
+
+def test_answer_lost_after_the_part_landed_is_recognised_not_rewritten(
+    world: World, s3: Any, proxy: fp.FaultProxy
+) -> None:
+    seed(world)
+    export = s3_export(world, s3, proxy, datasets=("email_events",))
+    runner = s3_runner(world, part_limit=PART_LIMIT)
+    world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
+    runner.run_day(export.id, "email_events", DAY)
+    world.clock.now_ms = DAY0 + 2 * HOUR_MS + 3 * MINUTE_MS
+    target = f"email_events-{W12.from_ms}-{W12.to_ms}-0001"
+    lost = proxy.add(fp.lost_reply(match=target, times=1))
+    watch = Stopwatch()
+    report = runner.run_day(export.id, "email_events", DAY)  # botocore re-sends; the store says 412
+    watch.stop()
+    assert lost.fired == 1
+    assert [r.status for r in proxy.puts(target)] == [200, 412]
+    (w12,) = [w for w in report.windows if w.window == W12]
+    assert w12.sent.existed == 1 and w12.sent.parts == w12.parts - 1
+    audit = audit_export(world.store, world.source_engine, s3, export.id)
+    audit.assert_clean()
+    record("answer lost", "part 0001 landed, its answer reset", audit, watch)

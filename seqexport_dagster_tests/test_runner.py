@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy, PutOutcome
 from seqexport_dagster.destination.local import LocalDestination
-from seqexport_dagster.errors import RetryableError, RunInterrupted
+from seqexport_dagster.errors import AccessDenied, RetryableError, RunInterrupted, SecretKeyError
 from seqexport_dagster.runner import DayReport, Runner
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
@@ -578,3 +578,86 @@ def test_failed_window_releases_the_source_connection_on_postgresql(pg_world: Wo
             )
         ).scalar_one()
     assert open_transactions == 0
+
+
+class CreateOnlyKeyWithoutPreconditions:
+    """A store like B2 behind a key that may create but never overwrite: no precondition to send,
+    so a re-sent object that exists answers 403. ``lose_answer`` drops the answer to that many
+    writes after they land (the PUT reached the store; the worker never heard back)."""
+
+    preconditions = False
+
+    def __init__(self, root: Path, *, revoked: bool = False) -> None:
+        self.inner = LocalDestination(root)
+        self.lose_answer = 0
+        self.revoked = revoked
+        self.sent: list[str] = []
+
+    def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
+        self.sent.append(key)
+        if self.revoked or self.inner.put(key, body) == PutOutcome.EXISTED:
+            raise AccessDenied(f"access denied for s3:PutObject on bucket/{key}")
+        if self.lose_answer:
+            self.lose_answer -= 1
+            raise RetryableError("connection reset after upload")
+        return PutOutcome.CREATED
+
+    def describe(self) -> str:
+        return "b2://bucket"
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_403_on_a_resent_part_is_not_a_revoked_key_when_a_fresh_probe_succeeds(world: World) -> None:
+    export = world.local_export(datasets=("custom_events",))
+    insert_rows(world.source_engine, "custom_events", [custom(i) for i in range(25)])
+    world.clock.now_ms = DAY0 + HOUR_MS + LAG
+    store = CreateOnlyKeyWithoutPreconditions(world.root / "bucket")
+    runner = world.runner(part_limit=10, destination_factory=lambda config, policy: store)
+    store.lose_answer = 1  # part 0000 lands, its answer is lost
+    with pytest.raises(RetryableError):
+        runner.run_day(export.id, "custom_events", DAY)
+    report = runner.run_day(export.id, "custom_events", DAY)
+    (w,) = report.windows
+    assert w.advanced and (w.sent.resent, w.sent.existed, w.parts) == (1, 1, 3)
+    probe = [k for k in store.sent if "/_sequenzy/" in f"/{k}"]
+    assert len(probe) == 1 and probe[0].startswith("_sequenzy/connection-test-probe-")
+    assert store.sent.count(part_key("", "custom_events", Window(DAY0, DAY0 + HOUR_MS), 0)) == 2
+    ids = bucket_ids(window_files(world.root / "bucket", "custom_events", Window(DAY0, DAY0 + HOUR_MS)))
+    assert sorted(ids) == [f"cev_{i:04d}" for i in range(25)]
+    state = world.store.get_export(export.id).dataset_state("custom_events")
+    assert state is not None and state.failures == 0 and state.last_error is None
+
+    # Where the probe is refused too, the key is revoked: the 403 stands, for the customer to see.
+    insert_rows(world.source_engine, "custom_events", [custom(30 + i) for i in range(3)])
+    world.clock.now_ms = DAY0 + 2 * HOUR_MS + LAG
+    store.lose_answer = 1
+    with pytest.raises(RetryableError):
+        runner.run_day(export.id, "custom_events", dt.date(2026, 9, 30))
+    store.revoked = True
+    with pytest.raises(AccessDenied, match="access denied for s3:PutObject on bucket/custom_events"):
+        runner.run_day(export.id, "custom_events", DAY)
+    state = world.store.get_export(export.id).dataset_state("custom_events")
+    assert state is not None and state.failures == 2 and "access denied" in (state.last_error or "")
+
+
+def test_a_destination_that_cannot_be_opened_is_a_failure_the_customer_sees(world: World) -> None:
+    """A secret that no longer opens (or a stored endpoint that no longer validates) fails the
+    attempt in the ledger and counts for the backoff, instead of failing before anything is kept."""
+    export = world.local_export(datasets=("custom_events",))
+    insert_rows(world.source_engine, "custom_events", [custom(i) for i in range(5)])
+    world.clock.now_ms = DAY0 + HOUR_MS + LAG
+
+    def unopenable(config: DestinationConfig, policy: OperatorPolicy) -> Destination:
+        raise SecretKeyError("the stored secret does not open with the current SEQEXPORT_SECRET_KEYS")
+
+    with pytest.raises(SecretKeyError):
+        world.runner(destination_factory=unopenable).run_day(export.id, "custom_events", DAY)
+    state = world.store.get_export(export.id).dataset_state("custom_events")
+    assert state is not None and state.failures == 1 and state.next_retry_at is not None
+    assert "does not open" in (state.last_error or "")
+    (attempt,) = world.store.ledger(export.id)
+    assert attempt.status == "failed" and "does not open" in (attempt.error or "")
+    history = world.store.history(export.id, world.clock())
+    assert history and history[0].status == "failed"

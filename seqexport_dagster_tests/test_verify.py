@@ -321,3 +321,30 @@ def test_cli_verify_s3_reads_the_secret_from_the_environment(
     assert "sms_events" in out and "s3cr3t-value" not in out
     # A key id without its secret is refused up front (exit 2), not sent half-configured.
     assert main(argv, env={}) == 2
+
+
+def test_late_rows_appended_as_new_parts_pass_and_a_duplicate_among_them_does_not(tmp_path: Path) -> None:
+    """Write-once delivery appends late rows as more parts of their window, ordered inside the file
+    but before rows of earlier parts: verify (and its ledger check) accepts that, and still finds a
+    row delivered twice."""
+    from seqexport_dagster.reconcile import reconcile  # noqa: PLC0415
+    from seqexport_dagster.source.generator import insert_rows  # noqa: PLC0415
+
+    with sqlite_world(tmp_path) as world:
+        root, export_id = write_demo_export(world, scale=Scale(20, 10, 2, 5))
+        late_at = iso_ms(DAY0 + 20 * HOUR_MS + 1)
+        insert_rows(
+            world.source_engine,
+            "custom_events",
+            [(ACCOUNT, "cev_zz_late", "trial_started", late_at, late_at, "sub_acme_0000001", None, "{}")],
+        )
+        (result,) = [r for r in reconcile(world.runner(part_limit=50), export_id) if r.changed]
+        assert result.late_rows == 1 and result.report is not None and result.report.sent.parts == 1
+        window = result.window
+        parts = parts_of(root, "custom_events")[window]
+        assert parts[-1].name.endswith(f"-{len(parts) - 1:04d}.jsonl.gz") and len(parts) >= 2
+        report = verify_location(str(root), ledger=(world.store, export_id))
+        assert report.ok and report.ledger_checked, report.render()
+        # The same row appended again (what write-once delivery must never do) is a duplicate.
+        shutil.copy(parts[-1], parts[-1].with_name(parts[-1].name.replace(f"{len(parts) - 1:04d}", f"{len(parts):04d}")))
+        assert "duplicate_id" in kinds(verify_location(str(root)))
