@@ -544,3 +544,14 @@ def test_answer_lost_after_the_part_landed_is_recognised_not_rewritten(
     audit = audit_export(world.store, world.source_engine, s3, export.id)
     audit.assert_clean()
     record("answer lost", "part 0001 landed, its answer reset", audit, watch)
+
+
+@pytest.mark.parametrize("write_once", [False, True], ids=["plain", "write-once"])
+def test_soak_loses_duplicates_and_overwrites_nothing(write_once: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    """The soak (benchmarks/soak.py) in small: random faults, outages and late rows over many exports."""
+    from benchmarks import soak  # noqa: PLC0415
+
+    code = soak.main(["--exports", "6", "--minutes", "90", "--seed", "3", *(["--write-once"] if write_once else [])])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "PUTs to an existing key: 0" in out and "RESULT: PASS" in out
