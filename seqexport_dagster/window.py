@@ -2,7 +2,7 @@
 
 Every function here is pure. A window is ``(from_ms, to_ms]`` in epoch milliseconds UTC, never
 crosses UTC midnight, and lives in the ``date=`` folder of the UTC day of its start. Object keys are
-a pure function of (prefix, dataset, window, part number), so a retry always rewrites the same names.
+a pure function of (prefix, dataset, window, part number), so a retry always finds the names it wrote.
 """
 
 from __future__ import annotations

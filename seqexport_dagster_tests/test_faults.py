@@ -38,6 +38,7 @@ SCALE = Scale(subscribers=120, email_sends_per_hour=40, sms_sends_per_hour=10, c
 PART_LIMIT = 25
 
 _OUTCOMES: list[Outcome] = []
+_CURRENT: dict[str, fp.FaultProxy] = {}  # the running scenario's proxy, for its row of the table
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -64,10 +65,12 @@ def proxy(moto: Any, request: pytest.FixtureRequest) -> Iterator[fp.FaultProxy]:
     """Every scenario runs against plain moto and against a write-once bucket (GCS Storage Object
     Creator: 403 on any overwrite, 412 on a create-only precondition), and never overwrites."""
     server = fp.FaultProxy(moto.port, write_once=request.param == "write-once")
+    _CURRENT["proxy"] = server
     try:
         yield server
         assert server.overwrites == [], f"PUTs to an existing key: {server.overwrites}"
     finally:
+        _CURRENT.pop("proxy", None)
         server.close()
 
 
@@ -111,8 +114,21 @@ def assert_failing(world: World, export_id: str, dataset: str, *, contains: str,
 
 
 def record(name: str, faults: str, report: Any, watch: Stopwatch, backoff_ms: int | None = None) -> None:
+    proxy = _CURRENT.get("proxy")
     _OUTCOMES.append(
-        Outcome(name, faults, report.expected, report.found, report.duplicated, watch.seconds(), minutes(backoff_ms))
+        Outcome(
+            name,
+            faults,
+            report.expected,
+            report.found,
+            report.duplicated,
+            watch.seconds(),
+            minutes(backoff_ms),
+            bucket="write-once" if proxy is not None and proxy.write_once else "plain",
+            kept=report.extra,
+            overwrites=len(proxy.overwrites) if proxy is not None else 0,
+            recognised=len(proxy.precondition_hits) if proxy is not None else 0,
+        )
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from seqexport_dagster.defs.assets import REPLACE_TAG
 from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.destination.base import DestinationConfig
 from seqexport_dagster.runner import Runner
@@ -141,3 +142,28 @@ def test_gcs_creator_role_export_survives_a_fault_a_late_row_and_a_backfill(h, m
     assert report.ok and report.ledger_checked, report.render()
     audit = audit_export(h.world.store, h.world.source_engine, moto.admin_client(), export.id)
     audit.assert_clean()  # every source row, the late one included, exactly once
+
+
+def test_replace_is_explicit_and_fails_clearly_on_a_create_only_key(h, moto, proxy):
+    bucket = f"gcs-{uuid.uuid4().hex[:12]}"
+    moto.admin_client().create_bucket(Bucket=bucket)
+    export = h.world.store.create_export(
+        account_id="acme",
+        destination=DestinationConfig(
+            "gcs", bucket, prefix=PREFIX, endpoint=proxy.endpoint, access_key_id=KEY_ID, secret_access_key=SECRET
+        ),
+        datasets=("email_events",),
+        frequency="1h",
+        lag_ms=2 * MINUTE_MS,
+        now_ms=DAY0,
+    )
+    at(h, 1)
+    assert all(r.success for r in h.tick().results)
+    result = h.run(export.id, D0, ["email_events"], tags={"dagster/backfill": "bf", REPLACE_TAG: "true"})
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    message = failure.event_specific_data.error_display_string  # type: ignore[union-attr]
+    assert "Replacing files needs a key that may overwrite" in message
+    assert "Run the backfill without replace" in message and SECRET not in message
+    assert proxy.overwrites, "the replace did try to overwrite, and the bucket refused"
+    assert len(proxy.overwrites) == 1, "it stopped at the first refusal"

@@ -10,7 +10,7 @@ An asset body only calls `Runner.run_day` and translates its outcome for Dagster
   own termination path: the run is marked canceling, then its steps stop;
 - after the due windows, a scheduled run of an event dataset reconciles that dataset's recent
   windows (`seqexport_dagster.reconcile`): inside the export's own run, so never beside a writer.
-  Each rewritten window is an `AssetObservation` on the partition of its own day.
+  Each window given late rows is an `AssetObservation` on the partition of its own day.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.store.store import COMMITTED, LedgerWindow
 from seqexport_dagster.window import iso_ms, parse_date_key
 
-#: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) rewrite the day.
+#: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) deliver what the day lacks.
 TRIGGER_TAG: Final = "seqexport/trigger"
 SCHEDULED: Final = "scheduler"
 #: An operator's explicit choice on a backfill (tag value "true"): replace the day's files instead of

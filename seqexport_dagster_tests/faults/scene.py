@@ -86,6 +86,10 @@ class Outcome:
     duplicated: int
     recovery_s: float
     backoff: str = "-"  # simulated wait the scheduler imposed before the successful retry
+    bucket: str = "plain"  # or "write-once" (GCS Storage Object Creator)
+    kept: int = 0  # rows erased from the source after their part landed, still in that file
+    overwrites: int = 0  # PUTs without precondition to a name that existed
+    recognised: int = 0  # PUTs answered 412: a part an earlier send had landed
 
 
 class Stopwatch:
@@ -104,9 +108,33 @@ class Stopwatch:
 
 
 def format_table(outcomes: list[Outcome]) -> str:
-    head = ("scenario", "faults injected", "expected", "found", "dup", "recovery (wall)", "backoff (sim)")
+    head = (
+        "scenario",
+        "bucket",
+        "faults injected",
+        "expected",
+        "found",
+        "dup",
+        "erased, kept",
+        "overwrites",
+        "412",
+        "recovery (wall)",
+        "backoff (sim)",
+    )
     rows = [
-        (o.scenario, o.faults, str(o.expected), str(o.found), str(o.duplicated), f"{o.recovery_s:.2f} s", o.backoff)
+        (
+            o.scenario,
+            o.bucket,
+            o.faults,
+            str(o.expected),
+            str(o.found - o.kept),
+            str(o.duplicated),
+            str(o.kept),
+            str(o.overwrites),
+            str(o.recognised),
+            f"{o.recovery_s:.2f} s",
+            o.backoff,
+        )
         for o in outcomes
     ]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
