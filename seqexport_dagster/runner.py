@@ -48,6 +48,7 @@ from seqexport_dagster.store.store import (
     LATE_PART,
     LEGACY_PART,
     RANGE_PART,
+    SUCCESS_MARK,
     ControlPlane,
     DatasetState,
     ExportRecord,
@@ -196,6 +197,9 @@ class _Attempt:
             ) from None
 
 
+#: The snapshot's _SUCCESS in the part ledger: a number no part can have.
+SUCCESS_NUMBER: Final = -1
+EMPTY_MD5: Final = "1B2M2Y8AsgTpgAmY7PhCfg=="  # base64 MD5 of b""
 _PROBE: Final = b"Sequenzy Data Exports write probe: checks that this key may still create objects. Safe to delete.\n"
 
 
@@ -407,13 +411,38 @@ class Runner:
             def keys(n: int) -> str:
                 return snapshot_part_key(attempt.config.prefix, day, n)
 
-            tally = self._deliver(attempt, window_id, SNAPSHOT_DATASET, window, keys, replace=replace, committed=False)
-            # _SUCCESS strictly after every part.
             success = success_key(attempt.config.prefix, day)
+            ledger = self.store.window_parts(export_id, SNAPSHOT_DATASET, window, attempt.location)
+            if not replace and any(p.kind == SUCCESS_MARK for p in ledger):
+                # An earlier attempt sent _SUCCESS (then failed to commit): the day is whole as it
+                # is. Appending a part now would put it after the marker.
+                tally = _Tally()
+                for p in ledger:
+                    if p.kind != SUCCESS_MARK:
+                        tally.skipped += 1
+                        tally.landed(p.rows, p.size)
+            else:
+                tally = self._deliver(
+                    attempt, window_id, SNAPSHOT_DATASET, window, keys, replace=replace, committed=False
+                )
+            # _SUCCESS strictly after every part, itself recorded before its PUT like a part.
+            self.store.record_part_intent(
+                window_id,
+                number=SUCCESS_NUMBER,
+                key=success,
+                kind=SUCCESS_MARK,
+                last=None,
+                rows=0,
+                size=0,
+                md5=EMPTY_MD5,
+                ids=pack_ids(()),
+                now_ms=self.clock(),
+            )
             if replace:
                 attempt.overwrite(success, b"")
             else:
                 attempt.create(success, b"", outcome_unknown=True)
+            self.store.mark_part_landed(window_id, SUCCESS_NUMBER, self.clock())
             self.store.commit_window(
                 window_id,
                 rows=tally.rows,
@@ -483,7 +512,11 @@ class Runner:
         """
         account = attempt.export.account_id
         snapshot = dataset == SNAPSHOT_DATASET
-        ledger = self.store.window_parts(attempt.export.id, dataset, window, attempt.location)
+        ledger = [
+            p
+            for p in self.store.window_parts(attempt.export.id, dataset, window, attempt.location)
+            if p.kind != SUCCESS_MARK
+        ]
         if replace or any(p.kind == LEGACY_PART for p in ledger):
             # An operator's replace, or a window the runner before the part ledger left unfinished
             # (no boundaries to resume from): rewrite from part 0000. Needs overwrite rights.
@@ -541,6 +574,8 @@ class Runner:
         wanted: set[str],
     ) -> Iterator[list[Row]]:
         """Rows of a range (or the whole window) whose id is in ``wanted``, in the parts' order."""
+        if not wanted:  # an empty part: nothing to read
+            return
         if dataset == SNAPSHOT_DATASET:
             batches = self.source.snapshot_batches(account, after=after, until=until)
         else:
@@ -623,7 +658,7 @@ class Runner:
                 self._overwrite(attempt, window_id, keys(part.number), part, tally)
         finally:
             _close(batches)
-        written = max((p.number + 1 for p in ledger), default=0)
+        written = max((p.number + 1 for p in ledger if p.kind != SUCCESS_MARK), default=0)
         for number in range(tally.parts, written):
             blank = Part(number, EMPTY_GZIP, 0)
             self._overwrite(attempt, window_id, keys(number), blank, tally)

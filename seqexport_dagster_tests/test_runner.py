@@ -661,3 +661,23 @@ def test_a_destination_that_cannot_be_opened_is_a_failure_the_customer_sees(worl
     assert attempt.status == "failed" and "does not open" in (attempt.error or "")
     history = world.store.history(export.id, world.clock())
     assert history and history[0].status == "failed"
+
+
+def test_a_snapshot_whose_success_landed_unanswered_gets_no_part_after_it(world: World) -> None:
+    export = world.local_export(datasets=("subscribers",))
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + HOUR_MS, scale=Scale(subscribers=30))
+    world.clock.now_ms = DAY0 + DAY_MS + LAG
+
+    def lost(n: int, key: str) -> None:
+        if key.endswith("_SUCCESS"):
+            raise RetryableError("connection reset after upload")
+
+    failing, _ = hooked_runner(world, after=lost, part_limit=20)
+    with pytest.raises(RetryableError):
+        failing.run_day(export.id, "subscribers", DAY)
+    copy_row(world, "subscribers", "sub_acme_0000001", "sub_acme_0000001b")  # arrives after _SUCCESS
+    runner, log = hooked_runner(world, part_limit=20)
+    report = runner.run_day(export.id, "subscribers", DAY)
+    assert report.snapshot is not None and report.snapshot.sent.parts == 0 and report.snapshot.parts == 2
+    assert [k.rsplit("/", 1)[-1] for k in log] == ["_SUCCESS"], "only the marker again, nothing after it"
+    assert check_layout(world.root / "bucket") == []

@@ -32,7 +32,7 @@ T = TypeVar("T")
 ACTIVE, PAUSED, DELETED = "active", "paused", "deleted"
 RUNNING, COMMITTED, FAILED, CANCELED = "running", "committed", "failed", "canceled"
 PART_INTENT, PART_LANDED = "intent", "landed"
-RANGE_PART, LATE_PART, LEGACY_PART = "range", "late", "legacy"
+RANGE_PART, LATE_PART, LEGACY_PART, SUCCESS_MARK = "range", "late", "legacy", "success"
 HISTORY_MS = 14 * 24 * 3600 * 1000
 WORKER_LOST = "the run writing this window ended without finishing (run worker lost); it was retried"
 
@@ -146,7 +146,7 @@ class PartRecord:
 
     number: int
     key: str
-    kind: str  # RANGE_PART, LATE_PART or LEGACY_PART
+    kind: str  # RANGE_PART, LATE_PART, LEGACY_PART, or SUCCESS_MARK (a snapshot's _SUCCESS, number -1)
     status: str  # PART_INTENT (recorded, PUT not known to have landed) or PART_LANDED
     #: Sort key of the part's last row: (recorded_at, id) for events, (id,) for the snapshot.
     last: tuple[str, ...] | None
