@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Literal, Protocol
+from urllib.parse import urlsplit
 
 from seqexport_dagster.errors import EndpointRefused, InvalidInput
 
@@ -165,7 +166,7 @@ def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> Destin
     endpoint = config.endpoint
     region = config.region
     if config.provider == "gcs":
-        if endpoint not in (None, "", "https://storage.googleapis.com") and policy.allow_local:
+        if endpoint and policy.allow_local and _is_loopback_url(endpoint):
             # Operators only: a loopback stand-in for GCS (tests of the x-goog precondition path).
             endpoint, region = validate_endpoint(endpoint, policy), region or "auto"
         elif endpoint not in (None, "", "https://storage.googleapis.com"):
@@ -180,6 +181,14 @@ def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> Destin
     elif not re.match(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$", region):
         raise InvalidInput("region", f"{region!r} is not an AWS region name such as us-east-1 or eu-west-2")
     return replace(config, prefix=prefix, endpoint=endpoint or None, region=region)
+
+
+def _is_loopback_url(url: str) -> bool:
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return False
+    return host in ("127.0.0.1", "localhost", "::1")
 
 
 def open_destination(config: DestinationConfig, policy: OperatorPolicy) -> Destination:
