@@ -40,6 +40,7 @@ from seqexport_dagster.destination.base import (
     validate_config,
 )
 from seqexport_dagster.errors import ConflictError, ExportError, InvalidInput
+from seqexport_dagster.presentation import mask_key_id
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS, parse_datasets
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.store import (
@@ -74,15 +75,6 @@ class ConfigurationError(ExportError):
 
 def _quiet(_: str) -> None:
     return None
-
-
-def mask_key_id(access_key_id: str | None) -> str | None:
-    """``AKIA************MPLE``: enough to tell keys apart, not enough to copy one."""
-    if not access_key_id:
-        return None
-    if len(access_key_id) < 12:
-        return "*" * len(access_key_id)
-    return access_key_id[:4] + "*" * (len(access_key_id) - 8) + access_key_id[-4:]
 
 
 @dataclass(frozen=True, slots=True)

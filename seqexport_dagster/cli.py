@@ -15,6 +15,7 @@ import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from seqexport_dagster.connection_test import ConnectionTestFailed
@@ -32,7 +33,7 @@ from seqexport_dagster.window import iso_ms
 
 if TYPE_CHECKING:
     # The API pulls in SQLAlchemy and Alembic (about a second); `seqexport --help` must not wait.
-    from seqexport_dagster.api import Exports, LastError
+    from seqexport_dagster.api import Exports
     from seqexport_dagster.store.store import ExportRecord
 
 Handler = Callable[[argparse.Namespace, "Exports", "Output"], int]
@@ -123,10 +124,20 @@ class Output:
         return code
 
 
-def mask_key_id(access_key_id: str | None) -> str | None:
-    from seqexport_dagster.api import mask_key_id as mask  # noqa: PLC0415 - see TYPE_CHECKING above
+def _shapes() -> ModuleType:
+    """`seqexport_dagster.presentation`, the JSON shapes shared with the HTTP API (imported late, see above)."""
+    import seqexport_dagster.presentation as shapes  # noqa: PLC0415 - see TYPE_CHECKING above
 
-    return mask(access_key_id)
+    return shapes
+
+
+def mask_key_id(access_key_id: str | None) -> str | None:
+    masked: str | None = _shapes().mask_key_id(access_key_id)
+    return masked
+
+
+def export_json(e: ExportRecord) -> dict[str, object]:
+    return dict(_shapes().export_json(e))
 
 
 def _iso(ms: int | None) -> str | None:
@@ -172,37 +183,6 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
-def export_json(e: ExportRecord) -> dict[str, object]:
-    return {
-        "id": e.id,
-        "account_id": e.account_id,
-        "status": e.status,
-        "provider": e.provider,
-        "bucket": e.bucket,
-        "prefix": e.prefix,
-        "region": e.region,
-        "endpoint": e.endpoint,
-        "access_key_id": mask_key_id(e.access_key_id),
-        "frequency": e.frequency,
-        "lag_ms": e.lag_ms,
-        "datasets": [
-            {
-                "dataset": d.dataset,
-                "added_at": _iso(d.added_at),
-                "position_ms": d.position_ms,
-                "position": _iso(d.position_ms),
-            }
-            for d in e.datasets
-        ],
-        "config_version": e.config_version,
-        "destination_version": e.destination_version,
-        "export_now_requested_at": _iso(e.export_now_at),
-        "created_at": _iso(e.created_at),
-        "updated_at": _iso(e.updated_at),
-        "deleted_at": _iso(e.deleted_at),
-    }
-
-
 def _where(e: ExportRecord) -> str:
     scheme = {"s3": "s3", "gcs": "gs", "local": "file"}.get(e.provider, e.provider)
     where = f"{scheme}://{e.bucket}/{e.prefix}".rstrip("/")
@@ -223,19 +203,6 @@ def _describe(out: Output, e: ExportRecord) -> None:
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         out.line(f"{key.ljust(width)}  {value}")
-
-
-def _error_json(err: LastError | None) -> dict[str, object] | None:
-    if err is None:
-        return None
-    return {
-        "dataset": err.dataset,
-        "window": None if err.window is None else {"from_ms": err.window.from_ms, "to_ms": err.window.to_ms},
-        "message": err.message,
-        "at": _iso(err.at),
-        "attempts": err.attempts,
-        "next_retry_at": _iso(err.next_retry_at),
-    }
 
 
 def _read_secret(args: argparse.Namespace, out: Output, *, required: bool) -> str | None:
@@ -327,20 +294,7 @@ def _status(args: argparse.Namespace, api: Exports, out: Output) -> int:
     status = api.status(args.export_id)
     e = status.export
     if out.as_json:
-        body = export_json(e)
-        body["now"] = _iso(status.now_ms)
-        body["datasets"] = [
-            {
-                "dataset": d.dataset,
-                "added_at": _iso(d.added_at),
-                "position_ms": d.position_ms,
-                "position": _iso(d.position_ms),
-                "behind_ms": d.behind_ms,
-                "last_error": _error_json(d.last_error),
-            }
-            for d in status.datasets
-        ]
-        body["last_error"] = _error_json(status.last_error)
+        body = _shapes().status_json(status)
         out.json(body)
         return EXIT_OK
     _describe(out, e)
@@ -447,23 +401,7 @@ _RUN_STATUS: Final = {"committed": "succeeded"}
 def _history(args: argparse.Namespace, api: Exports, out: Output) -> int:
     runs = api.history(args.export_id)
     if out.as_json:
-        out.json(
-            [
-                {
-                    "run_id": r.run_id,
-                    "started_at": _iso(r.started_at),
-                    "finished_at": _iso(r.finished_at),
-                    "status": r.status,
-                    "datasets": list(r.datasets),
-                    "windows": r.windows,
-                    "rows": r.rows,
-                    "files": r.files,
-                    "bytes": r.bytes,
-                    "error": r.error,
-                }
-                for r in runs
-            ]
-        )
+        out.json(_shapes().history_json(runs))
         return EXIT_OK
     if not runs:
         out.line("No runs in the last 14 days.")

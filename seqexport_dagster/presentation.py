@@ -1,0 +1,357 @@
+"""The JSON shapes of the API, defined once: `seqexport --json` prints them and the HTTP API returns them.
+
+Each shape is a `TypedDict`, so mypy checks the builders below against it and FastAPI publishes the
+same declaration as the response schema in ``/openapi.json``. The ``*_from_json`` functions are the
+inverse, for the remote CLI: it rebuilds the records from the HTTP API's answer and prints them with
+the same code as the local CLI, so both print the same thing. No shape carries a secret; the access
+key id is masked (`mask_key_id`), and masking a masked id changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from typing_extensions import TypedDict
+
+from seqexport_dagster.store.store import DatasetState, ExportRecord, RunSummary
+from seqexport_dagster.window import Window, iso_ms, parse_iso_ms
+
+
+def mask_key_id(access_key_id: str | None) -> str | None:
+    """``AKIA************MPLE``: enough to tell keys apart, not enough to copy one."""
+    if not access_key_id:
+        return None
+    if len(access_key_id) < 12:
+        return "*" * len(access_key_id)
+    return access_key_id[:4] + "*" * (len(access_key_id) - 8) + access_key_id[-4:]
+
+
+class WindowJson(TypedDict):
+    from_ms: int
+    to_ms: int
+
+
+class LastErrorJson(TypedDict):
+    dataset: str
+    window: WindowJson | None
+    message: str
+    at: str | None
+    attempts: int
+    next_retry_at: str | None
+
+
+class DatasetJson(TypedDict):
+    dataset: str
+    added_at: str | None
+    position_ms: int
+    position: str | None
+
+
+class DatasetStatusJson(TypedDict):
+    dataset: str
+    added_at: str | None
+    position_ms: int
+    position: str | None
+    behind_ms: int
+    last_error: LastErrorJson | None
+
+
+class ExportJson(TypedDict):
+    id: str
+    account_id: str
+    status: str
+    provider: str
+    bucket: str
+    prefix: str
+    region: str | None
+    endpoint: str | None
+    access_key_id: str | None
+    frequency: str
+    lag_ms: int
+    datasets: list[DatasetJson]
+    config_version: int
+    destination_version: int
+    export_now_requested_at: str | None
+    created_at: str | None
+    updated_at: str | None
+    deleted_at: str | None
+
+
+class ExportStatusJson(TypedDict):
+    """`ExportJson` with each dataset's delay and last error, the time of the answer and the latest error."""
+
+    id: str
+    account_id: str
+    status: str
+    provider: str
+    bucket: str
+    prefix: str
+    region: str | None
+    endpoint: str | None
+    access_key_id: str | None
+    frequency: str
+    lag_ms: int
+    datasets: list[DatasetStatusJson]
+    config_version: int
+    destination_version: int
+    export_now_requested_at: str | None
+    created_at: str | None
+    updated_at: str | None
+    deleted_at: str | None
+    now: str | None
+    last_error: LastErrorJson | None
+
+
+class RunJson(TypedDict):
+    run_id: str
+    started_at: str | None
+    finished_at: str | None
+    status: str
+    datasets: list[str]
+    windows: int
+    rows: int
+    files: int
+    bytes: int
+    error: str | None
+
+
+class LedgerWindowJson(TypedDict):
+    """A committed window as the ledger records it: what `seqexport verify --ledger` compares."""
+
+    dataset: str
+    from_ms: int
+    to_ms: int
+    rows: int
+    parts: int
+    bytes: int
+    run_id: str | None
+
+
+class ResealedJson(TypedDict):
+    resealed: int
+
+
+class ErrorDetail(TypedDict, total=False):
+    type: str
+    message: str
+    field: str
+
+
+class ErrorJson(TypedDict):
+    error: ErrorDetail
+
+
+def _iso(ms: int | None) -> str | None:
+    return None if ms is None else iso_ms(ms)
+
+
+def _ms(text: str | None) -> int | None:
+    return None if text is None else parse_iso_ms(text)
+
+
+def export_json(e: ExportRecord) -> ExportJson:
+    return {
+        "id": e.id,
+        "account_id": e.account_id,
+        "status": e.status,
+        "provider": e.provider,
+        "bucket": e.bucket,
+        "prefix": e.prefix,
+        "region": e.region,
+        "endpoint": e.endpoint,
+        "access_key_id": mask_key_id(e.access_key_id),
+        "frequency": e.frequency,
+        "lag_ms": e.lag_ms,
+        "datasets": [
+            {
+                "dataset": d.dataset,
+                "added_at": _iso(d.added_at),
+                "position_ms": d.position_ms,
+                "position": _iso(d.position_ms),
+            }
+            for d in e.datasets
+        ],
+        "config_version": e.config_version,
+        "destination_version": e.destination_version,
+        "export_now_requested_at": _iso(e.export_now_at),
+        "created_at": _iso(e.created_at),
+        "updated_at": _iso(e.updated_at),
+        "deleted_at": _iso(e.deleted_at),
+    }
+
+
+def last_error_json(err: Any) -> LastErrorJson | None:
+    """``err`` is an `api.LastError` (typed loosely: the API module imports this one)."""
+    if err is None:
+        return None
+    return {
+        "dataset": err.dataset,
+        "window": None if err.window is None else {"from_ms": err.window.from_ms, "to_ms": err.window.to_ms},
+        "message": err.message,
+        "at": _iso(err.at),
+        "attempts": err.attempts,
+        "next_retry_at": _iso(err.next_retry_at),
+    }
+
+
+def status_json(status: Any) -> ExportStatusJson:
+    """``status`` is an `api.ExportStatus`."""
+    e: ExportRecord = status.export
+    body = export_json(e)
+    return {
+        "id": body["id"],
+        "account_id": body["account_id"],
+        "status": body["status"],
+        "provider": body["provider"],
+        "bucket": body["bucket"],
+        "prefix": body["prefix"],
+        "region": body["region"],
+        "endpoint": body["endpoint"],
+        "access_key_id": body["access_key_id"],
+        "frequency": body["frequency"],
+        "lag_ms": body["lag_ms"],
+        "datasets": [
+            {
+                "dataset": d.dataset,
+                "added_at": _iso(d.added_at),
+                "position_ms": d.position_ms,
+                "position": _iso(d.position_ms),
+                "behind_ms": d.behind_ms,
+                "last_error": last_error_json(d.last_error),
+            }
+            for d in status.datasets
+        ],
+        "config_version": body["config_version"],
+        "destination_version": body["destination_version"],
+        "export_now_requested_at": body["export_now_requested_at"],
+        "created_at": body["created_at"],
+        "updated_at": body["updated_at"],
+        "deleted_at": body["deleted_at"],
+        "now": _iso(status.now_ms),
+        "last_error": last_error_json(status.last_error),
+    }
+
+
+def run_json(r: RunSummary) -> RunJson:
+    return {
+        "run_id": r.run_id,
+        "started_at": _iso(r.started_at),
+        "finished_at": _iso(r.finished_at),
+        "status": r.status,
+        "datasets": list(r.datasets),
+        "windows": r.windows,
+        "rows": r.rows,
+        "files": r.files,
+        "bytes": r.bytes,
+        "error": r.error,
+    }
+
+
+def history_json(runs: Iterable[RunSummary]) -> list[RunJson]:
+    return [run_json(r) for r in runs]
+
+
+def ledger_json(entries: Iterable[Any]) -> list[LedgerWindowJson]:
+    """``entries`` are committed `store.LedgerWindow` rows."""
+    return [
+        {
+            "dataset": w.dataset,
+            "from_ms": w.window.from_ms,
+            "to_ms": w.window.to_ms,
+            "rows": w.rows,
+            "parts": w.parts,
+            "bytes": w.bytes,
+            "run_id": w.run_id,
+        }
+        for w in entries
+    ]
+
+
+def export_from_json(body: ExportJson | ExportStatusJson | dict[str, Any]) -> ExportRecord:
+    """The record back from its JSON; dataset error fields come from a status body when present."""
+    states = []
+    for d in body["datasets"]:
+        err: Any = dict(d).get("last_error")
+        window = err.get("window") if err else None
+        states.append(
+            DatasetState(
+                dataset=d["dataset"],
+                added_at=_ms(d["added_at"]) or 0,
+                position_ms=d["position_ms"],
+                failures=err["attempts"] if err else 0,
+                next_retry_at=_ms(err["next_retry_at"]) if err else None,
+                last_error=err["message"] if err else None,
+                last_error_at=_ms(err["at"]) if err else None,
+                last_error_window=Window(window["from_ms"], window["to_ms"]) if window else None,
+            )
+        )
+    return ExportRecord(
+        id=body["id"],
+        account_id=body["account_id"],
+        provider=body["provider"],
+        bucket=body["bucket"],
+        region=body["region"],
+        endpoint=body["endpoint"],
+        prefix=body["prefix"],
+        access_key_id=body["access_key_id"],
+        frequency=body["frequency"],
+        lag_ms=body["lag_ms"],
+        status=body["status"],
+        config_version=body["config_version"],
+        destination_version=body["destination_version"],
+        export_now_at=_ms(body["export_now_requested_at"]),
+        created_at=_ms(body["created_at"]) or 0,
+        updated_at=_ms(body["updated_at"]) or 0,
+        deleted_at=_ms(body["deleted_at"]),
+        datasets=tuple(states),
+    )
+
+
+def run_from_json(r: RunJson | dict[str, Any]) -> RunSummary:
+    return RunSummary(
+        run_id=r["run_id"],
+        started_at=_ms(r["started_at"]) or 0,
+        finished_at=_ms(r["finished_at"]),
+        status=r["status"],
+        datasets=tuple(r["datasets"]),
+        windows=r["windows"],
+        rows=r["rows"],
+        files=r["files"],
+        bytes=r["bytes"],
+        error=r["error"],
+    )
+
+
+def status_from_json(body: ExportStatusJson | dict[str, Any]) -> Any:
+    """The `api.ExportStatus` back from its JSON (for the remote CLI, which prints it as the local one does)."""
+    # Imported here: `api` imports this module for the shapes.
+    from seqexport_dagster.api import DatasetStatus, ExportStatus, LastError
+
+    def error(err: LastErrorJson | None) -> LastError | None:
+        if err is None:
+            return None
+        window = err["window"]
+        return LastError(
+            dataset=err["dataset"],
+            window=Window(window["from_ms"], window["to_ms"]) if window else None,
+            message=err["message"],
+            at=_ms(err["at"]),
+            attempts=err["attempts"],
+            next_retry_at=_ms(err["next_retry_at"]),
+        )
+
+    return ExportStatus(
+        export=export_from_json(body),
+        now_ms=_ms(body["now"]) or 0,
+        datasets=tuple(
+            DatasetStatus(
+                dataset=d["dataset"],
+                added_at=_ms(d["added_at"]) or 0,
+                position_ms=d["position_ms"],
+                behind_ms=d["behind_ms"],
+                last_error=error(d["last_error"]),
+            )
+            for d in body["datasets"]
+        ),
+    )
