@@ -52,13 +52,14 @@ from seqexport_dagster.store.store import (
     ExportRecord,
     RunSummary,
 )
-from seqexport_dagster.window import DEFAULT_FREQUENCY, DEFAULT_LAG_MS, MINUTE_MS, Window, frequency_ms
+from seqexport_dagster.window import DAY_MS, DEFAULT_FREQUENCY, DEFAULT_LAG_MS, MINUTE_MS, Window, frequency_ms
 
 Progress = Callable[[str], None]
 #: A secret access key, or a callable that asks for it (called after every other value is valid).
 Secret = str | Callable[[], str | None] | None
 
 MAX_LAG_MS: Final = 60 * MINUTE_MS
+HISTORY_DAYS: Final = 14
 _ACCOUNT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _EXPORT_ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 
@@ -388,10 +389,14 @@ class Exports:
             raise ConflictError(f"export {record.id} is paused; resume it first")
         return self.store.request_export_now(record.id, self.clock())
 
-    def history(self, export_id: str) -> builtins.list[RunSummary]:
-        """Every run of the last 14 days, newest first, with rows, files, size and any error."""
+    def history(self, export_id: str, *, days: int = 14) -> builtins.list[RunSummary]:
+        """Every run of the last ``days`` (1 to 14) days, newest first, with rows, files, size and any error."""
+        if not 1 <= days <= HISTORY_DAYS:
+            raise InvalidInput("days", f"{days} is out of range: history keeps 1 to {HISTORY_DAYS} days")
         record = self.get(export_id)
-        return self.store.history(record.id, self.clock())
+        # The store keeps 14 days back from the time it is given and has no upper bound, so moving
+        # that time back by (14 - days) days narrows the history to the last ``days`` exactly.
+        return self.store.history(record.id, self.clock() - (HISTORY_DAYS - days) * DAY_MS)
 
     def delete(self, export_id: str) -> ExportRecord:
         """Stop the export for good. Files stay in the bucket; the history stays readable."""

@@ -110,3 +110,30 @@ parts = sa.Table(
     sa.Index("ix_parts_lookup", "export_id", "dataset", "from_ms", "to_ms", "location"),
     sa.Index("ux_parts_number", "export_id", "dataset", "from_ms", "to_ms", "location", "part", unique=True),
 )
+
+# HTTP API (migration 0005): tokens are stored as a SHA-256 of a 256-bit random value, never in clear.
+api_tokens = sa.Table(
+    "api_tokens",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),  # the printable prefix, e.g. sqx_3f9a1c2b7d4e
+    sa.Column("account_id", sa.String(64)),  # NULL for the operator scope
+    sa.Column("scope", sa.String(16), nullable=False),
+    sa.Column("token_hash", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(128), nullable=False, server_default=""),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("revoked_at", sa.BigInteger),
+    sa.Index("ix_api_tokens_account", "account_id"),
+)
+
+idempotency_keys = sa.Table(
+    "idempotency_keys",
+    metadata,
+    sa.Column("caller", sa.String(80), primary_key=True),
+    sa.Column("key", sa.String(255), primary_key=True),
+    sa.Column("operation", sa.String(128), nullable=False),
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("status_code", sa.Integer),  # NULL while the first request is still being answered
+    sa.Column("body", sa.Text),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Index("ix_idempotency_keys_created", "created_at"),
+)

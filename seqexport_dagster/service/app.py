@@ -1,0 +1,310 @@
+"""The HTTP API: thin routes over `tenancy.ScopedExports`, answering with the `presentation` shapes.
+
+Order of a request: the gate (middleware) authenticates every ``/v1`` request before routing, so a
+request without a valid token gets 401 and nothing else, whatever its path, parameters or body.
+The route then calls the scoped API; every exception leaves through `errors.to_response` (the one
+boundary), so no traceback reaches a client or the log. The access log line carries method, path,
+status, account and duration: never a body, a query value or a header.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the route annotations at run time, and
+# some of them (Scoped, IdempotencyKey) are local to create_app.
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Annotated, Any, Final
+
+import sqlalchemy as sa
+from fastapi import Depends, FastAPI, Header, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from seqexport_dagster import presentation as shapes
+from seqexport_dagster.api import Exports
+from seqexport_dagster.errors import InvalidInput
+from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.service.body import ChangeDatasets, ChangeDestination, CreateExport
+from seqexport_dagster.service.errors import error_response, to_response, unauthorized, unavailable
+from seqexport_dagster.service.guard import RateLimit, idempotent
+from seqexport_dagster.store.idempotency import IdempotencyStore
+from seqexport_dagster.store.token import TokenStore
+from seqexport_dagster.tenancy import Caller, ScopedExports
+
+access_log = logging.getLogger("seqexport.access")
+ERRORS: Final[dict[int | str, dict[str, Any]]] = {
+    400: {"model": shapes.ErrorJson, "description": "a value is wrong; `field` names it"},
+    401: {"model": shapes.ErrorJson, "description": "no token, or a wrong or revoked one"},
+    404: {"model": shapes.ErrorJson, "description": "no such export (or not this account's)"},
+    409: {"model": shapes.ErrorJson, "description": "not possible in the export's current state"},
+    503: {"model": shapes.ErrorJson, "description": "the control plane is briefly unavailable (Retry-After)"},
+}
+WRITES: Final[dict[int | str, dict[str, Any]]] = {
+    **ERRORS,
+    422: {"model": shapes.ErrorJson, "description": "the connection test failed; nothing was saved"},
+    429: {"model": shapes.ErrorJson, "description": "too many destination writes for this account (Retry-After)"},
+}
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+def validation_response(exc: RequestValidationError) -> JSONResponse:
+    """Pydantic's complaint without its ``input`` (which could be a secret): field and rule only."""
+    first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid request"}
+    field = _field(tuple(first.get("loc", ("body",))))
+    return error_response(400, "invalid_input", f"{field}: {first.get('msg', 'invalid value')}", field)
+
+
+class _GuardedRoute(APIRoute):
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                return validation_response(exc)
+            except Exception as exc:  # the one boundary: our error tree, or a bare type name
+                return to_response(exc)
+
+        return guarded
+
+
+def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> FastAPI:
+    tokens = TokenStore(exports.store.engine)
+    keys = IdempotencyStore(exports.store.engine)
+    limit = write_limit or RateLimit()
+    app = FastAPI(
+        title="Sequenzy Data Exports",
+        version="1",
+        description="Manage data exports into your own bucket. Authenticate with `Authorization: Bearer <token>`.",
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.router.route_class = _GuardedRoute
+
+    def authenticate(header: str | None) -> Caller | None:
+        scheme, _, value = (header or "").partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        token = tokens.authenticate(value.strip())
+        return None if token is None else Caller(token.account_id, token.id)
+
+    @app.middleware("http")
+    async def gate(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        started = time.perf_counter()
+        caller: Caller | None = None
+        path = request.url.path
+        if path == "/v1" or path.startswith("/v1/"):
+            try:
+                caller = await run_in_threadpool(authenticate, request.headers.get("authorization"))
+            except Exception as exc:
+                response: Response = to_response(exc)
+            else:
+                if caller is None:
+                    response = unauthorized()
+                else:
+                    request.state.caller = caller
+                    response = await call_next(request)
+        else:
+            response = await call_next(request)
+        access_log.info(
+            "%s %s %d account=%s %.1fms",
+            request.method,
+            path,
+            response.status_code,
+            caller.label if caller else "-",
+            (time.perf_counter() - started) * 1000,
+        )
+        return response
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = "not_found" if exc.status_code == 404 else "http_error"
+        return error_response(exc.status_code, kind, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return validation_response(exc)
+
+    def scoped(request: Request) -> ScopedExports:
+        return ScopedExports(exports, request.state.caller)
+
+    Scoped = Annotated[ScopedExports, Depends(scoped)]
+    IdempotencyKey = Annotated[
+        str | None, Header(alias="Idempotency-Key", description="repeat within 24 h: the first answer again")
+    ]
+
+    def ok(value: object, status: int = 200) -> JSONResponse:
+        return JSONResponse(value, status_code=status)
+
+    def control_plane_ready(check_version: bool) -> Response:
+        try:
+            with exports.store.engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+                if check_version:
+                    conn.execute(sa.text("SELECT version_num FROM alembic_version")).all()
+        except Exception:
+            return unavailable()
+        return ok({"status": "ok"})
+
+    @app.get("/healthz", tags=["health"], responses={503: ERRORS[503]})
+    def healthz() -> Response:
+        """The process answers and reaches the control plane."""
+        return control_plane_ready(check_version=False)
+
+    @app.get("/readyz", tags=["health"], responses={503: ERRORS[503]})
+    def readyz() -> Response:
+        """Ready for traffic: the control plane answers and is migrated."""
+        return control_plane_ready(check_version=True)
+
+    @app.get("/v1/exports", response_model=list[shapes.ExportJson], responses=ERRORS, tags=["exports"])
+    def list_exports(api: Scoped, account: str | None = None, include_deleted: bool = False) -> Response:
+        """Exports of the token's account (an operator token: all, or one ``account``)."""
+        return ok([shapes.export_json(r) for r in api.list(account_id=account, include_deleted=include_deleted)])
+
+    @app.post(
+        "/v1/exports", response_model=shapes.ExportJson, status_code=201, responses=WRITES, tags=["exports"]
+    )
+    def create_export(api: Scoped, body: CreateExport, idempotency_key: IdempotencyKey = None) -> Response:
+        """Create an export: every value is checked, then a test file is written, then it is saved."""
+        account = api.account_for_create(body.account_id)
+
+        def run() -> tuple[int, object]:
+            limit.check(account)
+            secret = body.secret_access_key.get_secret_value() if body.secret_access_key else None
+            record = api.create(
+                account_id=account,
+                provider=body.provider,
+                bucket=body.bucket,
+                prefix=body.prefix,
+                region=body.region,
+                endpoint=body.endpoint,
+                access_key_id=body.access_key_id,
+                secret_access_key=secret,
+                datasets=list(DATASETS) if body.datasets == "all" else body.datasets,
+                frequency=body.frequency,
+                lag_ms=body.lag_ms,
+            )
+            return 201, shapes.export_json(record)
+
+        return idempotent(
+            keys,
+            caller=api.caller.label,
+            key=idempotency_key,
+            operation="POST /v1/exports",
+            body=body.fingerprint_body(),
+            now_ms=exports.clock(),
+            run=run,
+        )
+
+    @app.get("/v1/exports/{export_id}", response_model=shapes.ExportStatusJson, responses=ERRORS, tags=["exports"])
+    def export_status(api: Scoped, export_id: str) -> Response:
+        """State, each dataset's position and delay, and the last error (until a run succeeds)."""
+        return ok(shapes.status_json(api.status(export_id)))
+
+    @app.delete("/v1/exports/{export_id}", response_model=shapes.ExportJson, responses=ERRORS, tags=["exports"])
+    def delete_export(api: Scoped, export_id: str) -> Response:
+        """Stop for good; files stay in the bucket and the history stays readable."""
+        return ok(shapes.export_json(api.delete(export_id)))
+
+    @app.post("/v1/exports/{export_id}/pause", response_model=shapes.ExportJson, responses=ERRORS, tags=["exports"])
+    def pause_export(api: Scoped, export_id: str) -> Response:
+        """Pause; the position is kept."""
+        return ok(shapes.export_json(api.pause(export_id)))
+
+    @app.post("/v1/exports/{export_id}/resume", response_model=shapes.ExportJson, responses=ERRORS, tags=["exports"])
+    def resume_export(api: Scoped, export_id: str) -> Response:
+        """Resume; the backlog is caught up from the kept position with no gap."""
+        return ok(shapes.export_json(api.resume(export_id)))
+
+    @app.post(
+        "/v1/exports/{export_id}/export-now", response_model=shapes.ExportJson, responses=ERRORS, tags=["exports"]
+    )
+    def export_now(api: Scoped, export_id: str, idempotency_key: IdempotencyKey = None) -> Response:
+        """Run at the next scheduler tick, without waiting for the schedule or a backoff."""
+        return idempotent(
+            keys,
+            caller=api.caller.label,
+            key=idempotency_key,
+            operation=f"POST /v1/exports/{export_id}/export-now",
+            body=None,
+            now_ms=exports.clock(),
+            run=lambda: (200, shapes.export_json(api.export_now(export_id))),
+        )
+
+    @app.patch(
+        "/v1/exports/{export_id}/datasets", response_model=shapes.ExportJson, responses=ERRORS, tags=["exports"]
+    )
+    def change_datasets(api: Scoped, export_id: str, body: ChangeDatasets) -> Response:
+        """Add datasets (each starts from now) or remove them (their files stay): one of the two per call."""
+        if bool(body.add) == bool(body.remove):
+            raise InvalidInput("datasets", "give either add or remove, with at least one dataset")
+        record = api.add_datasets(export_id, body.add) if body.add else api.remove_datasets(export_id, body.remove)
+        return ok(shapes.export_json(record))
+
+    @app.patch(
+        "/v1/exports/{export_id}/destination", response_model=shapes.ExportJson, responses=WRITES, tags=["exports"]
+    )
+    def change_destination(api: Scoped, export_id: str, body: ChangeDestination) -> Response:
+        """Move the export or rotate its keys: the test file is written at the new place before saving."""
+        record = api.get(export_id)
+        limit.check(record.account_id)
+        changed = api.change_destination(
+            export_id,
+            provider=body.provider,
+            bucket=body.bucket,
+            prefix=body.prefix,
+            region=body.region,
+            endpoint=body.endpoint,
+            access_key_id=body.access_key_id,
+            secret_access_key=body.secret_access_key.get_secret_value() if body.secret_access_key else None,
+        )
+        return ok(shapes.export_json(changed))
+
+    @app.get(
+        "/v1/exports/{export_id}/history", response_model=list[shapes.RunJson], responses=ERRORS, tags=["exports"]
+    )
+    def export_history(api: Scoped, export_id: str, days: int = 14) -> Response:
+        """Every run of the last ``days`` (1 to 14) days, newest first: rows, files, size and error."""
+        return ok(shapes.history_json(api.history(export_id, days=days)))
+
+    @app.get(
+        "/v1/exports/{export_id}/ledger",
+        response_model=list[shapes.LedgerWindowJson],
+        responses=ERRORS,
+        tags=["exports"],
+    )
+    def export_ledger(api: Scoped, export_id: str) -> Response:
+        """Committed windows with their rows: `seqexport verify --ledger` compares them with the bucket."""
+        return ok(shapes.ledger_json(api.ledger(export_id)))
+
+    @app.post("/v1/admin/rotate-keys", response_model=shapes.ResealedJson, responses=ERRORS, tags=["operators"])
+    def rotate_keys(api: Scoped) -> Response:
+        """Operators: re-seal stored secrets with the first key of SEQEXPORT_SECRET_KEYS."""
+        return ok({"resealed": api.rotate_keys()})
+
+    original_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        # FastAPI documents a 422 "HTTPValidationError" on every route with parameters; ours answer
+        # 400 instead, and 422 only where a connection test runs.
+        if app.openapi_schema is None:
+            schema = original_openapi()
+            for path in schema.get("paths", {}).values():
+                for op in path.values():
+                    answer = op.get("responses", {}).get("422", {})
+                    if "HTTPValidationError" in str(answer):
+                        del op["responses"]["422"]
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

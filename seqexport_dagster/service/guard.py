@@ -1,0 +1,104 @@
+"""Abuse limits and safe retries for the operations that need them.
+
+`RateLimit`: a sliding window per account over the operations that write to an address the caller
+chose (create, destination change). It is per server process; with several processes behind a load
+balancer each allows its own share, which is what a per-process limit is for (abuse, not billing).
+
+`Idempotent`: the Idempotency-Key protocol over `store.idempotency.IdempotencyStore`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fastapi.responses import JSONResponse, Response
+
+from seqexport_dagster.errors import ConflictError, InvalidInput
+from seqexport_dagster.service.errors import TooManyRequests
+from seqexport_dagster.store.idempotency import Claimed, IdempotencyStore, InProgress, Mismatch, Replay
+
+
+@dataclass
+class RateLimit:
+    calls: int = 10
+    per_s: float = 60.0
+    now: Callable[[], float] = time.monotonic
+    _seen: dict[str, deque[float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def parse(cls, text: str) -> RateLimit:
+        """``10/60``: ten writes per sixty seconds."""
+        try:
+            calls, per = text.split("/")
+            limit = cls(int(calls), float(per))
+        except ValueError:
+            raise InvalidInput("write-limit", f"{text!r} is not CALLS/SECONDS, e.g. 10/60") from None
+        if limit.calls < 1 or not limit.per_s > 0:
+            raise InvalidInput("write-limit", f"{text!r}: use at least one call per a positive number of seconds")
+        return limit
+
+    def check(self, account_id: str) -> None:
+        with self._lock:
+            now = self.now()
+            seen = self._seen.setdefault(account_id, deque())
+            while seen and seen[0] <= now - self.per_s:
+                seen.popleft()
+            if len(seen) >= self.calls:
+                wait = max(1, math.ceil(seen[0] + self.per_s - now))
+                raise TooManyRequests(
+                    f"account {account_id} made {self.calls} writes to a destination in {self.per_s:g} s; "
+                    f"retry in {wait} s",
+                    wait,
+                )
+            seen.append(now)
+
+
+def fingerprint(operation: str, body: object) -> str:
+    return hashlib.sha256(json.dumps([operation, body], sort_keys=True, default=str).encode()).hexdigest()
+
+
+def idempotent(
+    store: IdempotencyStore,
+    *,
+    caller: str,
+    key: str | None,
+    operation: str,
+    body: object,
+    now_ms: int,
+    run: Callable[[], tuple[int, object]],
+) -> Response:
+    """Run ``run`` once per (caller, key) within 24 h; a repeat gets the first answer again."""
+    if key is None:
+        status, result = run()
+        return JSONResponse(result, status_code=status)
+    if not 1 <= len(key) <= 255 or not key.isprintable():
+        raise InvalidInput("Idempotency-Key", "use 1 to 255 printable characters, e.g. a UUID")
+    outcome = store.claim(caller, key, operation, fingerprint(operation, body), now_ms)
+    if isinstance(outcome, Replay):
+        return Response(
+            outcome.body,
+            status_code=outcome.status_code,
+            media_type="application/json",
+            headers={"Idempotent-Replayed": "true"},
+        )
+    if isinstance(outcome, Mismatch):
+        raise ConflictError("this Idempotency-Key was used for a different request; use a new key for a new request")
+    if isinstance(outcome, InProgress):
+        raise ConflictError("a request with this Idempotency-Key is still being answered; retry in a moment")
+    assert isinstance(outcome, Claimed)
+    try:
+        status, result = run()
+    except BaseException:
+        store.release(caller, key)
+        raise
+    response = JSONResponse(result, status_code=status)
+    store.finish(caller, key, status, bytes(response.body).decode())
+    return response

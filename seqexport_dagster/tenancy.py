@@ -1,0 +1,117 @@
+"""Account isolation, in one place: every call the HTTP API makes on behalf of a token goes through here.
+
+`ScopedExports` wraps `api.Exports` for one caller. An account token reaches only its own account's
+exports: another account's export id raises the same `NotFound`, with the same message, as an id
+that does not exist, so ids cannot be probed. An operator token (``account_id=None``) sees every
+account. Nothing in the HTTP layer checks accounts itself; it only ever holds a `ScopedExports`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from seqexport_dagster.api import Exports, ExportStatus, validate_account
+from seqexport_dagster.errors import InvalidInput, NotFound
+from seqexport_dagster.store.store import COMMITTED, ExportRecord, LedgerWindow, RunSummary
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is calling: an account, or the operator scope (``account_id is None``)."""
+
+    account_id: str | None
+    token_id: str
+
+    @property
+    def is_operator(self) -> bool:
+        return self.account_id is None
+
+    @property
+    def label(self) -> str:
+        """For access logs and idempotency scoping: the account, or ``operator``."""
+        return "operator" if self.account_id is None else self.account_id
+
+
+class ScopedExports:
+    def __init__(self, exports: Exports, caller: Caller) -> None:
+        self.exports = exports
+        self.caller = caller
+
+    def _own(self, export_id: str) -> ExportRecord:
+        record = self.exports.get(export_id)
+        if self.caller.account_id is not None and record.account_id != self.caller.account_id:
+            # Word for word the store's message for a missing id.
+            raise NotFound(f"export {export_id!r} not found")
+        return record
+
+    def account_for_create(self, account_id: str | None) -> str:
+        """The account a new export belongs to: the token's own, or the operator's explicit choice."""
+        if self.caller.account_id is None:
+            if not account_id:
+                raise InvalidInput("account_id", "an operator token must name the account the export belongs to")
+            return validate_account(account_id)
+        if account_id and account_id != self.caller.account_id:
+            raise InvalidInput("account_id", "leave it out or give your own account: a token creates exports only there")
+        return self.caller.account_id
+
+    def create(self, *, account_id: str | None, **kwargs: Any) -> ExportRecord:
+        return self.exports.create(account_id=self.account_for_create(account_id), **kwargs)
+
+    def list(self, *, account_id: str | None = None, include_deleted: bool = False) -> builtins.list[ExportRecord]:
+        if self.caller.account_id is not None:
+            if account_id is not None and account_id != self.caller.account_id:
+                return []  # another account's list looks exactly like an account with no exports
+            account_id = self.caller.account_id
+        return self.exports.list(account_id=account_id, include_deleted=include_deleted)
+
+    def get(self, export_id: str) -> ExportRecord:
+        return self._own(export_id)
+
+    def status(self, export_id: str) -> ExportStatus:
+        self._own(export_id)
+        return self.exports.status(export_id)
+
+    def pause(self, export_id: str) -> ExportRecord:
+        self._own(export_id)
+        return self.exports.pause(export_id)
+
+    def resume(self, export_id: str) -> ExportRecord:
+        self._own(export_id)
+        return self.exports.resume(export_id)
+
+    def export_now(self, export_id: str) -> ExportRecord:
+        self._own(export_id)
+        return self.exports.export_now(export_id)
+
+    def delete(self, export_id: str) -> ExportRecord:
+        self._own(export_id)
+        return self.exports.delete(export_id)
+
+    def add_datasets(self, export_id: str, datasets: Iterable[str] | str) -> ExportRecord:
+        self._own(export_id)
+        return self.exports.add_datasets(export_id, datasets)
+
+    def remove_datasets(self, export_id: str, datasets: Iterable[str] | str) -> ExportRecord:
+        self._own(export_id)
+        return self.exports.remove_datasets(export_id, datasets)
+
+    def change_destination(self, export_id: str, **kwargs: Any) -> ExportRecord:
+        self._own(export_id)
+        return self.exports.change_destination(export_id, **kwargs)
+
+    def history(self, export_id: str, days: int = 14) -> builtins.list[RunSummary]:
+        self._own(export_id)
+        return self.exports.history(export_id, days=days)
+
+    def ledger(self, export_id: str) -> builtins.list[LedgerWindow]:
+        """Committed windows, for `seqexport verify --ledger` run by a customer with a read key."""
+        record = self._own(export_id)
+        return [w for w in self.exports.store.ledger(record.id) if w.status == COMMITTED]
+
+    def rotate_keys(self) -> int:
+        if not self.caller.is_operator:
+            raise NotFound("not found")
+        return self.exports.rotate_keys()
