@@ -34,9 +34,13 @@ from seqexport_dagster.window import iso_ms
 if TYPE_CHECKING:
     # The API pulls in SQLAlchemy and Alembic (about a second); `seqexport --help` must not wait.
     from seqexport_dagster.api import Exports
+    from seqexport_dagster.remote import RemoteExports
     from seqexport_dagster.store.store import ExportRecord
 
-Handler = Callable[[argparse.Namespace, "Exports", "Output"], int]
+    #: The database (`Exports`) or the HTTP API (`RemoteExports`, with SEQEXPORT_API_URL): same methods.
+    AnyExports = Exports | RemoteExports
+
+Handler = Callable[[argparse.Namespace, "AnyExports", "Output"], int]
 
 EXIT_OK: Final = 0
 EXIT_INTERNAL: Final = 1
@@ -234,7 +238,7 @@ def _read_secret(args: argparse.Namespace, out: Output, *, required: bool) -> st
     return secret
 
 
-def _create(args: argparse.Namespace, api: Exports, out: Output) -> int:
+def _create(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     datasets = list(DATASETS) if args.datasets.strip() == "all" else args.datasets
     record = api.create(
         account_id=args.account,
@@ -270,7 +274,7 @@ def _lag_ms(minutes: str) -> int:
     return validate_lag_ms(int(round(value * 60_000)))
 
 
-def _list(args: argparse.Namespace, api: Exports, out: Output) -> int:
+def _list(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     records = api.list(account_id=args.account, include_deleted=args.all)
     if out.as_json:
         out.json([export_json(r) for r in records])
@@ -290,7 +294,7 @@ def _list(args: argparse.Namespace, api: Exports, out: Output) -> int:
     return EXIT_OK
 
 
-def _status(args: argparse.Namespace, api: Exports, out: Output) -> int:
+def _status(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     status = api.status(args.export_id)
     e = status.export
     if out.as_json:
@@ -342,25 +346,25 @@ def _changed(verb: str) -> Callable[[ExportRecord, Output], int]:
     return show
 
 
-def _pause(args: argparse.Namespace, api: Exports, out: Output) -> int:
+def _pause(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     return _changed("paused (position kept)")(api.pause(args.export_id), out)
 
 
-def _resume(args: argparse.Namespace, api: Exports, out: Output) -> int:
+def _resume(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     return _changed("resumed (catches up from its position)")(api.resume(args.export_id), out)
 
 
-def _export_now(args: argparse.Namespace, api: Exports, out: Output) -> int:
+def _export_now(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     return _changed("will run at the next scheduler tick (no backoff wait)")(api.export_now(args.export_id), out)
 
 
-def _delete(args: argparse.Namespace, api: Exports, out: Output) -> int:
+def _delete(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     return _changed("deleted; files already written stay in the bucket, history stays readable")(
         api.delete(args.export_id), out
     )
 
 
-def _datasets(args: argparse.Namespace, api: Exports, out: Output) -> int:
+def _datasets(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     if args.action == "add":
         record = api.add_datasets(args.export_id, args.names)
         verb = f"now also exports {args.names} (from now on)"
@@ -374,7 +378,7 @@ def _datasets(args: argparse.Namespace, api: Exports, out: Output) -> int:
     return EXIT_OK
 
 
-def _destination(args: argparse.Namespace, api: Exports, out: Output) -> int:
+def _destination(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     needs_secret = args.access_key_id is not None or (args.provider is not None and args.provider != "local")
     asked = needs_secret or args.secret_stdin or args.secret_env or args.secret_prompt
     record = api.change_destination(
@@ -398,7 +402,7 @@ def _destination(args: argparse.Namespace, api: Exports, out: Output) -> int:
 _RUN_STATUS: Final = {"committed": "succeeded"}
 
 
-def _history(args: argparse.Namespace, api: Exports, out: Output) -> int:
+def _history(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     runs = api.history(args.export_id)
     if out.as_json:
         out.json(_shapes().history_json(runs))
@@ -427,7 +431,7 @@ def _history(args: argparse.Namespace, api: Exports, out: Output) -> int:
     return EXIT_OK
 
 
-def _rotate_keys(args: argparse.Namespace, api: Exports, out: Output) -> int:
+def _rotate_keys(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     out.progress("re-sealing stored secrets with the first key of SEQEXPORT_SECRET_KEYS ...")
     changed = api.rotate_keys()
     if out.as_json:
@@ -567,9 +571,15 @@ def _verify(args: argparse.Namespace) -> int:
 
     out = Output(bool(args.json))
     secret = _read_secret(args, out, required=bool(args.access_key_id))
-    ledger = None
-    api: Exports | None = None
-    if args.ledger:
+    ledger: Any = None
+    api: AnyExports | None = None
+    if args.ledger and args.environ.get("SEQEXPORT_API_URL"):
+        # Customers: the ledger comes from the HTTP API (their token), the bucket from their read key.
+        from seqexport_dagster.remote import RemoteExports  # noqa: PLC0415 - see TYPE_CHECKING above
+
+        api = RemoteExports.from_env(args.environ)
+        ledger = (api, api.get_export(args.ledger).id)
+    elif args.ledger:
         from seqexport_dagster.api import Exports  # noqa: PLC0415 - see TYPE_CHECKING above
         from seqexport_dagster.config import Settings  # noqa: PLC0415
 
@@ -592,6 +602,96 @@ def _verify(args: argparse.Namespace) -> int:
     else:
         out.line(report.render())
     return EXIT_OK if report.ok else EXIT_VERIFY_FAILED
+
+
+def _local_only(args: argparse.Namespace, what: str) -> None:
+    if args.environ.get("SEQEXPORT_API_URL"):
+        raise InvalidInput(
+            "SEQEXPORT_API_URL", f"{what} needs the control-plane database; unset SEQEXPORT_API_URL and run it there"
+        )
+
+
+def _tokens(args: argparse.Namespace) -> int:
+    """Operators mint, list and revoke API tokens; a token's value is printed once, at creation."""
+    from seqexport_dagster.api import Exports, validate_account, wall_clock_ms  # noqa: PLC0415
+    from seqexport_dagster.config import Settings  # noqa: PLC0415
+    from seqexport_dagster.store.token import TokenStore  # noqa: PLC0415
+
+    _local_only(args, "managing tokens")
+    out = Output(bool(args.json))
+    if args.action == "create" and bool(args.account) == bool(args.operator):
+        raise InvalidInput("account", "give --account ACCOUNT for an account token, or --operator (sees every account)")
+    if args.action == "revoke" and not args.token_id:
+        raise InvalidInput("token_id", "give the id of the token to revoke (see `seqexport tokens list`)")
+    if args.account:
+        validate_account(args.account)
+    api = Exports.from_settings(Settings.from_env(args.environ))
+    try:
+        tokens = TokenStore(api.store.engine)
+        if args.action == "create":
+            value, token = tokens.create(account_id=args.account, now_ms=wall_clock_ms(), name=args.name or "")
+            out.secrets.append(value.rsplit("_", 1)[1])
+            if out.as_json:
+                print(json.dumps({**_token_json(token), "token": value}, indent=2))
+            else:
+                print(
+                    f"Created {token.scope} token {token.id}"
+                    + (f" for account {token.account_id}" if token.account_id else "")
+                    + "."
+                )
+                print("It is shown only now; store it in your secret manager:")
+                print(value)
+            return EXIT_OK
+        if args.action == "revoke":
+            token = tokens.revoke(args.token_id, wall_clock_ms())
+            if out.as_json:
+                out.json(_token_json(token))
+            else:
+                out.line(f"Token {token.id} is revoked; requests with it now get 401.")
+            return EXIT_OK
+        listed = tokens.list(account_id=args.account, include_revoked=args.all)
+        if out.as_json:
+            out.json([_token_json(t) for t in listed])
+        elif not listed:
+            out.line("No tokens.")
+        else:
+            out.line(
+                table(
+                    ("TOKEN", "SCOPE", "ACCOUNT", "NAME", "CREATED (UTC)", "REVOKED (UTC)"),
+                    [
+                        (t.id, t.scope, t.account_id or "*", t.name or "-", _when(t.created_at), _when(t.revoked_at))
+                        for t in listed
+                    ],
+                )
+            )
+        return EXIT_OK
+    finally:
+        api.close()
+
+
+def _token_json(token: Any) -> dict[str, object]:
+    return {
+        "id": token.id,
+        "scope": token.scope,
+        "account_id": token.account_id,
+        "name": token.name,
+        "created_at": _iso(token.created_at),
+        "revoked_at": _iso(token.revoked_at),
+    }
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from seqexport_dagster.config import Settings  # noqa: PLC0415
+    from seqexport_dagster.service.guard import RateLimit  # noqa: PLC0415
+    from seqexport_dagster.service.server import serve  # noqa: PLC0415
+
+    _local_only(args, "serving the API")
+    if not 0 < args.port < 65536:
+        raise InvalidInput("port", f"{args.port} is not a TCP port (1-65535)")
+    serve(
+        Settings.from_env(args.environ), host=args.host, port=args.port, write_limit=RateLimit.parse(args.write_limit)
+    )
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -626,6 +726,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_secret_options(verify, prompt_flag=False)
     verify.add_argument("--ledger", metavar="EXPORT_ID", help="operators: also compare rows per window with the ledger")
     verify.set_defaults(plain_handler=_verify)
+    tokens = sub.add_parser(
+        "tokens",
+        help="operators: mint, list and revoke HTTP API tokens (needs the control-plane database)",
+        description="A token is shown once and stored hashed; its id (sqx_...) identifies it in lists and logs.",
+        parents=[common],
+    )
+    tokens.add_argument("action", choices=("create", "list", "revoke"))
+    tokens.add_argument("token_id", metavar="TOKEN_ID", nargs="?", help="for revoke: the token's id, sqx_...")
+    tokens.add_argument("--account", help="the account the token may see and change (create), or list its tokens")
+    tokens.add_argument("--operator", action="store_true", help="create: an operator token, which sees every account")
+    tokens.add_argument("--name", help="create: a note on who holds the token, e.g. 'dashboard'")
+    tokens.add_argument("--all", action="store_true", help="list: include revoked tokens")
+    tokens.set_defaults(plain_handler=_tokens)
+    serve_cmd = sub.add_parser("serve", help="run the HTTP API (uvicorn) over the control plane", parents=[common])
+    serve_cmd.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve_cmd.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    serve_cmd.add_argument(
+        "--write-limit",
+        default="10/60",
+        help="per account: destination writes (create, move) per seconds (default 10/60)",
+    )
+    serve_cmd.set_defaults(plain_handler=_serve)
     _add_commands(sub, common)
     return parser
 
@@ -637,8 +759,14 @@ def _run(args: argparse.Namespace, out: Output, clock: Callable[[], int] | None)
     from seqexport_dagster.api import Exports  # noqa: PLC0415 - see TYPE_CHECKING above
     from seqexport_dagster.config import Settings  # noqa: PLC0415
 
-    settings = Settings.from_env(args.environ)
-    api = Exports.from_settings(settings, clock=clock) if clock else Exports.from_settings(settings)
+    api: AnyExports
+    if args.environ.get("SEQEXPORT_API_URL"):
+        from seqexport_dagster.remote import RemoteExports  # noqa: PLC0415 - see TYPE_CHECKING above
+
+        api = RemoteExports.from_env(args.environ)
+    else:
+        settings = Settings.from_env(args.environ)
+        api = Exports.from_settings(settings, clock=clock) if clock else Exports.from_settings(settings)
     try:
         handler: Handler = args.handler
         return handler(args, api, out)

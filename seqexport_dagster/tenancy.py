@@ -54,7 +54,9 @@ class ScopedExports:
                 raise InvalidInput("account_id", "an operator token must name the account the export belongs to")
             return validate_account(account_id)
         if account_id and account_id != self.caller.account_id:
-            raise InvalidInput("account_id", "leave it out or give your own account: a token creates exports only there")
+            raise InvalidInput(
+                "account_id", "leave it out or give your own account: a token creates exports only there"
+            )
         return self.caller.account_id
 
     def create(self, *, account_id: str | None, **kwargs: Any) -> ExportRecord:

@@ -168,9 +168,7 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
         """Exports of the token's account (an operator token: all, or one ``account``)."""
         return ok([shapes.export_json(r) for r in api.list(account_id=account, include_deleted=include_deleted)])
 
-    @app.post(
-        "/v1/exports", response_model=shapes.ExportJson, status_code=201, responses=WRITES, tags=["exports"]
-    )
+    @app.post("/v1/exports", response_model=shapes.ExportJson, status_code=201, responses=WRITES, tags=["exports"])
     def create_export(api: Scoped, body: CreateExport, idempotency_key: IdempotencyKey = None) -> Response:
         """Create an export: every value is checked, then a test file is written, then it is saved."""
         account = api.account_for_create(body.account_id)
@@ -238,9 +236,7 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
             run=lambda: (200, shapes.export_json(api.export_now(export_id))),
         )
 
-    @app.patch(
-        "/v1/exports/{export_id}/datasets", response_model=shapes.ExportJson, responses=ERRORS, tags=["exports"]
-    )
+    @app.patch("/v1/exports/{export_id}/datasets", response_model=shapes.ExportJson, responses=ERRORS, tags=["exports"])
     def change_datasets(api: Scoped, export_id: str, body: ChangeDatasets) -> Response:
         """Add datasets (each starts from now) or remove them (their files stay): one of the two per call."""
         if bool(body.add) == bool(body.remove):
@@ -267,9 +263,7 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
         )
         return ok(shapes.export_json(changed))
 
-    @app.get(
-        "/v1/exports/{export_id}/history", response_model=list[shapes.RunJson], responses=ERRORS, tags=["exports"]
-    )
+    @app.get("/v1/exports/{export_id}/history", response_model=list[shapes.RunJson], responses=ERRORS, tags=["exports"])
     def export_history(api: Scoped, export_id: str, days: int = 14) -> Response:
         """Every run of the last ``days`` (1 to 14) days, newest first: rows, files, size and error."""
         return ok(shapes.history_json(api.history(export_id, days=days)))

@@ -1,0 +1,255 @@
+"""The remote CLI's `Exports`: the same methods, over the HTTP API with a token, instead of the database.
+
+With ``SEQEXPORT_API_URL`` and ``SEQEXPORT_API_TOKEN`` set, `seqexport` builds a `RemoteExports`
+and hands it to the same handlers as the local `api.Exports`. Answers come back as the
+`presentation` shapes and are turned back into records, so the CLI prints them with the same code;
+HTTP errors come back as the same error classes, so they leave with the same exit codes. What can
+be checked without the server (names, datasets, frequency, lag, bucket rules) is checked here
+first, so a secret is asked for only once the rest is right, as in the local CLI.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any, Final
+
+import httpx
+
+from seqexport_dagster import presentation as shapes
+from seqexport_dagster.api import (
+    ConfigurationError,
+    ExportStatus,
+    Progress,
+    Secret,
+    _export_id,
+    _quiet,
+    validate_account,
+    validate_lag_ms,
+    validate_provider,
+)
+from seqexport_dagster.connection_test import ConnectionTestFailed
+from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy, validate_config
+from seqexport_dagster.errors import ConflictError, ExportError, InvalidInput, NotFound, RetryableError
+from seqexport_dagster.schema import parse_datasets
+from seqexport_dagster.store.store import COMMITTED, ExportRecord, LedgerWindow, RunSummary
+from seqexport_dagster.window import DEFAULT_FREQUENCY, DEFAULT_LAG_MS, Window, frequency_ms
+
+#: What the client checks before sending: the server's own policy may be stricter, never looser.
+_LENIENT: Final = OperatorPolicy(allow_local=True)
+
+
+class RemoteConnectionTestFailed(ConnectionTestFailed):
+    """The server's connection test failed; its message is already complete."""
+
+    def __init__(self, message: str) -> None:
+        ExportError.__init__(self, message)
+
+
+def _error(response: httpx.Response) -> ExportError:
+    try:
+        detail = response.json()["error"]
+        message, field = str(detail["message"]), detail.get("field")
+    except (ValueError, KeyError, TypeError):
+        message, field = f"the API answered HTTP {response.status_code}", None
+    status = response.status_code
+    if status == 400:
+        field = field or "request"
+        problem = message[len(field) + 2 :] if message.startswith(f"{field}: ") else message
+        return InvalidInput(field, problem)
+    if status == 401:
+        return ConfigurationError("the API refused SEQEXPORT_API_TOKEN (missing, wrong or revoked)")
+    if status == 404:
+        return NotFound(message)
+    if status == 409:
+        return ConflictError(message)
+    if status == 422:
+        return RemoteConnectionTestFailed(message)
+    if status in (429, 502, 503, 504):
+        return RetryableError(message)
+    return ExportError(message)
+
+
+class RemoteExports:
+    def __init__(self, url: str, token: str, *, transport: httpx.BaseTransport | None = None) -> None:
+        # trust_env=False: proxy variables and .netrc must not redirect (or see) the token.
+        self.url = url.rstrip("/")
+        self.client = httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {token}", "User-Agent": "seqexport-cli"},
+            timeout=httpx.Timeout(120.0, connect=10.0),
+            trust_env=False,
+            transport=transport,
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> RemoteExports:
+        url, token = env.get("SEQEXPORT_API_URL", ""), env.get("SEQEXPORT_API_TOKEN", "")
+        if not url.startswith(("http://", "https://")):
+            raise InvalidInput("SEQEXPORT_API_URL", f"{url!r} is not an http:// or https:// URL")
+        if not token:
+            raise InvalidInput("SEQEXPORT_API_TOKEN", "is required with SEQEXPORT_API_URL (ask your operator)")
+        return cls(url, token)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self.client.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise RetryableError(f"cannot reach the API at {self.url}: {type(exc).__name__}") from None
+        if response.status_code >= 400:
+            raise _error(response)
+        return response.json()
+
+    def create(
+        self,
+        *,
+        account_id: str,
+        provider: str,
+        bucket: str,
+        datasets: Iterable[str] | str,
+        prefix: str = "",
+        region: str | None = None,
+        endpoint: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: Secret = None,
+        frequency: str = DEFAULT_FREQUENCY,
+        lag_ms: int = DEFAULT_LAG_MS,
+        progress: Progress = _quiet,
+    ) -> ExportRecord:
+        validate_account(account_id)
+        names = parse_datasets(datasets if isinstance(datasets, str) else tuple(datasets))
+        frequency_ms(frequency)
+        validate_lag_ms(lag_ms)
+        config = DestinationConfig(
+            provider=validate_provider(provider, _LENIENT),
+            bucket=bucket,
+            prefix=prefix,
+            region=region or None,
+            endpoint=endpoint or None,
+            access_key_id=access_key_id or None,
+        )
+        if provider != "local":
+            validate_config(replace(config, secret_access_key="-"), _LENIENT)
+        secret = secret_access_key() if callable(secret_access_key) else secret_access_key
+        progress(
+            f"testing the connection: the API at {self.url} writes a test file to {config.describe()}/_sequenzy/ ..."
+        )
+        body = {
+            "account_id": account_id,
+            "provider": provider,
+            "bucket": bucket,
+            "prefix": prefix,
+            "region": region or None,
+            "endpoint": endpoint or None,
+            "access_key_id": access_key_id or None,
+            "secret_access_key": secret or None,
+            "datasets": list(names),
+            "frequency": frequency,
+            "lag_ms": lag_ms,
+        }
+        record = shapes.export_from_json(self._call("POST", "/v1/exports", json=body))
+        progress(f"connection test passed; saved export {record.id}")
+        return record
+
+    def list(self, *, account_id: str | None = None, include_deleted: bool = False) -> builtins.list[ExportRecord]:
+        params: dict[str, str] = {"include_deleted": "true" if include_deleted else "false"}
+        if account_id is not None:
+            params["account"] = validate_account(account_id)
+        return [shapes.export_from_json(e) for e in self._call("GET", "/v1/exports", params=params)]
+
+    def status(self, export_id: str) -> ExportStatus:
+        status: ExportStatus = shapes.status_from_json(self._call("GET", f"/v1/exports/{_id(export_id)}"))
+        return status
+
+    def _record(self, method: str, export_id: str, action: str = "", **kwargs: Any) -> ExportRecord:
+        path = f"/v1/exports/{_id(export_id)}" + (f"/{action}" if action else "")
+        return shapes.export_from_json(self._call(method, path, **kwargs))
+
+    def pause(self, export_id: str) -> ExportRecord:
+        return self._record("POST", export_id, "pause")
+
+    def resume(self, export_id: str) -> ExportRecord:
+        return self._record("POST", export_id, "resume")
+
+    def export_now(self, export_id: str) -> ExportRecord:
+        return self._record("POST", export_id, "export-now")
+
+    def delete(self, export_id: str) -> ExportRecord:
+        return self._record("DELETE", export_id)
+
+    def add_datasets(self, export_id: str, datasets: Iterable[str] | str) -> ExportRecord:
+        names = parse_datasets(datasets if isinstance(datasets, str) else tuple(datasets))
+        return self._record("PATCH", export_id, "datasets", json={"add": list(names)})
+
+    def remove_datasets(self, export_id: str, datasets: Iterable[str] | str) -> ExportRecord:
+        names = parse_datasets(datasets if isinstance(datasets, str) else tuple(datasets))
+        return self._record("PATCH", export_id, "datasets", json={"remove": list(names)})
+
+    def change_destination(
+        self,
+        export_id: str,
+        *,
+        provider: str | None = None,
+        bucket: str | None = None,
+        prefix: str | None = None,
+        region: str | None = None,
+        endpoint: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: Secret = None,
+        progress: Progress = _quiet,
+    ) -> ExportRecord:
+        _id(export_id)
+        secret = secret_access_key() if callable(secret_access_key) else secret_access_key
+        values = {
+            "provider": provider,
+            "bucket": bucket,
+            "prefix": prefix,
+            "region": region,
+            "endpoint": endpoint,
+            "access_key_id": access_key_id,
+            "secret_access_key": secret,
+        }
+        progress(f"testing the connection: the API at {self.url} writes a test file to the new destination ...")
+        record = self._record(
+            "PATCH", export_id, "destination", json={k: v for k, v in values.items() if v is not None}
+        )
+        progress(f"connection test passed; saved export {record.id}")
+        return record
+
+    def history(self, export_id: str, *, days: int = 14) -> builtins.list[RunSummary]:
+        runs = self._call("GET", f"/v1/exports/{_id(export_id)}/history", params={"days": str(days)})
+        return [shapes.run_from_json(r) for r in runs]
+
+    def ledger(self, export_id: str) -> builtins.list[LedgerWindow]:
+        """Committed windows, shaped as the store's, for `verify.verify_location(ledger=...)`."""
+        return [
+            LedgerWindow(
+                id=i,
+                dataset=w["dataset"],
+                window=Window(w["from_ms"], w["to_ms"]),
+                run_id=w["run_id"],
+                status=COMMITTED,
+                rows=w["rows"],
+                parts=w["parts"],
+                bytes=w["bytes"],
+                error=None,
+                started_at=0,
+                finished_at=None,
+                snapshot_taken_at=None,
+            )
+            for i, w in enumerate(self._call("GET", f"/v1/exports/{_id(export_id)}/ledger"))
+        ]
+
+    def get_export(self, export_id: str) -> ExportRecord:
+        return self.status(export_id).export
+
+    def rotate_keys(self) -> int:
+        return int(self._call("POST", "/v1/admin/rotate-keys")["resealed"])
+
+
+def _id(export_id: str) -> str:
+    return _export_id(export_id)  # the same rule as the local API, before anything is sent
