@@ -152,7 +152,9 @@ class RemoteExports:
             "lag_ms": lag_ms,
         }
         record = shapes.export_from_json(self._call("POST", "/v1/exports", json=body))
-        progress(f"connection test passed; saved export {record.id}")
+        # Said after the answer: an error must stay the only line, as in the local CLI.
+        progress(f"connection test passed: the API wrote a test file to {config.describe()}/_sequenzy/")
+        progress(f"saved export {record.id}")
         return record
 
     def list(self, *, account_id: str | None = None, include_deleted: bool = False) -> builtins.list[ExportRecord]:
@@ -213,11 +215,10 @@ class RemoteExports:
             "access_key_id": access_key_id,
             "secret_access_key": secret,
         }
-        progress(f"testing the connection: the API at {self.url} writes a test file to the new destination ...")
         record = self._record(
             "PATCH", export_id, "destination", json={k: v for k, v in values.items() if v is not None}
         )
-        progress(f"connection test passed; saved export {record.id}")
+        progress(f"connection test passed; saved: export {record.id} now writes to the new destination")
         return record
 
     def history(self, export_id: str, *, days: int = 14) -> builtins.list[RunSummary]:

@@ -46,6 +46,7 @@ class Cli:
     key_spec: str
     capsys: pytest.CaptureFixture[str]
     monkeypatch: pytest.MonkeyPatch
+    remote: bool = False
     calls: list[Result] = field(default_factory=list)
 
     def __call__(self, *argv: str, stdin: str = "", tty: bool = False, env: dict[str, str] | None = None) -> Result:
@@ -116,11 +117,32 @@ def env_for(world: World, spec: str, *, allow_local: bool = True) -> dict[str, s
     return env
 
 
-@pytest.fixture(name="run", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@contextmanager
+def remote_env(world: World, spec: str) -> Any:
+    """The HTTP API over the world's control plane (uvicorn in a thread, sharing the world's clock),
+    and the environment that makes `seqexport` call it with an operator token."""
+    from seqexport_dagster.api import Exports
+    from seqexport_dagster.destination.base import OperatorPolicy
+    from seqexport_dagster_tests.api_server import mint, serve_thread
+
+    exports = Exports(world.store, OperatorPolicy(allow_local=True), clock=world.clock)
+    with serve_thread(exports) as server:
+        yield {"SEQEXPORT_API_URL": server.url, "SEQEXPORT_API_TOKEN": mint(exports, None)}
+
+
+@pytest.fixture(
+    name="run",
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres), pytest.param("remote", marks=pytest.mark.slow)],
+)
 def run_fixture(request: pytest.FixtureRequest, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """`seqexport` against a fresh control plane, once on SQLite and once on PostgreSQL."""
-    with cli_world(request.param, tmp_path) as (world, spec):
-        yield Cli(world, env_for(world, spec), spec, capsys, monkeypatch)
+    """`seqexport` against a fresh control plane: on SQLite, on PostgreSQL, and through the HTTP API
+    (``remote``: SEQEXPORT_API_URL + an operator token; the server's control plane is on SQLite)."""
+    with cli_world("sqlite" if request.param == "remote" else request.param, tmp_path) as (world, spec):
+        if request.param != "remote":
+            yield Cli(world, env_for(world, spec), spec, capsys, monkeypatch)
+            return
+        with remote_env(world, spec) as env:
+            yield Cli(world, env, spec, capsys, monkeypatch, remote=True)
 
 
 @pytest.fixture(name="run_sqlite")
