@@ -37,13 +37,17 @@ class ApiServer:
         return self.log.read_text() if self.log else ""
 
 
-def wait_ready(url: str, process: subprocess.Popen[bytes] | None = None, timeout: float = 60.0) -> None:
+def wait_ready(
+    url: str, process: subprocess.Popen[bytes] | None = None, timeout: float = 60.0, *, ready: bool = True
+) -> None:
+    """Until /readyz answers 200 (``ready=False``: until the server answers at all)."""
     deadline = time.monotonic() + timeout
     while True:
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"seqexport serve exited with {process.returncode}")
         try:
-            if httpx.get(f"{url}/readyz", timeout=2, trust_env=False).status_code == 200:
+            status = httpx.get(f"{url}/readyz", timeout=2, trust_env=False).status_code
+            if status == 200 or not ready:
                 return
         except httpx.HTTPError:
             pass
@@ -84,7 +88,7 @@ def serve_thread(exports: Exports, write_limit: RateLimit | None = None) -> Iter
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
-        wait_ready(f"http://127.0.0.1:{port}")
+        wait_ready(f"http://127.0.0.1:{port}", ready=False)
         yield ApiServer(f"http://127.0.0.1:{port}")
     finally:
         server.should_exit = True

@@ -1,0 +1,159 @@
+"""The parts under the HTTP API: tokens, Idempotency-Key results, the write limit, the shared JSON
+shapes, the 503 answer, and `seqexport tokens` (the end-to-end run is in test_http_api.py)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from seqexport_dagster import presentation as shapes
+from seqexport_dagster.api import Exports
+from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
+from seqexport_dagster.errors import InvalidInput
+from seqexport_dagster.service.errors import TooManyRequests
+from seqexport_dagster.service.guard import RateLimit
+from seqexport_dagster.store.crypto import SecretBox, new_key_spec
+from seqexport_dagster.store.idempotency import KEEP_MS, Claimed, IdempotencyStore, InProgress, Mismatch, Replay
+from seqexport_dagster.store.store import ControlPlane
+from seqexport_dagster.store.tables import api_tokens
+from seqexport_dagster.store.token import TokenStore
+from seqexport_dagster_tests.api_server import serve_thread
+from seqexport_dagster_tests.cli_harness import Cli, run_sqlite_fixture  # noqa: F401 - fixture
+from seqexport_dagster_tests.world import DAY0, World
+
+
+@pytest.fixture(name="any_world", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_world_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    from seqexport_dagster_tests.world import postgres_world, sqlite_world
+
+    with (sqlite_world if request.param == "sqlite" else postgres_world)(tmp_path) as w:
+        yield w
+
+
+def test_tokens_are_stored_hashed_and_revocable(any_world: World) -> None:
+    tokens = TokenStore(any_world.control_engine)
+    value, token = tokens.create(account_id="acme", now_ms=DAY0, name="dashboard")
+    operator_value, operator = tokens.create(account_id=None, now_ms=DAY0)
+    assert value.startswith(token.id + "_") and token.scope == "account" and operator.is_operator
+    with any_world.control_engine.connect() as conn:
+        stored = " ".join(str(v) for row in conn.execute(sa.select(api_tokens)).all() for v in row)
+    assert value not in stored and value.rsplit("_", 1)[1] not in stored and token.id in stored
+    assert tokens.authenticate(value) == token
+    assert tokens.authenticate(operator_value) == operator
+    for wrong in ("", "Bearer", value[:-1] + ("A" if value[-1] != "A" else "B"), token.id, value + "x"):
+        assert tokens.authenticate(wrong) is None
+    assert [t.id for t in tokens.list(account_id="acme")] == [token.id]
+    assert tokens.revoke(token.id, DAY0 + 1).revoked_at == DAY0 + 1
+    assert tokens.authenticate(value) is None and tokens.list(account_id="acme") == []
+    assert [t.id for t in tokens.list(account_id="acme", include_revoked=True)] == [token.id]
+    with pytest.raises(InvalidInput, match="token_id"):
+        tokens.revoke("nope", DAY0)
+
+
+def test_idempotency_claim_replay_mismatch_expiry(any_world: World) -> None:
+    keys = IdempotencyStore(any_world.control_engine)
+    assert keys.claim("acme", "k", "POST /v1/exports", "f1", DAY0) == Claimed()
+    assert keys.claim("acme", "k", "POST /v1/exports", "f1", DAY0 + 1) == InProgress()
+    keys.finish("acme", "k", 201, '{"id": "exp_1"}')
+    assert keys.claim("acme", "k", "POST /v1/exports", "f1", DAY0 + 2) == Replay(201, '{"id": "exp_1"}')
+    assert keys.claim("acme", "k", "POST /v1/exports", "f2", DAY0 + 2) == Mismatch()
+    assert keys.claim("beta", "k", "POST /v1/exports", "f2", DAY0 + 2) == Claimed()  # scoped to the caller
+    keys.release("beta", "k")
+    assert keys.claim("beta", "k", "POST /v1/exports", "f3", DAY0 + 3) == Claimed()  # a failure frees the key
+    # After 24 h the key is new again.
+    assert keys.claim("acme", "k", "POST /v1/exports", "f2", DAY0 + KEEP_MS + 1) == Claimed()
+    assert keys.prune(DAY0 + 3 * KEEP_MS) == 2
+
+
+def test_idempotency_one_winner_among_concurrent_claims(any_world: World) -> None:
+    keys = IdempotencyStore(any_world.control_engine)
+    outcomes: list[object] = []
+    barrier = threading.Barrier(6)
+
+    def claim() -> None:
+        barrier.wait()
+        outcomes.append(keys.claim("acme", "race", "POST /v1/exports", "f", DAY0))
+
+    threads = [threading.Thread(target=claim) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes.count(Claimed()) == 1 and outcomes.count(InProgress()) == 5
+
+
+def test_write_limit_slides_per_account() -> None:
+    now = [0.0]
+    limit = RateLimit(2, 60.0, now=lambda: now[0])
+    limit.check("acme")
+    limit.check("acme")
+    limit.check("beta")
+    with pytest.raises(TooManyRequests) as refused:
+        limit.check("acme")
+    assert refused.value.retry_after_s == 60
+    now[0] = 60.5
+    limit.check("acme")
+    parsed = RateLimit.parse("10/60")
+    assert (parsed.calls, parsed.per_s) == (10, 60.0)
+    for bad in ("10", "x/60", "0/60", "5/0"):
+        with pytest.raises(InvalidInput, match="write-limit"):
+            RateLimit.parse(bad)
+
+
+def test_shapes_round_trip(world: World) -> None:
+    record = world.store.create_export(
+        account_id="acme",
+        destination=DestinationConfig(
+            "s3", "acme-exports", prefix="p", region="us-east-1", access_key_id="AKIAEXAMPLE000000001",
+            secret_access_key="s3cret",
+        ),
+        datasets=("email_events", "subscribers"),
+        frequency="1h",
+        lag_ms=120_000,
+        now_ms=DAY0,
+    )
+    body = shapes.export_json(record)
+    back = shapes.export_from_json(body)
+    assert shapes.export_json(back) == body and back.access_key_id == "AKIA************0001"
+    assert back.datasets == record.datasets and back.created_at == record.created_at
+    status = Exports(world.store, OperatorPolicy(), clock=world.clock).status(record.id)
+    assert shapes.status_json(shapes.status_from_json(shapes.status_json(status))) == shapes.status_json(status)
+    assert "s3cret" not in str(body)
+
+
+def test_control_plane_away_is_503_with_retry_after(tmp_path: Path) -> None:
+    engine = sa.create_engine("postgresql+psycopg2://postgres@127.0.0.1:1/gone")
+    exports = Exports(ControlPlane(engine, SecretBox.parse(new_key_spec("k"))), OperatorPolicy())
+    with serve_thread(exports) as server, server.client("sqx_000000000000_" + "A" * 43) as client:
+        for path in ("/v1/exports", "/v1/exports/exp_0000000000000000"):
+            got = client.get(path)
+            assert got.status_code == 503 and got.headers["Retry-After"] == "5", got.text
+            assert got.json()["error"]["type"] == "unavailable"
+            assert "127.0.0.1" not in got.text and "SELECT" not in got.text and "psycopg2" not in got.text
+        assert httpx.get(f"{server.url}/healthz", trust_env=False).status_code == 503
+        assert httpx.get(f"{server.url}/readyz", trust_env=False).headers["Retry-After"] == "5"
+
+
+def test_tokens_command(run_sqlite: Cli) -> None:
+    run = run_sqlite
+    created = run("tokens", "create", "--account", "acme", "--name", "dashboard")
+    assert created.code == 0 and "shown only now" in created.out
+    value = created.out.strip().splitlines()[-1]
+    assert value.startswith("sqx_") and TokenStore(run.world.control_engine).authenticate(value) is not None
+    listed = run.ok("tokens", "list")
+    assert [(t["account_id"], t["scope"], t["name"]) for t in listed] == [("acme", "account", "dashboard")]
+    assert value not in run("tokens", "list").out and value.rsplit("_", 1)[1] not in str(listed)
+    operator = run.ok("tokens", "create", "--operator")
+    assert operator["scope"] == "operator" and operator["token"].startswith(operator["id"] + "_")
+    assert run.ok("tokens", "revoke", listed[0]["id"])["revoked_at"] is not None
+    assert TokenStore(run.world.control_engine).authenticate(value) is None
+    both = run("tokens", "create", "--account", "acme", "--operator")
+    assert both.code == 2 and "--operator" in both.err
+    assert run("tokens", "revoke", "sqx_000000000000").code == 3
+    remote = run("tokens", "list", env={**run.env, "SEQEXPORT_API_URL": "http://127.0.0.1:1"})
+    assert remote.code == 2 and "SEQEXPORT_API_URL" in remote.err
