@@ -263,7 +263,10 @@ class Exports:
 
     def status(self, export_id: str) -> ExportStatus:
         """State, each dataset's position and lag behind real time, and the last errors."""
-        record = self.get(export_id)
+        return self.status_of(self.get(export_id))
+
+    def status_of(self, record: ExportRecord) -> ExportStatus:
+        """`status` of a record already read (the HTTP API reads it once, to check the account)."""
         now = self.clock()
         return ExportStatus(
             export=record,

@@ -73,8 +73,7 @@ class ScopedExports:
         return self._own(export_id)
 
     def status(self, export_id: str) -> ExportStatus:
-        self._own(export_id)
-        return self.exports.status(export_id)
+        return self.exports.status_of(self._own(export_id))
 
     def pause(self, export_id: str) -> ExportRecord:
         self._own(export_id)

@@ -91,3 +91,19 @@ def test_profile_categories_split_the_engine_by_step() -> None:
     put = ["Runner.write_window (runner.py:1)", "_Attempt.put (runner.py:1)", "LocalDestination.put (local.py:1)"]
     assert classify(put) not in FLOOR_CATEGORIES
     assert classify(["Runner.write_window (runner.py:1)", "part_key (window.py:1)"]) == OTHER
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_http_api_benchmark_tiny_mode() -> None:
+    """benchmarks/http_api.py runs end to end (a real server on PostgreSQL); no timing is asserted."""
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.http_api", "--exports", "30", "--seconds", "0.4", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    raw = json.loads(out.stdout[out.stdout.index("{") :])
+    assert raw["exports"] == 30
+    assert set(raw["results"]) == {"status: HTTP", "status: Python API", "list: HTTP", "list: Python API"}
+    assert all(r["requests"] >= 40 and r["p99_ms"] >= r["p50_ms"] > 0 for r in raw["results"].values())
+    assert "status: Python API / HTTP throughput" in out.stdout
