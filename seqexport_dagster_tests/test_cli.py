@@ -401,3 +401,25 @@ def test_installed_entry_point(tmp_path: Path) -> None:
     assert missing.returncode == 3 and missing.stderr == "error: export 'exp_0000000000000000' not found\n"
     assert (tmp_path / "b" / "_sequenzy").is_dir() and eid.startswith("exp_")
     assert (tmp_path / "home" / "control.db").exists()
+
+
+def test_verify_with_the_ledger(run: Cli) -> None:
+    """`verify --ledger`: locally from the database, remotely from GET /v1/exports/{id}/ledger."""
+    w = run.world
+    generate_account(w.source_engine, "acme", DAY0, DAY0 + DAY_MS, seed=7, scale=SMALL)
+    eid = run.create_local("v", "--datasets", "email_events")["id"]
+    w.clock.advance(6 * HOUR_MS + LAG)
+    drive(w, eid, "run-v1")
+    w.clock.advance(2 * HOUR_MS)
+    drive(w, eid, "run-v2")  # a second window, so the bucket still has one when the last is lost
+    root = w.root / "v"
+    clean = run.ok("verify", str(root), "--ledger", eid)
+    assert clean["ok"] and clean["ledger_checked"], clean
+    # The bucket alone cannot tell a lost last part from a shorter window; the ledger can.
+    last = sorted((root / "email_events").rglob("*.jsonl.gz"))[-1]
+    last.unlink()
+    alone = run("verify", str(root), "--json")
+    assert alone.code == 0, alone.out
+    found = run("verify", str(root), "--ledger", eid, "--json")
+    assert found.code == 7 and {p["kind"] for p in found.json["problems"]} == {"ledger_window_missing"}, found
+    assert run("verify", str(root), "--ledger", "exp_0000000000000000").code == 3
