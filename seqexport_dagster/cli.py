@@ -59,12 +59,14 @@ exit codes (stable; scripts may rely on them):
   3  not found: no export with that id
   4  conflict: not possible in the export's current state (deleted, paused, dataset already there)
   5  connection test failed: the store refused or did not answer the test write; nothing was saved
-  6  unavailable: the control-plane database or the credential keys (SEQEXPORT_SECRET_KEYS) are not usable
+  6  unavailable: the control-plane database or the credential keys (SEQEXPORT_SECRET_KEYS) are not usable;
+     remotely: the API is unreachable, refused the token, or asks to retry later
   7  verify found problems in the bucket (the report lists each one)
 
 Every command takes --json (before or after the command name): results go to stdout as JSON,
 errors as {"error": {...}}. Progress goes to stderr. Secrets are never printed.
 configuration: SEQEXPORT_DATABASE_URL, SEQEXPORT_SECRET_KEYS, SEQEXPORT_HOME, SEQEXPORT_ALLOW_LOCAL
+remote: with SEQEXPORT_API_URL and SEQEXPORT_API_TOKEN set, the management commands call the HTTP API
 """
 
 
@@ -670,14 +672,7 @@ def _tokens(args: argparse.Namespace) -> int:
 
 
 def _token_json(token: Any) -> dict[str, object]:
-    return {
-        "id": token.id,
-        "scope": token.scope,
-        "account_id": token.account_id,
-        "name": token.name,
-        "created_at": _iso(token.created_at),
-        "revoked_at": _iso(token.revoked_at),
-    }
+    return dict(_shapes().token_json(token))
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -128,6 +128,17 @@ class LedgerWindowJson(TypedDict):
     run_id: str | None
 
 
+class TokenJson(TypedDict):
+    """An API token as `seqexport tokens` lists it: its id and scope, never its value."""
+
+    id: str
+    scope: str
+    account_id: str | None
+    name: str
+    created_at: str | None
+    revoked_at: str | None
+
+
 class ResealedJson(TypedDict):
     resealed: int
 
@@ -245,6 +256,18 @@ def run_json(r: RunSummary) -> RunJson:
         "files": r.files,
         "bytes": r.bytes,
         "error": r.error,
+    }
+
+
+def token_json(token: Any) -> TokenJson:
+    """``token`` is a `store.token.ApiToken`."""
+    return {
+        "id": token.id,
+        "scope": token.scope,
+        "account_id": token.account_id,
+        "name": token.name,
+        "created_at": _iso(token.created_at),
+        "revoked_at": _iso(token.revoked_at),
     }
 
 

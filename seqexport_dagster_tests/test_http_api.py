@@ -170,14 +170,15 @@ def test_http_api_end_to_end(api: tuple[ApiServer, Exports, Recorder], moto: Mot
     assert exports.get(a_id).status == "active" and exports.get(b_id).prefix == "sequenzy"
 
     # Without a token, with a wrong one or a revoked one: 401 and nothing else, on every endpoint.
-    revoked_token = mint(exports, "acme")
-    TokenStore(exports.store.engine).revoke(revoked_token.split("_")[0] + "_" + revoked_token.split("_")[1], 0)
+    tokens = TokenStore(exports.store.engine)
+    revoked_token, revoked = tokens.create(account_id="acme", now_ms=0)
+    assert client(server, rec, revoked_token).get("/v1/exports").status_code == 200
+    tokens.revoke(revoked.id, 0)
     everything = [*endpoints, ("GET", "/v1/exports", None), ("POST", "/v1/exports", body), ("POST", "/v1/admin/rotate-keys", None)]
     for token in (None, "sqx_000000000000_" + "A" * 43, acme_token[:-1] + "B", revoked_token):
         unauthorized = client(server, rec, token)
-        headers = {} if token else {}
         for method, template, payload in everything:
-            got = unauthorized.request(method, template.format(id=a_id), json=payload, headers=headers)
+            got = unauthorized.request(method, template.format(id=a_id), json=payload)
             assert got.status_code == 401, (token, method, template, got.text)
             assert got.json()["error"]["type"] == "unauthorized" and got.headers["WWW-Authenticate"] == "Bearer"
     assert client(server, rec, acme_token).get("/v1/exports").status_code == 200
