@@ -10,8 +10,8 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-# TEMPORARY until the 0002-0004 revisions of the other branches land: the chain is 0004 -> 0005.
-down_revision = "0001"
+# TEMPORARY until 0003 (issue 13) and 0004 (issue 14) land: then down_revision = "0004".
+down_revision = "0002"
 
 
 def upgrade() -> None:
