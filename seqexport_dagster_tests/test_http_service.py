@@ -22,7 +22,7 @@ from seqexport_dagster.store.idempotency import KEEP_MS, Claimed, IdempotencySto
 from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.store.tables import api_tokens
 from seqexport_dagster.store.token import TokenStore
-from seqexport_dagster_tests.api_server import serve_thread
+from seqexport_dagster_tests.api_server import mint, serve_thread
 from seqexport_dagster_tests.cli_harness import Cli, run_sqlite_fixture  # noqa: F401 - fixture
 from seqexport_dagster_tests.world import DAY0, World
 
@@ -157,3 +157,23 @@ def test_tokens_command(run_sqlite: Cli) -> None:
     assert run("tokens", "revoke", "sqx_000000000000").code == 3
     remote = run("tokens", "list", env={**run.env, "SEQEXPORT_API_URL": "http://127.0.0.1:1"})
     assert remote.code == 2 and "SEQEXPORT_API_URL" in remote.err
+
+
+def test_destination_changes_count_against_the_write_limit(world: World) -> None:
+    """A move writes a test file to an address the caller chose: it counts, per account, like a create."""
+    exports = Exports(world.store, OperatorPolicy(allow_local=True), clock=world.clock)
+    acme_id = world.local_export("acme", folder="a").id
+    beta_id = world.local_export("beta", folder="b").id
+    with serve_thread(exports, RateLimit(2, 3600.0)) as server:
+        acme = server.client(mint(exports, "acme"))
+        beta = server.client(mint(exports, "beta"))
+        moves = [
+            acme.patch(f"/v1/exports/{acme_id}/destination", json={"bucket": str(world.root / f"a{i}")})
+            for i in range(3)
+        ]
+        assert [m.status_code for m in moves] == [200, 200, 429], moves[-1].text
+        assert int(moves[-1].headers["Retry-After"]) > 3500 and moves[-1].json()["error"]["type"] == "rate_limited"
+        assert exports.get(acme_id).bucket == str(world.root / "a1")  # the refused move changed nothing
+        assert beta.patch(f"/v1/exports/{beta_id}/destination", json={"prefix": "v2"}).status_code == 200
+        acme.close()
+        beta.close()
