@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
+from seqexport_dagster import planner
 from seqexport_dagster.destination.base import (
     Destination,
     DestinationConfig,
@@ -64,7 +65,6 @@ from seqexport_dagster.window import (
     connection_test_key,
     day_start,
     day_start_ms,
-    due_windows,
     part_key,
     snapshot_part_key,
     success_key,
@@ -259,36 +259,22 @@ class Runner:
     def windows_for_day(
         self, export: ExportRecord, state: DatasetState, day: dt.date, *, rewrite: bool
     ) -> list[Window]:
-        """The windows a run of (export, dataset, day) looks at.
+        """The windows a run of (export, dataset, day) looks at: `planner.day_windows` decides.
 
         Scheduled: the due windows of that day, continuing the chain. Backfill (``rewrite``): also
         the windows already committed on that day, with the same bounds, so that whatever of them
-        is missing in the bucket is delivered. Never anything before the dataset was added: the
-        chain starts there, and rows from before it were never promised.
+        is missing in the bucket is delivered. Never anything before the dataset was added.
         """
-        now = self.clock()
-        due = [w for w in self.due_windows(export, state, now) if w.day == day]
-        if not rewrite:
-            return due
-        committed = self.store.committed_windows(export.id, state.dataset, day.isoformat())
-        return sorted({*committed, *due})
+        unfinished = self.unfinished_window(export.id, state)
+        committed = self.store.committed_windows(export.id, state.dataset, day.isoformat()) if rewrite else []
+        return planner.day_windows(export, state, day, self.clock(), unfinished=unfinished, committed=committed)
 
     def due_windows(self, export: ExportRecord, state: DatasetState, now: int) -> list[Window]:
-        """Due windows continuing the chain, starting with the exact bounds of an unfinished attempt.
-
-        After a failure the backlog would otherwise merge the failed window with the following grid
-        steps into one catch-up window under a new name, and the parts the failed attempt already
-        landed (same rows, old name) would stay in the bucket next to it: duplicates. Resuming the
-        same window continues its parts instead.
+        """Due windows continuing the chain, starting with the exact bounds of an unfinished attempt
+        (`planner.windows_due`): resuming the same window continues its parts instead of landing
+        its rows again under a new name.
         """
-        pending = export.export_now_pending(state)
-        horizon = now - export.lag_ms
-        retry = self.unfinished_window(export.id, state)
-        start = state.position_ms
-        head: list[Window] = []
-        if retry is not None and retry.to_ms <= horizon:
-            head, start = [retry], retry.to_ms
-        return head + due_windows(start, now, frequency=export.frequency, lag_ms=export.lag_ms, export_now=pending)
+        return planner.windows_due(export, state, now, self.unfinished_window(export.id, state))
 
     def unfinished_window(self, export_id: str, state: DatasetState) -> Window | None:
         """The latest attempted, uncommitted window that starts at the position, if any."""

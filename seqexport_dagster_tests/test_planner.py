@@ -1,13 +1,21 @@
-"""The pure scheduling policy: which (export, day, datasets) runs are due, with which run key."""
+"""The one planner, pure: due work, the unfinished-window retry, backfill windows, batching, completeness."""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import replace
 
-from seqexport_dagster.schedule import due_work, work_for
+from seqexport_dagster.planner import (
+    batch,
+    complete_through,
+    dataset_complete_through,
+    day_windows,
+    due_work,
+    windows_due,
+    work_for,
+)
 from seqexport_dagster.store.store import DatasetState, ExportRecord
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS
+from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster_tests.world import DAY0
 
 D0 = dt.date(2026, 9, 30)
@@ -101,3 +109,63 @@ def test_run_key_moves_with_the_work_and_only_with_it():
     assert work_for(replace(e, config_version=2), now).run_key != key  # paused and resumed
     assert work_for(e, now + 15 * MINUTE_MS).run_key != key  # a run that died without progress is retried
     assert "secret" not in key and key.startswith("exp_1|2026-09-30|")
+
+
+def test_the_unfinished_window_is_due_with_its_own_bounds_for_sensor_and_run_alike():
+    # An "export now" attempt (position, 00:38] failed; export now was then settled by a resume.
+    e = export(ds("email_events", DAY0))
+    unfinished = Window(DAY0, DAY0 + 38 * MINUTE_MS)
+    now = DAY0 + 50 * MINUTE_MS  # the grid's 01:00 is not due yet
+    assert windows_due(e, e.datasets[0], now, None) == []
+    assert windows_due(e, e.datasets[0], now, unfinished) == [unfinished]
+    # The sensor plans with the same input, so it requests exactly what the run will write.
+    item = work_for(e, now, {("exp_1", "email_events"): unfinished})
+    assert item is not None and item.day == D0
+    assert work_for(e, now) is None
+
+
+def test_a_backfill_never_writes_before_the_datasets_start():
+    start = DAY0 + 5 * HOUR_MS + 30 * MINUTE_MS
+    e = export(ds("email_events", DAY0 + 7 * HOUR_MS, added_at=start))
+    now = DAY0 + 7 * HOUR_MS + 5 * MINUTE_MS
+    # The day before the export existed: nothing, whatever was asked.
+    assert day_windows(e, e.datasets[0], D0 - dt.timedelta(days=1), now, committed=[]) == []
+    # Its first day: what was committed (re-delivered), then what is due; nothing before 05:30.
+    committed = [Window(start, DAY0 + 6 * HOUR_MS), Window(DAY0 + 6 * HOUR_MS, DAY0 + 7 * HOUR_MS)]
+    rewrite = day_windows(e, e.datasets[0], D0, now, committed=[Window(DAY0, start), *committed])
+    assert rewrite == committed
+
+
+def test_batches_group_by_day_and_shard_and_close_at_k_exports_or_weight():
+    now = DAY0 + 3 * HOUR_MS
+    punctual = [export(ds("email_events", DAY0 + 2 * HOUR_MS), id=f"exp_{i:04d}") for i in range(300)]
+    items = due_work(punctual, now)
+    assert all(abs(i.weight - 1 / 24) < 1e-9 for i in items)
+    runs = batch(items, max_exports=50, shards=4)
+    assert sum(len(b.items) for b in runs) == 300 and all(len(b.items) <= 50 for b in runs)
+    assert len(runs) <= 300 // 50 + 4, "at most one partial run per shard"
+    assert len({b.run_key for b in runs}) == len(runs)
+    assert batch(items, max_exports=50, shards=4) == runs, "the same work makes the same runs"
+    # A catch-up export (a whole day due) weighs 1; with a weight cap of 1.5, it shares with few.
+    behind = export(ds("email_events", DAY0), id="exp_zzzz")
+    heavy = work_for(behind, DAY0 + DAY_MS + 3 * HOUR_MS)
+    assert heavy is not None and heavy.weight == 1.0
+    light = [
+        work_for(export(ds("email_events", DAY0 + 20 * HOUR_MS), id=f"exp_{i}"), DAY0 + 23 * HOUR_MS) for i in range(30)
+    ]
+    runs = batch([heavy, *light], max_weight=1.5, shards=1)
+    (with_heavy,) = [b for b in runs if "exp_zzzz" in b.export_ids]
+    assert sum(i.weight for i in with_heavy.items) <= 1.5
+
+
+def test_a_day_is_complete_when_every_active_export_finished_it():
+    done = export(ds("email_events", DAY0 + DAY_MS), id="exp_a")
+    late = export(ds("email_events", DAY0 + 20 * HOUR_MS), id="exp_b")
+    newer = export(ds("email_events", DAY0 + DAY_MS + 3 * HOUR_MS, added_at=DAY0 + DAY_MS + 3 * HOUR_MS), id="exp_c")
+    assert complete_through(done.datasets[0]) == D0
+    assert complete_through(late.datasets[0]) == D0 - dt.timedelta(days=1)
+    assert dataset_complete_through([done, late, newer], "email_events") == D0 - dt.timedelta(days=1)
+    # The newer export started on D1: D0 does not wait for it; a paused export holds nothing back.
+    assert dataset_complete_through([done, newer], "email_events") == D0
+    assert dataset_complete_through([done, replace(late, status="paused")], "email_events") == D0
+    assert dataset_complete_through([done], "sms_events") is None
