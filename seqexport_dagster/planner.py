@@ -250,10 +250,10 @@ def complete_through(state: DatasetState) -> dt.date:
     """The last UTC day whose folder this dataset of one export has finished.
 
     Events: every window up to the position is committed, so the day before the position's day is
-    done (and the position's own day when the position is its midnight). Snapshot: the position is
-    the midnight of the next day to snapshot. Days before the dataset's start are vacuously done.
+    done (a position at midnight D+1 completes D). Snapshot: the position is the midnight of the
+    next day to snapshot. Days before the dataset's start are vacuously done.
     """
-    return day_of(state.position_ms - 1)
+    return day_of(state.position_ms) - dt.timedelta(days=1)
 
 
 def dataset_complete_through(exports: Iterable[ExportRecord], dataset: str) -> dt.date | None:

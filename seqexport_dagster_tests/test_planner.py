@@ -137,10 +137,10 @@ def test_a_backfill_never_writes_before_the_datasets_start():
 
 
 def test_batches_group_by_day_and_shard_and_close_at_k_exports_or_weight():
-    now = DAY0 + 3 * HOUR_MS
+    now = DAY0 + 3 * HOUR_MS + 2 * MINUTE_MS
     punctual = [export(ds("email_events", DAY0 + 2 * HOUR_MS), id=f"exp_{i:04d}") for i in range(300)]
     items = due_work(punctual, now)
-    assert all(abs(i.weight - 1 / 24) < 1e-9 for i in items)
+    assert len(items) == 300 and all(abs(i.weight - 1 / 24) < 1e-9 for i in items)
     runs = batch(items, max_exports=50, shards=4)
     assert sum(len(b.items) for b in runs) == 300 and all(len(b.items) <= 50 for b in runs)
     assert len(runs) <= 300 // 50 + 4, "at most one partial run per shard"
