@@ -8,13 +8,17 @@ defaults when it is used (a laptop needs no variables at all).
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Mapping
 from typing import Any, Final
 
 import dagster as dg
+import sqlalchemy as sa
 
-from seqexport_dagster.defs.assets import build_assets
+from seqexport_dagster.config import Settings
+from seqexport_dagster.defs.assets import build_checks, build_deliveries, status_asset
+from seqexport_dagster.defs.partitions import FALLBACK_FIRST_DAY, days_partitions
 from seqexport_dagster.defs.resources import (
     ClockResource,
     ControlPlaneResource,
@@ -23,6 +27,9 @@ from seqexport_dagster.defs.resources import (
     SourceResource,
 )
 from seqexport_dagster.defs.sensors import EXPORT_JOB, scheduler_sensor
+from seqexport_dagster.errors import ExportError
+from seqexport_dagster.store.database import create_engine
+from seqexport_dagster.store.fleet import first_export_day
 
 ENV: Final = {
     "database_url": "SEQEXPORT_DATABASE_URL",
@@ -72,20 +79,42 @@ def exporter_resources(
     }
 
 
-def build_definitions(resources: Mapping[str, Any] | None = None) -> dg.Definitions:
-    assets = build_assets()
+def first_day_from_env() -> dt.date:
+    """The first export's first day, read when the code location loads (never at import).
+
+    Falls back to `FALLBACK_FIRST_DAY` when the control plane cannot be read: the location still
+    loads, with earlier (empty) days shown, and the next reload corrects it.
+    """
+    try:
+        engine = create_engine(Settings.from_env().database_url)
+        try:
+            first = first_export_day(engine)
+        finally:
+            engine.dispose()
+    except (ExportError, sa.exc.SQLAlchemyError):
+        return FALLBACK_FIRST_DAY
+    return first or dt.datetime.now(tz=dt.UTC).date()
+
+
+def build_definitions(
+    resources: Mapping[str, Any] | None = None, *, first_day: dt.date | None = None
+) -> dg.Definitions:
+    days = days_partitions(first_day or first_day_from_env())
+    deliveries = build_deliveries(days)
     export_job = dg.define_asset_job(
         EXPORT_JOB,
-        selection=dg.AssetSelection.assets(*assets),
+        selection=dg.AssetSelection.assets(deliveries),
         executor_def=dg.in_process_executor,
-        description="Writes the due windows (or the snapshot) of one export for one UTC day.",
+        partitions_def=days,
+        description="Delivers the due windows (or snapshots) of a batch of exports for one UTC day.",
     )
     return dg.Definitions(
-        assets=assets,
+        assets=[deliveries, status_asset],
+        asset_checks=build_checks(),
         jobs=[export_job],
         sensors=[scheduler_sensor],
         resources=dict(resources) if resources is not None else default_resources(),
-        # In-process: a pause must cancel the whole run (see assets.py), and one export-day is small.
+        # In-process: the batch runs its exports on its own bounded thread pool.
         executor=dg.in_process_executor,
     )
 

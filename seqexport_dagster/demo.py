@@ -225,21 +225,20 @@ def run_demo_dagster(
         OperatorResource(allow_local="1"),
         FixedClock(at_ms=world.now_ms),
     )
-    defs = build_definitions(resources)
-    accounts = {e.id: e.account_id for e in world.exports}
+    first = min(day_of(s.added_at) for e in world.exports for s in e.datasets)
+    defs = build_definitions(resources, first_day=first)
+    cursor = None
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         for _ in range(max_ticks):
-            outcome = tick(instance, defs, console_log_level="WARNING")
+            outcome = tick(instance, defs, console_log_level="WARNING", cursor=cursor)
+            cursor = outcome.cursor
             if not outcome.requested:
                 break
             for request, result in zip(outcome.requested, outcome.results, strict=True):
-                keys = dg.MultiPartitionKey(dict(request.partition_key.keys_by_dimension))  # type: ignore[union-attr]
                 datasets = ", ".join(k.path[-1] for k in request.asset_selection or [])
                 status = "ok" if result.success else "FAILED"
-                progress(
-                    f"run {result.run_id[:8]} {accounts[request.tags['export_id']]:7} "
-                    f"{keys.keys_by_dimension['date']}  {datasets}: {status}"
-                )
+                exports = request.tags.get("seqexport/exports", "?")
+                progress(f"run {result.run_id[:8]} {request.partition_key}  {exports} export(s)  {datasets}: {status}")
             summary.runs += len(outcome.results)
     for export in world.exports:
         for w in world.store.ledger(export.id):

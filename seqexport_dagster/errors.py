@@ -94,3 +94,14 @@ class RunInterrupted(ExportError):
         super().__init__(f"export {export_id} is {status}; stopped before the next file")
         self.export_id = export_id
         self.status = status
+
+
+class LeaseLost(RunInterrupted):
+    """Another run took over the export's writer lease (ours lapsed). Not a failure: stop writing."""
+
+    def __init__(self, export_id: str) -> None:
+        ExportError.__init__(
+            self, f"export {export_id}: another run holds its writer lease; stopped before the next file"
+        )
+        self.export_id = export_id
+        self.status = "leased elsewhere"

@@ -159,6 +159,8 @@ class _Attempt:
         self.destination: Destination = runner.open_destination(self.config, runner.policy)
 
     def guard(self) -> None:
+        if self.runner.before_file is not None:  # issue 14: renews the writer lease
+            self.runner.before_file(self.export.id)
         state = self.runner.store.state(self.export.id)
         if state.status != ACTIVE:
             raise RunInterrupted(self.export.id, state.status)
@@ -244,6 +246,7 @@ class Runner:
         destination_factory: Callable[[DestinationConfig, OperatorPolicy], Destination] = open_destination,
         max_restarts: int = 5,
         count_retryable: bool = True,
+        before_file: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
         self.source = source
@@ -255,6 +258,8 @@ class Runner:
         # False while Dagster's in-run RetryPolicy will try again: one failed run, not one failed
         # attempt, is one failure for the backoff.
         self.count_retryable = count_retryable
+        #: Called before every file with the export id; raises to stop (a lost writer lease).
+        self.before_file = before_file
 
     def windows_for_day(
         self, export: ExportRecord, state: DatasetState, day: dt.date, *, rewrite: bool

@@ -8,6 +8,7 @@ The credential keys reach the resources through `dg.EnvVar`, exactly as in produ
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from seqexport_dagster.defs.resources import (
     SourceResource,
 )
 from seqexport_dagster.store.crypto import new_key_spec
+from seqexport_dagster.store.fleet import first_export_day
+from seqexport_dagster.window import day_of
 from seqexport_dagster_tests.world import DAY0, World
 
 KEYS_ENV = "SEQEXPORT_SECRET_KEYS"
@@ -38,6 +41,8 @@ class Harness:
     instance: dg.DagsterInstance
     exporter_class: type[ExporterResource] = ExporterResource
     exporter_fields: dict[str, Any] | None = None
+    #: The sensor's cursor between ticks, as the daemon keeps it.
+    cursor: str | None = None
 
     def resources(self) -> dict[str, Any]:
         control_plane = ControlPlaneResource(database_url=self.world.control_url, secret_keys=dg.EnvVar(KEYS_ENV))
@@ -55,26 +60,31 @@ class Harness:
             )
         return resources
 
+    def first_day(self) -> dt.date:
+        return first_export_day(self.world.store.engine) or day_of(self.world.clock())
+
     def definitions(self) -> dg.Definitions:
-        return build_definitions(self.resources())
+        return build_definitions(self.resources(), first_day=self.first_day())
 
     def tick(self, *, execute: bool = True) -> TickOutcome:
-        return tick(self.instance, self.definitions(), execute=execute)
+        outcome = tick(self.instance, self.definitions(), execute=execute, cursor=self.cursor)
+        self.cursor = outcome.cursor
+        return outcome
 
     def sensor_result(self) -> dg.SensorResult:
-        return evaluate_sensor(self.instance, self.resources())
+        return evaluate_sensor(self.instance, self.resources(), self.cursor)
 
-    def run(self, export_id: str, day: str, datasets: list[str], tags: dict[str, str] | None = None):
-        """A run launched by hand (UI "Materialize" or a backfill run): no scheduler tag."""
-        from seqexport_dagster.defs.partitions import partition_key
-
-        self.instance.add_dynamic_partitions("exports", [export_id])
+    def run(
+        self, export_ids: list[str] | None, day: str, datasets: list[str], tags: dict[str, str] | None = None, **config: Any
+    ) -> dg.ExecuteInProcessResult:
+        """A run launched by hand (UI "Materialize", launchpad config, or a backfill run): no scheduler tag."""
         job = self.definitions().resolve_job_def("export_job")
         return job.execute_in_process(
+            run_config={"ops": {"deliveries": {"config": {"exports": export_ids or [], **config}}}},
             instance=self.instance,
-            partition_key=partition_key(export_id, day),
+            partition_key=day,
             asset_selection=[dg.AssetKey(d) for d in datasets],
-            tags={"export_id": export_id, **(tags or {})},
+            tags=tags or {},
             raise_on_error=False,
         )
 

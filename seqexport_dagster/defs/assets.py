@@ -1,197 +1,162 @@
-"""The four assets: one per dataset, partitioned by export × UTC day.
+"""The dataset assets (by UTC day), the per-export status asset and the per-dataset health check.
 
-An asset body only calls `Runner.run_day` and translates its outcome for Dagster:
-- each window that lands is logged as an `AssetObservation` (visible before the day completes);
-- the (export, day) partition is materialized only when the day's folder is complete, so a green
-  cell in the UI is a finished ``date=`` folder;
-- `RetryableError` is retried by the short `RETRY_POLICY`; every other error fails at once with
-  the customer-readable message (`Failure(allow_retries=False)`); the sensor's backoff retries it;
-- `RunInterrupted` (paused or deleted during the run) ends the run *canceled*, through Dagster's
-  own termination path: the run is marked canceling, then its steps stop;
-- after the due windows, a scheduled run of an event dataset reconciles that dataset's recent
-  windows (`seqexport_dagster.reconcile`): inside the export's own run, so never beside a writer.
-  Each window given late rows is an `AssetObservation` on the partition of its own day.
+One op, ``deliveries``, materializes the four dataset assets (`can_subset`: a run selects the
+datasets it writes). Its body is wiring over one core call, `BatchRunner.run`:
+- a run carries a day (the partition) and a batch of exports (run config ``exports``; empty: every
+  active export, which is what a date-range backfill launched from the UI delivers);
+- each window that lands is an `AssetObservation` on that day, naming the export;
+- a scheduled run (tagged by the sensor) writes what is due; any other run (UI launch, backfill)
+  re-delivers the day (create-only), never before a dataset's start;
+- one export's failure never fails the run: it is recorded for that export (last error, backoff)
+  and shows in the status asset and the ``exports_healthy`` check;
+- a day's cell turns green when every active export has finished it: the sensor materializes it
+  for scheduled work; a backfill run materializes the days it re-delivered once they are complete.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, Final
 
 import dagster as dg
+from pydantic import Field
 
-from seqexport_dagster.defs.partitions import DATE, EXPORT, export_days, partition_key
-from seqexport_dagster.defs.resources import ExporterResource
-from seqexport_dagster.errors import ExportError, RetryableError, RunInterrupted
-from seqexport_dagster.reconcile import Reconciled, reconcile
-from seqexport_dagster.runner import DayReport, WindowReport
+from seqexport_dagster import planner
+from seqexport_dagster.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, BatchReport
+from seqexport_dagster.defs.health import DATASET_CHECK, STATUS_ASSET, check_evaluation, day_metadata
+from seqexport_dagster.defs.partitions import exports_partitions
+from seqexport_dagster.defs.resources import ControlPlaneResource, ExporterResource
+from seqexport_dagster.reconcile import reconcile
+from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
-from seqexport_dagster.store.store import COMMITTED, LedgerWindow
+from seqexport_dagster.store.fleet import day_totals
+from seqexport_dagster.store.store import ACTIVE
 from seqexport_dagster.window import iso_ms, parse_date_key
 
-#: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) deliver what the day lacks.
+#: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) re-deliver the day.
 TRIGGER_TAG: Final = "seqexport/trigger"
 SCHEDULED: Final = "scheduler"
-#: An operator's explicit choice on a backfill (tag value "true"): replace the day's files instead of
-#: delivering only what is missing. Needs a key that may overwrite; fails clearly where it may not.
-REPLACE_TAG: Final = "seqexport/replace"
 GROUP: Final = "exports"
-
-#: Short on purpose: seconds, for throttling and resets. Hours-long retries belong to the sensor.
-RETRY_POLICY: Final = dg.RetryPolicy(
-    max_retries=2, delay=2, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
-)
+OP_NAME: Final = "deliveries"
 
 
-def window_metadata(report: WindowReport) -> dict[str, Any]:
+class DeliveryConfig(dg.Config):
+    """Launchpad config. Leave ``exports`` empty to deliver the day(s) for every active export."""
+
+    exports: list[str] = Field(default_factory=list, description="Export ids to deliver; empty: all active exports")
+    workers: int = Field(default=DEFAULT_WORKERS, ge=1, le=64, description="Exports delivered at once")
+    deadline_seconds: float = Field(default=DEFAULT_DEADLINE_S, gt=0, description="Per export, per run")
+
+
+def window_metadata(export_id: str, report: WindowReport) -> dict[str, Any]:
     return {
-        "window": str(report.window),
+        "export_id": export_id,
         "window_from": iso_ms(report.window.from_ms),
         "window_to": iso_ms(report.window.to_ms),
         "rows": report.rows,
         "files": report.parts,
         "bytes": report.bytes,
-        "parts_sent": report.sent.parts,
-        "parts_already_landed": report.sent.skipped + report.sent.existed,
-        "late_rows": report.sent.late_rows,
     }
 
 
-def day_metadata(report: DayReport, ledger: list[LedgerWindow], *, rewrite: bool) -> dict[str, Any]:
-    """The whole day's folder (from the ledger), plus what this run wrote.
-
-    A day is usually written by several runs; the green cell describes the folder, so its totals
-    come from the latest committed attempt of each window of the day.
-    """
-    latest = {w.window: w for w in ledger if w.status == COMMITTED}
-    windows = sorted(latest)
-    meta: dict[str, Any] = {
-        "windows": len(windows),
-        "rows": sum(w.rows for w in latest.values()),
-        "files": sum(w.parts for w in latest.values()) + (1 if report.snapshot is not None else 0),
-        "bytes": sum(w.bytes for w in latest.values()),
-        "run_windows": len(report.windows),
-        "run_rows": report.rows,
-        "rewrite": rewrite,
-    }
-    if windows and report.snapshot is None:
-        meta["first_window"] = str(windows[0])
-        meta["last_window"] = str(windows[-1])
-    if report.position_ms is not None:
-        meta["position"] = iso_ms(report.position_ms)
-    if report.snapshot is not None:
-        meta["snapshot_taken_at"] = iso_ms(report.snapshot.snapshot_taken_at)
-    return meta
-
-
-@contextmanager
-def customer_errors(context: dg.AssetExecutionContext, *, final_attempt: bool) -> Iterator[None]:
-    """Translate the core's outcome for Dagster (see the module docstring)."""
-    try:
-        yield
-    except RunInterrupted as exc:
-        # Not a failure and not counted for backoff (the core recorded the window as canceled).
-        # A run marked canceling whose steps then fail ends CANCELED, as a UI termination does.
-        # (Raising an interrupt here instead would be retried by the RetryPolicy.)
-        run = context.instance.get_run_by_id(context.run.run_id)
-        if run is not None and run.status not in (dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.CANCELED):
-            context.instance.report_run_canceling(run, message=str(exc))
-        raise dg.Failure(description=f"{exc.message} (run canceled)", allow_retries=False) from None
-    except RetryableError as exc:
-        if final_attempt:
-            raise dg.Failure(description=exc.message, allow_retries=False) from None
-        raise
-    except ExportError as exc:
-        raise dg.Failure(description=exc.message, allow_retries=False) from None
-    except Exception as exc:
-        # Ours to fix, not the customer's: the step keeps the cause for the operator.
-        raise dg.Failure(description=f"internal error ({type(exc).__name__})", allow_retries=False) from exc
-
-
-def materialized_by_this_run(context: dg.AssetExecutionContext) -> bool:
-    """On a step retry: did an earlier attempt of this run already mark the day complete?"""
-    records = context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=[context.partition_key]), limit=1
-    ).records
-    return bool(records) and records[0].run_id == context.run.run_id
-
-
-def reconciled_metadata(result: Reconciled, report: WindowReport) -> dict[str, Any]:
-    return {
-        **window_metadata(report),
-        "reconciled": True,
-        "late_rows_found": result.late_rows,
-    }
-
-
-def export_day(
-    context: dg.AssetExecutionContext, exporter: ExporterResource, dataset: str
+def deliver(
+    context: dg.AssetExecutionContext, config: DeliveryConfig, exporter: ExporterResource
 ) -> Iterator[dg.MaterializeResult[Any]]:
-    keys = export_days.get_partition_key_from_str(context.partition_key).keys_by_dimension
-    export_id, day = keys[EXPORT], parse_date_key(keys[DATE])
-    rewrite = context.run.tags.get(TRIGGER_TAG) != SCHEDULED
-    replace = rewrite and context.run.tags.get(REPLACE_TAG, "").lower() == "true"
-    final_attempt = context.retry_number >= RETRY_POLICY.max_retries
-    runner = exporter.runner(count_retryable=final_attempt)
+    day = parse_date_key(context.partition_key)
+    datasets = [key.path[-1] for key in context.selected_asset_keys]
+    scheduled = context.run.tags.get(TRIGGER_TAG) == SCHEDULED
+    store = exporter.control_plane.store()
+    export_ids = config.exports or [e.id for e in store.list_exports() if e.status == ACTIVE]
+    lateness = exporter.operator.reconcile_lateness_ms()
+    events = [d for d in datasets if d in EVENT_DATASETS]
 
-    def on_window(report: WindowReport) -> None:
+    def after_export(runner: Runner, export_id: str) -> None:
+        if scheduled and lateness and events:
+            reconcile(runner, export_id, lateness_ms=lateness, datasets=events, run_id=context.run.run_id)
+
+    def on_window(export_id: str, report: WindowReport) -> None:
+        metadata = window_metadata(export_id, report)
         context.log_event(
-            dg.AssetObservation(
-                asset_key=context.asset_key, partition=context.partition_key, metadata=window_metadata(report)
+            dg.AssetObservation(asset_key=report.dataset, partition=context.partition_key, metadata=metadata)
+        )
+
+    batch = exporter.batch(holder=context.run.run_id, workers=config.workers, deadline_s=config.deadline_seconds)
+    report = batch.run(export_ids, [day], datasets, run_id=context.run.run_id, rewrite=not scheduled,
+                       on_window=on_window, after_export=after_export)  # fmt: skip
+    log_outcomes(context, report)
+    if not scheduled:
+        yield from completed_days(store, datasets, day, report)
+
+
+def log_outcomes(context: dg.AssetExecutionContext, report: BatchReport) -> None:
+    context.log.info(report.summary())
+    for outcome in report.outcomes.values():
+        for dataset, message in outcome.errors:
+            context.log.warning(f"export {outcome.export_id} {dataset}: {outcome.status}: {message}")
+
+
+def completed_days(
+    store: Any, datasets: list[str], day: dt.date, report: BatchReport
+) -> Iterator[dg.MaterializeResult[Any]]:
+    """After a re-delivery: the day's cell, for each dataset every active export has finished."""
+    exports = store.list_exports()
+    for dataset in datasets:
+        through = planner.dataset_complete_through(exports, dataset)
+        failed = any(ds == dataset for o in report.outcomes.values() for ds, _ in o.errors)
+        if through is not None and through >= day and not failed:
+            totals = day_totals(store.engine, dataset, [day])[day]
+            yield dg.MaterializeResult(asset_key=dataset, metadata={**day_metadata(totals), "redelivered": True})
+
+
+def dataset_specs(days: dg.PartitionsDefinition[Any]) -> list[dg.AssetSpec]:
+    return [
+        dg.AssetSpec(
+            name,
+            partitions_def=days,
+            skippable=True,
+            group_name=GROUP,
+            kinds={"s3"},
+            description=DATASETS[name].description,
+        )
+        for name in DATASETS
+    ]
+
+
+def build_deliveries(days: dg.PartitionsDefinition[Any]) -> dg.AssetsDefinition:
+    def _deliveries(context, config, exporter):  # type: ignore[no-untyped-def]
+        yield from deliver(context, config, exporter)
+
+    # Dagster reads parameter annotations as objects; postponed annotations would be strings here.
+    _deliveries.__annotations__.update(config=DeliveryConfig, exporter=ExporterResource)
+    return dg.multi_asset(name=OP_NAME, specs=dataset_specs(days), can_subset=True)(_deliveries)
+
+
+#: Written by the scheduler sensor only (one partition per export; no run ever materializes it).
+status_asset = dg.AssetSpec(
+    STATUS_ASSET,
+    partitions_def=exports_partitions,
+    group_name=GROUP,
+    description="One partition per export: account, status, position, behind, failures, next retry, last error.",
+)
+
+
+def build_checks() -> list[dg.AssetChecksDefinition]:
+    """``exports_healthy`` per dataset: evaluated by the sensor every tick that health changes, or on demand."""
+
+    def check(dataset: str) -> dg.AssetChecksDefinition:
+        @dg.asset_check(
+            asset=dataset, name=DATASET_CHECK, description=f"Fails while any export's {dataset} is failing."
+        )
+        def _check(control_plane: ControlPlaneResource) -> dg.AssetCheckResult:
+            evaluation = check_evaluation(control_plane.store().list_exports(), dataset)
+            return dg.AssetCheckResult(
+                passed=evaluation.passed,
+                metadata=dict(evaluation.metadata),
+                description=evaluation.description,
+                severity=evaluation.severity,
             )
-        )
 
-    with customer_errors(context, final_attempt=final_attempt):
-        report = runner.run_day(
-            export_id, dataset, day, run_id=context.run.run_id, rewrite=rewrite, replace=replace, on_window=on_window
-        )
-    # Materialized before reconciling: a failing reconciliation must not hide a finished folder.
-    if report.complete and not (context.retry_number and materialized_by_this_run(context)):
-        ledger = exporter.control_plane.store().ledger(export_id, dataset=dataset, date=day.isoformat())
-        yield dg.MaterializeResult(metadata=day_metadata(report, ledger, rewrite=rewrite))
-    elif not report.complete:
-        context.log.info(
-            f"{dataset} {day.isoformat()} still open after {len(report.windows)} window(s); "
-            f"position {iso_ms(report.position_ms) if report.position_ms is not None else '-'}"
-        )
-    lateness_ms = exporter.operator.reconcile_lateness_ms()
-    # Scheduled runs only: a backfill delivers its days' late rows anyway, and the schedule comes every frequency.
-    if rewrite or dataset not in EVENT_DATASETS or not lateness_ms:
-        return
-    with customer_errors(context, final_attempt=final_attempt):
-        results = reconcile(runner, export_id, lateness_ms=lateness_ms, datasets=(dataset,), run_id=context.run.run_id)
-    changed = [(r, r.report) for r in results if r.report is not None]
-    for result, rewritten in changed:
-        context.log_event(
-            dg.AssetObservation(
-                asset_key=context.asset_key,
-                partition=partition_key(export_id, result.window.date_key),
-                metadata=reconciled_metadata(result, rewritten),
-            )
-        )
-    context.log.info(
-        f"reconciliation: checked {len(results)} committed window(s) of {dataset}, appended to {len(changed)}"
-        + "".join(f"; {r.window} +{r.late_rows} late rows" for r, _ in changed)
-    )
+        return _check
 
-
-def dataset_asset(dataset: str) -> dg.AssetsDefinition:
-    @dg.asset(
-        name=dataset,
-        partitions_def=export_days,
-        output_required=False,
-        retry_policy=RETRY_POLICY,
-        group_name=GROUP,
-        kinds={"s3"},
-        description=DATASETS[dataset].description,
-    )
-    # `context` unannotated: dagster reads this annotation unevaluated (postponed annotations).
-    def _asset(context, exporter: ExporterResource) -> Iterator[dg.MaterializeResult[Any]]:  # type: ignore[no-untyped-def]
-        yield from export_day(context, exporter, dataset)
-
-    return _asset
-
-
-def build_assets() -> list[dg.AssetsDefinition]:
-    return [dataset_asset(name) for name in DATASETS]
+    return [check(name) for name in DATASETS]

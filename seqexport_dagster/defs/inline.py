@@ -1,9 +1,10 @@
 """What the sensor daemon and run launcher do, done in this process: for the demo and tests.
 
-`tick` evaluates the real scheduler sensor against a real instance, applies its partition
-requests, skips run keys already used (as the daemon does), and executes each requested run with
-`execute_in_process` on the same instance. Runs, materializations, observations and partitions land
-in that instance's storage, so ``dagster dev`` on the same ``DAGSTER_HOME`` shows them afterwards.
+`tick` evaluates the real scheduler sensor against a real instance (with the cursor of the last
+tick), applies its partition requests and asset events, skips run keys already used (as the daemon
+does), and executes each requested run with `execute_in_process` on the same instance. Runs,
+materializations, observations, check evaluations and partitions land in that instance's storage,
+so ``dagster dev`` on the same ``DAGSTER_HOME`` shows them afterwards.
 """
 
 from __future__ import annotations
@@ -25,14 +26,20 @@ class TickOutcome:
     requested: list[dg.RunRequest] = field(default_factory=list)
     results: list[dg.ExecuteInProcessResult] = field(default_factory=list)
     registered: list[str] = field(default_factory=list)
+    asset_events: list[Any] = field(default_factory=list)
+    cursor: str | None = None
 
     @property
     def run_ids(self) -> list[str]:
         return [r.run_id for r in self.results]
 
 
-def evaluate_sensor(instance: dg.DagsterInstance, resources: Mapping[str, Any]) -> dg.SensorResult:
-    with dg.build_sensor_context(instance=instance, resources=resources, sensor_name=scheduler_sensor.name) as context:
+def evaluate_sensor(
+    instance: dg.DagsterInstance, resources: Mapping[str, Any], cursor: str | None = None
+) -> dg.SensorResult:
+    with dg.build_sensor_context(
+        instance=instance, resources=resources, sensor_name=scheduler_sensor.name, cursor=cursor
+    ) as context:
         result = scheduler_sensor(context)
     if not isinstance(result, dg.SensorResult):
         raise TypeError(f"scheduler_sensor returned {type(result).__name__}, expected SensorResult")
@@ -47,12 +54,19 @@ def used_run_keys(instance: dg.DagsterInstance, keys: list[str]) -> set[str]:
 
 
 def tick(
-    instance: dg.DagsterInstance, defs: dg.Definitions, *, execute: bool = True, console_log_level: str | None = None
+    instance: dg.DagsterInstance,
+    defs: dg.Definitions,
+    *,
+    execute: bool = True,
+    console_log_level: str | None = None,
+    cursor: str | None = None,
 ) -> TickOutcome:
-    """One sensor tick and, with ``execute``, its runs one after another (one run per export)."""
+    """One sensor tick and, with ``execute``, its runs one after another (each a batch of exports)."""
     resources = defs.resources or {}
-    result = evaluate_sensor(instance, resources)
-    outcome = TickOutcome()
+    result = evaluate_sensor(instance, resources, cursor)
+    outcome = TickOutcome(cursor=result.cursor, asset_events=list(result.asset_events or []))
+    for event in outcome.asset_events:
+        instance.report_runless_asset_event(event)
     for change in result.dynamic_partitions_requests or []:
         if isinstance(change, dg.AddDynamicPartitionsRequest):
             instance.add_dynamic_partitions(change.partitions_def_name, list(change.partition_keys))
@@ -62,12 +76,14 @@ def tick(
     if not execute:
         return outcome
     job = defs.resolve_job_def(EXPORT_JOB)
-    # Only the console logger's level: the event log in the instance keeps everything.
-    run_config = {"loggers": {"console": {"config": {"log_level": console_log_level}}}} if console_log_level else None
     for request in outcome.requested:
         tags = {**request.tags, SENSOR_TAG: scheduler_sensor.name}
         if request.run_key:
             tags[RUN_KEY_TAG] = request.run_key
+        run_config: dict[str, Any] = dict(request.run_config or {})
+        if console_log_level:
+            # Only the console logger's level: the event log in the instance keeps everything.
+            run_config["loggers"] = {"console": {"config": {"log_level": console_log_level}}}
         outcome.results.append(
             job.execute_in_process(
                 run_config=run_config,

@@ -1,24 +1,27 @@
-"""The one partitioning shared by the four assets: export × UTC day.
+"""Partitions: dataset assets by UTC day only; the status asset by export only.
 
-``date`` is the same day as the bucket's ``date=`` folder. ``export`` is dynamic, one key per export
-id, registered by the scheduler sensor, so adding an export needs no code reload. ``end_offset=1``
-makes today a valid partition: runs write today's windows while the day is still open.
+``days(first)`` is the same day as the bucket's ``date=`` folder. It starts at the first export's
+first day (days before any export are not partitions) and ``end_offset=1`` makes today a valid
+partition: runs write today's windows while the day is still open. 3,000 exports with two years
+of history are 730 partitions per dataset asset, not 2.2 million.
+
+``exports`` is dynamic, one key per export id, registered by the scheduler sensor, so adding an
+export needs no code reload; only the status asset uses it (N partitions).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Final
 
 import dagster as dg
 
-DATE: Final = "date"
-EXPORT: Final = "export"
-FIRST_DAY: Final = "2025-01-01"
+#: Used only when the control plane cannot be read while the code location loads.
+FALLBACK_FIRST_DAY: Final = dt.date(2025, 1, 1)
+EXPORTS: Final = "exports"
 
-exports_partitions = dg.DynamicPartitionsDefinition(name="exports")
-days_partitions = dg.DailyPartitionsDefinition(start_date=FIRST_DAY, timezone="UTC", end_offset=1)
-export_days = dg.MultiPartitionsDefinition({DATE: days_partitions, EXPORT: exports_partitions})
+exports_partitions = dg.DynamicPartitionsDefinition(name=EXPORTS)
 
 
-def partition_key(export_id: str, day: str) -> dg.MultiPartitionKey:
-    return dg.MultiPartitionKey({DATE: day, EXPORT: export_id})
+def days_partitions(first_day: dt.date) -> dg.DailyPartitionsDefinition:
+    return dg.DailyPartitionsDefinition(start_date=first_day.isoformat(), timezone="UTC", end_offset=1)

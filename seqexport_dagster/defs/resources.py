@@ -17,12 +17,14 @@ import dagster as dg
 import sqlalchemy as sa
 from pydantic import PrivateAttr
 
+from seqexport_dagster.batch import BatchRunner
 from seqexport_dagster.config import Settings
 from seqexport_dagster.destination.base import OperatorPolicy
 from seqexport_dagster.runner import Runner, wall_clock_ms
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store.crypto import SecretBox, local_key_spec
 from seqexport_dagster.store.database import create_engine
+from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.window import HOUR_MS
 
@@ -127,6 +129,15 @@ class ExporterResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # ge
     source: SourceResource
     operator: OperatorResource
     clock: ClockResource
+
+    def batch(self, *, holder: str, **kwargs: Any) -> BatchRunner:
+        """Many exports of one run, each under its writer lease (`seqexport_dagster.batch`)."""
+        return BatchRunner(
+            self.runner, self.control_plane.store(), self.leases(), holder=holder, clock=self.clock.now_ms, **kwargs
+        )
+
+    def leases(self) -> Leases:
+        return Leases(self.control_plane.engine())
 
     def runner(self, **kwargs: Any) -> Runner:
         return Runner(

@@ -1,27 +1,51 @@
-"""The one scheduler sensor: control plane in, run requests out.
+"""The one scheduler sensor: control plane in; batched runs, day cells, export status and health out.
 
-A tick costs a fixed number of queries whatever the number of exports: exports (two queries), the
-registered ``exports`` partitions (one) and the in-flight runs (one). The policy itself is the pure
-`seqexport_dagster.schedule.due_work`.
+A tick costs a fixed number of queries whatever the number of exports: exports (two), the
+unfinished attempts (one), leases (one), exports changed since the last tick (two), the in-flight
+runs (one), the registered ``exports`` partitions (one), plus one totals query per day that
+completes. The policy is `seqexport_dagster.planner`; this module is wiring.
+
+Each tick:
+1. registers new exports as partitions of the status asset;
+2. requests the due work (`planner.due_work`) of exports without a run in flight or a live writer
+   lease, batched by day and shard (`planner.batch`), one run per batch; the run's tags name every
+   export and account in it, so the Runs page filters by either;
+3. materializes each dataset's days that every active export has now finished (the cursor keeps
+   how far each dataset is green; at most `MAX_DAYS_PER_TICK` per tick, so a first tick after an
+   upgrade catches up over a few ticks);
+4. records the status of exports that changed since the last tick, plus a rotating slice of all of
+   them (each export at least every `ROTATION` ticks, so "behind" stays fresh);
+5. evaluates the per-dataset ``exports_healthy`` check when the set of failing exports changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Final
+import datetime as dt
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 import dagster as dg
 from dagster import SensorEvaluationContext
 
-from seqexport_dagster.defs.assets import SCHEDULED, TRIGGER_TAG
-from seqexport_dagster.defs.partitions import EXPORT, exports_partitions, partition_key
+from seqexport_dagster import planner
+from seqexport_dagster.defs.assets import OP_NAME, SCHEDULED, TRIGGER_TAG
+from seqexport_dagster.defs.health import check_evaluation, day_event, failing_digest, status_event
+from seqexport_dagster.defs.partitions import EXPORTS
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
-from seqexport_dagster.schedule import WorkItem, due_work
+from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
+from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.store import ExportRecord
+from seqexport_dagster.window import day_of
 
-EXPORT_TAG: Final = "export_id"
-#: Dagster adds this tag to every run of a multi-partition (UI launches and backfills included).
-PARTITION_EXPORT_TAG: Final = f"dagster/partition/{EXPORT}"
+#: Run tags: one key per export and per account in the run (``export/<id>``, ``account/<id>``).
+EXPORT_TAG_PREFIX: Final = "export/"
+ACCOUNT_TAG_PREFIX: Final = "account/"
+EXPORTS_COUNT_TAG: Final = "seqexport/exports"
+TAG_VALUE: Final = "yes"
 IN_FLIGHT: Final = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -31,38 +55,125 @@ IN_FLIGHT: Final = [
 ]
 EXPORT_JOB: Final = "export_job"
 TICK_SECONDS: Final = 30
+MAX_DAYS_PER_TICK: Final = 31
+ROTATION: Final = 120
+_TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def export_tag(export_id: str) -> str:
+    return EXPORT_TAG_PREFIX + _TAG_UNSAFE.sub("_", export_id)[:63]
+
+
+def account_tag(account_id: str) -> str:
+    return ACCOUNT_TAG_PREFIX + _TAG_UNSAFE.sub("_", account_id)[:63]
 
 
 def busy_exports(instance: dg.DagsterInstance) -> set[str]:
-    """Exports with a run queued or running: scheduled, launched from the UI, or a backfill."""
+    """Exports named by a run that is queued or running (scheduled runs tag every export they carry)."""
     busy = set()
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT)):
-        export_id = run.tags.get(EXPORT_TAG) or run.tags.get(PARTITION_EXPORT_TAG)
-        if export_id:
-            busy.add(export_id)
+        busy |= {k[len(EXPORT_TAG_PREFIX) :] for k in run.tags if k.startswith(EXPORT_TAG_PREFIX)}
     return busy
 
 
-def run_request(item: WorkItem) -> dg.RunRequest:
-    """Tags carry the export id and nothing else about the export (never a secret)."""
+def run_request(b: planner.Batch) -> dg.RunRequest:
+    """Tags and config carry export ids and account ids, nothing else about an export (never a secret)."""
+    tags = {TRIGGER_TAG: SCHEDULED, EXPORTS_COUNT_TAG: str(len(b.items))}
+    for item in b.items:
+        tags[export_tag(item.export_id)] = TAG_VALUE
+        tags[account_tag(item.account_id)] = TAG_VALUE
     return dg.RunRequest(
-        run_key=item.run_key,
-        partition_key=partition_key(item.export_id, item.day.isoformat()),
-        asset_selection=[dg.AssetKey(name) for name in item.datasets],
-        tags={EXPORT_TAG: item.export_id, TRIGGER_TAG: SCHEDULED},
+        run_key=b.run_key,
+        partition_key=b.day.isoformat(),
+        asset_selection=[dg.AssetKey(name) for name in b.datasets],
+        run_config={"ops": {OP_NAME: {"config": {"exports": list(b.export_ids)}}}},
+        tags=tags,
     )
 
 
-def evaluate(instance: dg.DagsterInstance, exports: Iterable[ExportRecord], now_ms: int) -> dg.SensorResult:
-    """One tick: register new exports as partitions, then request due work of idle exports."""
-    records = list(exports)
-    known = set(instance.get_dynamic_partitions(exports_partitions.name or "exports"))
+@dataclass
+class Cursor:
+    """What the sensor carries between ticks (small: a few dates, a time, a counter, a digest)."""
+
+    through: dict[str, str] = field(default_factory=dict)
+    since_ms: int | None = None
+    tick: int = 0
+    failing: str = ""
+
+    @classmethod
+    def parse(cls, text: str | None) -> Cursor:
+        if not text:
+            return cls()
+        try:
+            data = json.loads(text)
+            return cls(
+                dict(data.get("through", {})),
+                data.get("since_ms"),
+                int(data.get("tick", 0)),
+                str(data.get("failing", "")),
+            )
+        except (ValueError, TypeError, AttributeError):
+            return cls()
+
+    def dump(self) -> str:
+        return json.dumps(
+            {"through": self.through, "since_ms": self.since_ms, "tick": self.tick, "failing": self.failing}
+        )
+
+
+def day_events(control_plane: Any, records: list[ExportRecord], cursor: Cursor) -> list[dg.AssetMaterialization]:
+    """Days every active export has finished since the last tick, per dataset, with their totals."""
+    events = []
+    for dataset in DATASETS:
+        through = planner.dataset_complete_through(records, dataset)
+        starts = [s.added_at for e in records for s in e.datasets if s.dataset == dataset]
+        if through is None or not starts:
+            continue
+        first = day_of(min(starts))
+        done = cursor.through.get(dataset)
+        start = max(first, dt.date.fromisoformat(done) + dt.timedelta(days=1)) if done else first
+        days: list[dt.date] = []
+        day = start
+        while day <= through and len(days) < MAX_DAYS_PER_TICK:
+            days.append(day)
+            day += dt.timedelta(days=1)
+        if not days:
+            continue
+        totals = day_totals(control_plane.engine, dataset, days)
+        events += [day_event(dataset, d, totals[d]) for d in days]
+        cursor.through[dataset] = days[-1].isoformat()
+    return events
+
+
+def evaluate(
+    instance: dg.DagsterInstance, control_plane: ControlPlaneResource, now_ms: int, cursor_text: str | None
+) -> dg.SensorResult:
+    store = control_plane.store()
+    engine = control_plane.engine()
+    cursor = Cursor.parse(cursor_text)
+    records = store.list_exports()
+    known = set(instance.get_dynamic_partitions(EXPORTS))
     # History stays browsable: partitions of deleted exports are kept, never removed.
     new = [e.id for e in records if e.id not in known]
-    requests = [run_request(item) for item in due_work(records, now_ms, busy=busy_exports(instance))]
+    busy = busy_exports(instance) | set(Leases(engine).held(now_ms))
+    items = planner.due_work(records, now_ms, busy=busy, unfinished=unfinished_attempts(engine))
+    requests = [run_request(b) for b in planner.batch(items)]
+
+    events: list[Any] = day_events(store, records, cursor)
+    changed = changed_since(engine, cursor.since_ms) if cursor.since_ms is not None else {e.id for e in records}
+    for export in records:
+        rotating = zlib.crc32(export.id.encode()) % ROTATION == cursor.tick % ROTATION
+        if export.id in changed or rotating:
+            events.append(status_event(export, now_ms))
+    digest = failing_digest(records, DATASETS)
+    if digest != cursor.failing or cursor.tick % ROTATION == 0:
+        events += [check_evaluation(records, dataset) for dataset in DATASETS]
+    cursor.failing, cursor.since_ms, cursor.tick = digest, now_ms, cursor.tick + 1
     return dg.SensorResult(
         run_requests=requests,
-        dynamic_partitions_requests=[exports_partitions.build_add_request(new)] if new else [],
+        dynamic_partitions_requests=[dg.AddDynamicPartitionsRequest(EXPORTS, new)] if new else [],
+        asset_events=events,
+        cursor=cursor.dump(),
     )
 
 
@@ -71,9 +182,9 @@ def evaluate(instance: dg.DagsterInstance, exports: Iterable[ExportRecord], now_
     job_name=EXPORT_JOB,
     minimum_interval_seconds=TICK_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Registers exports as partitions and launches their due windows and snapshots.",
+    description="Launches due windows and snapshots in batched runs; records day completeness and export health.",
 )
 def scheduler_sensor(
     context: SensorEvaluationContext, control_plane: ControlPlaneResource, clock: ClockResource
 ) -> dg.SensorResult:
-    return evaluate(context.instance, control_plane.store().list_exports(), clock.now_ms())
+    return evaluate(context.instance, control_plane, clock.now_ms(), context.cursor)

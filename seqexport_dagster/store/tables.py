@@ -137,3 +137,18 @@ idempotency_keys = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Index("ix_idempotency_keys_created", "created_at"),
 )
+
+# Issue 14 (migration 0004): at most one writer per export, across runs, UI launches and backfills.
+export_leases = sa.Table(
+    "export_leases",
+    metadata,
+    sa.Column("export_id", sa.String(40), primary_key=True),
+    sa.Column("holder", sa.String(128), nullable=False),
+    sa.Column("claimed_at", sa.BigInteger, nullable=False),
+    sa.Column("expires_at", sa.BigInteger, nullable=False),
+)
+#: The sensor's per-day totals of one dataset (issue 14, migration 0004).
+windows_dataset_from = sa.Index("ix_windows_dataset_from", windows.c.dataset, windows.c.from_ms)
+#: The sensor's "which exports changed since the last tick" (issue 14, migration 0004).
+windows_finished = sa.Index("ix_windows_finished", windows.c.finished_at)
+windows_started = sa.Index("ix_windows_started", windows.c.started_at)

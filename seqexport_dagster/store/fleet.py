@@ -1,0 +1,107 @@
+"""Queries over every export at once, for the scheduler sensor: a fixed number per tick.
+
+The per-export methods of `ControlPlane` serve a run (one export); a tick over 3,000 exports must
+not issue 3,000 queries, so what the sensor needs about the whole fleet is read here in bulk.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from seqexport_dagster.store.store import COMMITTED
+from seqexport_dagster.store.tables import export_datasets, exports, windows
+from seqexport_dagster.window import DAY_MS, Window, day_start_ms
+
+
+@dataclass(frozen=True, slots=True)
+class DayTotals:
+    """One dataset's day over all exports: the latest committed attempt of each window."""
+
+    exports: int
+    windows: int
+    rows: int
+    files: int
+    bytes: int
+
+
+def unfinished_attempts(engine: sa.Engine) -> dict[tuple[str, str], Window]:
+    """(export, dataset) → the latest attempt starting at the position, when it is not committed.
+
+    The planner retries such a window with its exact bounds; the sensor must know it too, or it
+    would not request a retry whose bounds end off the grid (an "export now" that failed).
+    """
+    w, d = windows, export_datasets
+    at_position = sa.and_(
+        w.c.export_id == d.c.export_id,
+        w.c.dataset == d.c.dataset,
+        w.c.from_ms == d.c.position_ms,
+        d.c.removed_at.is_(None),
+    )
+    latest = (
+        sa.select(sa.func.max(w.c.id).label("id"))
+        .select_from(w.join(d, at_position))
+        .group_by(w.c.export_id, w.c.dataset)
+    ).subquery()
+    query = sa.select(w.c.export_id, w.c.dataset, w.c.from_ms, w.c.to_ms).where(
+        w.c.id.in_(sa.select(latest.c.id)), w.c.status != COMMITTED
+    )
+    with engine.connect() as conn:
+        return {(r.export_id, r.dataset): Window(r.from_ms, r.to_ms) for r in conn.execute(query)}
+
+
+def day_totals(engine: sa.Engine, dataset: str, days: Iterable[dt.date]) -> dict[dt.date, DayTotals]:
+    """Totals of each day's folder of one dataset, over every export (one query per day)."""
+    w = windows
+    out: dict[dt.date, DayTotals] = {}
+    with engine.connect() as conn:
+        for day in days:
+            start = day_start_ms(day)
+            latest = (
+                sa.select(sa.func.max(w.c.id).label("id"))
+                .where(
+                    w.c.dataset == dataset,
+                    w.c.from_ms >= start,
+                    w.c.from_ms < start + DAY_MS,
+                    w.c.status == COMMITTED,
+                )
+                .group_by(w.c.export_id, w.c.from_ms, w.c.to_ms)
+            ).subquery()
+            r = conn.execute(
+                sa.select(
+                    sa.func.count(sa.distinct(w.c.export_id)),
+                    sa.func.count(),
+                    sa.func.coalesce(sa.func.sum(w.c.rows), 0),
+                    sa.func.coalesce(sa.func.sum(w.c.parts), 0),
+                    sa.func.coalesce(sa.func.sum(w.c.bytes), 0),
+                ).where(w.c.id.in_(sa.select(latest.c.id)))
+            ).one()
+            out[day] = DayTotals(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]))
+    return out
+
+
+def changed_since(engine: sa.Engine, since_ms: int) -> set[str]:
+    """Exports edited, or with a window attempt started or finished, at or after ``since_ms``."""
+    w, e = windows, exports
+    with engine.connect() as conn:
+        edited = conn.execute(sa.select(e.c.id).where(e.c.updated_at >= since_ms)).scalars().all()
+        worked = (
+            conn.execute(
+                sa.select(sa.distinct(w.c.export_id)).where(
+                    sa.or_(w.c.started_at >= since_ms, w.c.finished_at >= since_ms)
+                )
+            )
+            .scalars()
+            .all()
+        )
+    return {*edited, *worked}
+
+
+def first_export_day(engine: sa.Engine) -> dt.date | None:
+    """The UTC day of the earliest dataset start: the first partition of the dataset assets."""
+    with engine.connect() as conn:
+        first = conn.execute(sa.select(sa.func.min(export_datasets.c.added_at))).scalar()
+    return None if first is None else dt.datetime.fromtimestamp(first / 1000, tz=dt.UTC).date()

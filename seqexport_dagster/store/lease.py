@@ -1,0 +1,75 @@
+"""Writer leases: at most one writer per export, across scheduled runs, UI launches and backfills.
+
+A lease is a row (export, holder, expiry). `claim` is atomic: it takes a free or expired lease, or
+renews one the holder already has, in one statement (an UPDATE guarded by the expiry, or an INSERT
+that the primary key lets only one claimer win). The holder renews it before every file (`renew`),
+so a worker killed mid-window stops renewing and its lease lapses after `LEASE_TTL_MS`; nothing is
+committed until a window is whole, so the next holder simply writes the window again.
+
+The TTL must outlast one file's PUT (botocore's own timeouts and retries), not a whole window.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import sqlalchemy as sa
+
+from seqexport_dagster.errors import RetryableError
+from seqexport_dagster.store.tables import export_leases
+
+LEASE_TTL_MS: Final = 5 * 60_000
+
+
+class Leases:
+    def __init__(self, engine: sa.Engine, *, ttl_ms: int = LEASE_TTL_MS) -> None:
+        self.engine = engine
+        self.ttl_ms = ttl_ms
+
+    def claim(self, export_id: str, holder: str, now_ms: int) -> bool:
+        """Take the export's lease for ``holder`` (or extend its own); False while another holds it."""
+        t = export_leases
+        try:
+            with self.engine.begin() as conn:
+                taken = conn.execute(
+                    t.update()
+                    .where(t.c.export_id == export_id, sa.or_(t.c.expires_at <= now_ms, t.c.holder == holder))
+                    .values(holder=holder, claimed_at=now_ms, expires_at=now_ms + self.ttl_ms)
+                ).rowcount
+                if taken == 1:
+                    return True
+                try:
+                    with conn.begin_nested():
+                        conn.execute(
+                            t.insert().values(
+                                export_id=export_id, holder=holder, claimed_at=now_ms, expires_at=now_ms + self.ttl_ms
+                            )
+                        )
+                except sa.exc.IntegrityError:
+                    return False
+                return True
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            raise RetryableError("control-plane database unavailable while claiming a writer lease") from exc
+
+    def renew(self, export_id: str, holder: str, now_ms: int) -> bool:
+        """Extend the holder's lease; False if it lapsed and someone else took it (stop writing)."""
+        t = export_leases
+        with self.engine.begin() as conn:
+            kept = conn.execute(
+                t.update()
+                .where(t.c.export_id == export_id, t.c.holder == holder)
+                .values(expires_at=now_ms + self.ttl_ms)
+            ).rowcount
+        return kept == 1
+
+    def release(self, export_id: str, holder: str) -> None:
+        t = export_leases
+        with self.engine.begin() as conn:
+            conn.execute(t.delete().where(t.c.export_id == export_id, t.c.holder == holder))
+
+    def held(self, now_ms: int) -> dict[str, str]:
+        """Unexpired leases: export id → holder (one query, for the sensor)."""
+        t = export_leases
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(t.c.export_id, t.c.holder).where(t.c.expires_at > now_ms)).all()
+        return {r.export_id: r.holder for r in rows}
