@@ -39,9 +39,9 @@ MAX_EXPORTS_PER_RUN: Final = 50
 #: schedule weighs its share of a day (15 min = 1/96), a catch-up day weighs 1. A run that would
 #: carry more is split, so one export catching up a month does not hold 49 punctual ones behind it.
 MAX_WEIGHT_PER_RUN: Final = 8.0
-#: Runs of one day are spread over this many shards (stable by export id), so a batch is always
-#: the same neighbours: a slow export delays the same few, and run keys stay stable.
-SHARDS: Final = 16
+#: Exports of one day are ordered by a stable hash into this many shards before they are cut into
+#: runs, so a batch is mostly the same neighbours from tick to tick.
+SHARDS: Final = 64
 
 #: Key of the unfinished-attempt map: (export id, dataset).
 Unfinished = Mapping[tuple[str, str], Window]
@@ -63,7 +63,7 @@ class WorkItem:
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """One run: exports of one day and shard, at most `MAX_EXPORTS_PER_RUN` of them."""
+    """One run: exports of one day, at most `MAX_EXPORTS_PER_RUN` of them; ``shard`` numbers the run."""
 
     day: dt.date
     shard: int
@@ -223,26 +223,30 @@ def batch(
     max_weight: float = MAX_WEIGHT_PER_RUN,
     shards: int = SHARDS,
 ) -> list[Batch]:
-    """Group work into runs: by day, then by shard; a run closes at ``max_exports`` or ``max_weight``.
+    """Group work into runs. The documented rule:
 
-    An item heavier than ``max_weight`` on its own still gets a run (alone). Items are taken in
-    export-id order inside a shard, so the same exports share runs from tick to tick.
+    1. one run never mixes days;
+    2. a day's exports are ordered by (shard, export id), the shard a stable hash of the id, so the
+       same exports share runs from tick to tick (and a slow one delays the same few);
+    3. a run closes at ``max_exports`` exports or when the next export would carry it past
+       ``max_weight`` window-days of expected work; an export heavier than that alone gets a run.
+    So N punctual exports due together make ⌈N / max_exports⌉ runs.
     """
-    groups: dict[tuple[dt.date, int], list[WorkItem]] = defaultdict(list)
+    by_day: dict[dt.date, list[WorkItem]] = defaultdict(list)
     for item in items:
-        groups[(item.day, shard_of(item.export_id, shards))].append(item)
+        by_day[item.day].append(item)
     batches: list[Batch] = []
-    for (day, shard), group in sorted(groups.items()):
+    for day, group in sorted(by_day.items()):
         current: list[WorkItem] = []
         weight = 0.0
-        for item in sorted(group, key=lambda i: i.export_id):
+        for item in sorted(group, key=lambda i: (shard_of(i.export_id, shards), i.export_id)):
             if current and (len(current) >= max_exports or weight + item.weight > max_weight):
-                batches.append(Batch(day, shard, tuple(current)))
+                batches.append(Batch(day, len(batches), tuple(current)))
                 current, weight = [], 0.0
             current.append(item)
             weight += item.weight
         if current:
-            batches.append(Batch(day, shard, tuple(current)))
+            batches.append(Batch(day, len(batches), tuple(current)))
     return batches
 
 

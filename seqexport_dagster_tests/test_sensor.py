@@ -1,4 +1,4 @@
-"""The scheduler sensor on a real instance with frozen time: due windows, lag, backoff, pause, export now."""
+"""The scheduler sensor on a real instance with frozen time: due windows, lag, backoff, pause, export now, day cells."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import sqlalchemy as sa
 
 from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.destination.base import open_destination
 from seqexport_dagster.source.generator import Scale, generate_account
+from seqexport_dagster.store.lease import LEASE_TTL_MS, Leases
 from seqexport_dagster.store.store import CANCELED, COMMITTED
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, chain
 from seqexport_dagster_tests.dagster_harness import Harness, harness
@@ -59,16 +61,25 @@ def test_registers_exports_and_waits_for_the_lag(h):
     assert outcome.registered == [export.id]
     assert h.instance.get_dynamic_partitions("exports") == [export.id]
     (request,) = outcome.requested
-    assert request.partition_key == dg.MultiPartitionKey({"date": "2026-09-30", "export": export.id})
+    assert request.partition_key == "2026-09-30"
     assert sorted(k.path[-1] for k in request.asset_selection) == sorted(EVENTS)
-    # Tags carry the export id and the trigger, nothing else about the export.
-    assert request.tags == {"export_id": export.id, "seqexport/trigger": "scheduler"}
+    # Tags name the export and the account (so the Runs page filters by either), nothing else.
+    assert request.tags == {
+        f"export/{export.id}": "yes",
+        "account/acme": "yes",
+        "seqexport/exports": "1",
+        "seqexport/trigger": "scheduler",
+    }
+    assert request.run_config == {"ops": {"deliveries": {"config": {"exports": [export.id]}}}}
     assert [r.success for r in outcome.results] == [True]
     for dataset in EVENTS:
         windows = h.world.store.committed_windows(export.id, dataset, "2026-09-30")
         assert windows == [Window(DAY0, DAY0 + HOUR_MS)]
-    # The day is still open: windows are observed, the partition is not materialized.
-    assert h.observations("email_events") and not h.materializations("email_events")
+    # The day is still open: windows are observed (naming the export), the day is not materialized.
+    (obs, *_) = h.observations("email_events")
+    assert obs.asset_observation.metadata["export_id"].value == export.id
+    assert obs.asset_observation.partition == "2026-09-30"
+    assert not h.materializations("email_events")
 
     # Same minute again: nothing new is due, nothing runs twice.
     assert not h.tick().requested
@@ -76,7 +87,7 @@ def test_registers_exports_and_waits_for_the_lag(h):
     assert not h.tick().requested
 
 
-def test_snapshot_waits_for_day_end_plus_lag_and_completes_the_day(h):
+def test_snapshot_waits_for_day_end_plus_lag_and_the_sensor_completes_the_day(h):
     export = h.world.local_export(frequency="6h", lag_ms=5 * MINUTE_MS)
     h.world.clock.now_ms = DAY0 + DAY_MS + 5 * MINUTE_MS - 1
     outcome = h.tick()
@@ -89,16 +100,21 @@ def test_snapshot_waits_for_day_end_plus_lag_and_completes_the_day(h):
     assert {k.path[-1] for k in request.asset_selection} == {*EVENTS, "subscribers"}
     assert outcome.results[0].success
     assert (h.world.root / "bucket" / "subscribers" / "date=2026-09-30" / "_SUCCESS").exists()
-    (snap,) = h.materializations("subscribers")
-    meta = snap.asset_materialization.metadata
-    assert meta["snapshot_taken_at"].value == "2026-10-01T00:05:00.000Z"
+    # The next tick sees every export's day finished and turns the day green, with totals.
+    h.tick()
     (mat,) = h.materializations("email_events")
-    assert mat.asset_materialization.partition == dg.MultiPartitionKey({"date": "2026-09-30", "export": export.id})
+    assert mat.asset_materialization.partition == "2026-09-30"
+    assert mat.run_id == "", "a runless materialization, reported by the sensor"
     meta = mat.asset_materialization.metadata
-    assert meta["position"].value == "2026-10-01T00:00:00.000Z"
-    assert meta["last_window"].value.endswith("2026-10-01T00:00:00.000Z]")
+    assert meta["exports_complete"].value == 1 and meta["windows"].value == 2  # catch-up, then 18:00-24:00
     assert meta["rows"].value == h.world.source.count_window("email_events", "acme", Window(DAY0, DAY0 + DAY_MS))
-    assert meta["files"].value >= 1 and meta["bytes"].value > 0
+    assert meta["files"].value == 2 and meta["bytes"].value > 0
+    (snap,) = h.materializations("subscribers")
+    assert snap.asset_materialization.partition == "2026-09-30"
+    assert snap.asset_materialization.metadata["exports_complete"].value == 1
+    h.tick()
+    assert len(h.materializations("email_events")) == 1, "a day turns green once"
+    assert export.id
 
 
 def test_backoff_of_a_15_minute_export_then_export_now_skips_the_wait(h):
@@ -110,11 +126,8 @@ def test_backoff_of_a_15_minute_export_then_export_now_skips_the_wait(h):
     for _ in range(8):
         outcome = h.tick()
         (result,) = outcome.results
-        assert not result.success
-        failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-        retries = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
-        assert len(failures) == 1 and not retries, "a permanent error must not be retried in the run"
-        assert "cannot write" in failures[0].step_failure_data.error.message
+        # The export's failure is the export's: the batch run itself succeeds.
+        assert result.success
         state = h.world.store.get_export(export.id).dataset_state("email_events")
         assert state.last_error and "cannot write" in state.last_error
         waits.append((state.next_retry_at - h.world.clock()) // MINUTE_MS)
@@ -123,7 +136,8 @@ def test_backoff_of_a_15_minute_export_then_export_now_skips_the_wait(h):
         assert not h.tick(execute=False).requested
         h.world.clock.now_ms = state.next_retry_at
     assert waits == [15, 30, 60, 120, 240, 360, 360, 360]
-    assert h.instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+    # A permanent error is not retried inside the run: one failed attempt per run.
+    assert [w.status for w in h.world.store.ledger(export.id)] == ["failed"] * 8
 
     # The customer fixes the bucket and presses "export now" mid-wait: the next tick runs it.
     blocked.unlink()
@@ -167,19 +181,19 @@ def config_export_id(store) -> str:
     return export.id
 
 
-def test_pause_mid_window_cancels_the_run_and_resume_catches_up_without_gap_or_duplicate(h):
+def test_pause_mid_window_stops_the_export_and_resume_catches_up_without_gap_or_duplicate(h):
     export = h.world.local_export(datasets=("email_events",), frequency="1h", lag_ms=2 * MINUTE_MS)
     h.exporter_class = PausingExporter
     h.exporter_fields = {"pause_after": 2}
     h.world.clock.now_ms = DAY0 + 3 * HOUR_MS + 2 * MINUTE_MS
     outcome = h.tick()
     (result,) = outcome.results
-    run = h.instance.get_run_by_id(result.run_id)
-    assert run.status == dg.DagsterRunStatus.CANCELED, "a pause ends the run canceled, not failed"
+    assert result.success, "a pause stops that export; it is not a failure of the batch"
     state = h.world.store.get_export(export.id).dataset_state("email_events")
     assert state.failures == 0 and state.next_retry_at is None and state.position_ms == DAY0
     assert [w.status for w in h.world.store.ledger(export.id)] == [CANCELED]
     assert len(list((h.world.root / "bucket").rglob("*.jsonl.gz"))) == 2
+    assert not h.world.store.engine.connect().execute(sa.text("select * from export_leases")).all(), "lease released"
 
     # Paused: ticks request nothing, however long it stays paused.
     h.exporter_class, h.exporter_fields = ExporterResource, None
@@ -194,11 +208,12 @@ def test_pause_mid_window_cancels_the_run_and_resume_catches_up_without_gap_or_d
         if not outcome.requested:
             break
         assert all(r.success for r in outcome.results)
-        days.append(outcome.requested[0].partition_key.keys_by_dimension["date"])
+        days.append(outcome.requested[0].partition_key)
     assert days == ["2026-09-30", "2026-10-01"]
     assert_chain(h, export.id, "email_events", DAY0, DAY0 + 25 * HOUR_MS)
+    h.tick()
     (mat,) = h.materializations("email_events")  # 09-30 is complete; 10-01 is still open
-    assert mat.asset_materialization.partition.keys_by_dimension["date"] == "2026-09-30"
+    assert mat.asset_materialization.partition == "2026-09-30"
 
 
 def test_a_dataset_added_later_starts_at_its_added_time(h):
@@ -234,22 +249,30 @@ def test_export_now_starts_on_the_next_tick(h):
     )
 
 
-def test_one_run_per_export_skips_exports_with_a_run_in_flight(h):
+def test_exports_with_a_run_in_flight_or_a_live_lease_are_not_requested_again(h):
     busy = h.world.local_export(folder="b1")
-    idle = h.world.local_export(account_id="acme", folder="b2")
-    h.instance.add_dynamic_partitions("exports", [busy.id, idle.id])
+    leased = h.world.local_export(folder="b2")
+    idle = h.world.local_export(account_id="acme", folder="b3")
     job = h.definitions().resolve_job_def("export_job")
-    h.instance.create_run_for_job(job_def=job, tags={"export_id": busy.id}, status=dg.DagsterRunStatus.STARTED)
+    h.instance.create_run_for_job(job_def=job, tags={f"export/{busy.id}": "yes"}, status=dg.DagsterRunStatus.STARTED)
     h.world.clock.now_ms = DAY0 + 2 * HOUR_MS
-    requested = h.tick(execute=False).requested
-    assert [r.tags["export_id"] for r in requested] == [idle.id]
+    leases = Leases(h.world.store.engine)
+    assert leases.claim(leased.id, "a-ui-launch", h.world.clock())
+    (request,) = h.tick(execute=False).requested
+    assert request.run_config["ops"]["deliveries"]["config"]["exports"] == [idle.id]
+    # The lease lapses (its holder died): the export is planned again.
+    h.world.clock.advance(LEASE_TTL_MS)
+    h.world.clock.advance(15 * MINUTE_MS)
+    (request,) = h.tick(execute=False).requested
+    assert sorted(request.run_config["ops"]["deliveries"]["config"]["exports"]) == sorted([idle.id, leased.id])
 
 
 def test_paused_and_deleted_exports_are_not_scheduled_but_keep_their_partitions(h):
     paused = h.world.local_export(folder="p")
     deleted = h.world.local_export(folder="d")
     h.world.clock.now_ms = DAY0 + 2 * HOUR_MS
-    assert len(h.tick(execute=False).requested) == 2
+    (request,) = h.tick(execute=False).requested
+    assert request.tags["seqexport/exports"] == "2"
     h.world.store.set_status(paused.id, "paused", h.world.clock())
     h.world.store.set_status(deleted.id, "deleted", h.world.clock())
     assert not h.tick(execute=False).requested

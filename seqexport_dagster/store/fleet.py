@@ -88,15 +88,8 @@ def changed_since(engine: sa.Engine, since_ms: int) -> set[str]:
     w, e = windows, exports
     with engine.connect() as conn:
         edited = conn.execute(sa.select(e.c.id).where(e.c.updated_at >= since_ms)).scalars().all()
-        worked = (
-            conn.execute(
-                sa.select(sa.distinct(w.c.export_id)).where(
-                    sa.or_(w.c.started_at >= since_ms, w.c.finished_at >= since_ms)
-                )
-            )
-            .scalars()
-            .all()
-        )
+        changed = sa.or_(w.c.started_at >= since_ms, w.c.finished_at >= since_ms)
+        worked = conn.execute(sa.select(w.c.export_id).where(changed).distinct()).scalars().all()
     return {*edited, *worked}
 
 
