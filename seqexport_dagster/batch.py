@@ -127,9 +127,15 @@ class BatchRunner:
         run_id: str | None,
         rewrite: bool,
         on_window: Callable[[str, WindowReport], None] | None = None,
-        after_export: Callable[[Runner, str], None] | None = None,
+        after_export: Callable[[Runner, str], Iterable[object]] | None = None,
+        on_note: Callable[[object], None] | None = None,
     ) -> BatchReport:
-        """Deliver ``days`` × ``datasets`` for each export; returns once each is done or past its deadline."""
+        """Deliver ``days`` × ``datasets`` for each export; returns once each is done or past its deadline.
+
+        ``after_export`` runs in the export's worker, still under its lease, once its datasets all
+        succeeded (the scheduled runs' reconciliation); what it returns goes to ``on_note`` on the
+        caller's thread, like ``on_window``.
+        """
         ids = list(dict.fromkeys(export_ids))
         wanted = tuple(datasets)
         jobs: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -165,6 +171,8 @@ class BatchRunner:
             if kind == "window" and on_window is not None:
                 export_id, window_report = payload  # type: ignore[misc]
                 on_window(export_id, window_report)
+            elif kind == "note" and on_note is not None:
+                on_note(payload)
             elif kind == "done":
                 assert isinstance(payload, ExportOutcome)  # noqa: S101 - the queue's own protocol
                 if payload.export_id in pending:
@@ -178,14 +186,16 @@ class BatchRunner:
                 report.outcomes[export_id] = self._give_up(export_id, current.get(export_id), now - started[export_id])
                 spawn()
         # Windows relayed after the last "done" of their export are still delivered to the caller.
-        while on_window is not None:
+        while True:
             try:
                 kind, payload = events.get_nowait()
             except queue.Empty:
                 break
-            if kind == "window":
+            if kind == "window" and on_window is not None:
                 export_id, window_report = payload  # type: ignore[misc]
                 on_window(export_id, window_report)
+            elif kind == "note" and on_note is not None:
+                on_note(payload)
         return report
 
     def _renew(self, export_id: str) -> None:
@@ -214,7 +224,7 @@ class BatchRunner:
         rewrite: bool,
         events: queue.SimpleQueue[tuple[str, object]],
         current: dict[str, str],
-        after_export: Callable[[Runner, str], None] | None,
+        after_export: Callable[[Runner, str], Iterable[object]] | None,
     ) -> ExportOutcome:
         began = time.monotonic()
         outcome = ExportOutcome(export_id)
@@ -245,7 +255,8 @@ class BatchRunner:
                     current[export_id] = dataset
                     self._dataset(outcome, export_id, dataset, day, run_id, rewrite, events)
             if after_export is not None and not outcome.errors:
-                after_export(self._runner(final=True), export_id)
+                for note in after_export(self._runner(final=True), export_id):
+                    events.put(("note", note))
         except RunInterrupted as exc:
             outcome.status = INTERRUPTED
             outcome.errors.append((current.get(export_id, "-"), exc.message))

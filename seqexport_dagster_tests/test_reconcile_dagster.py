@@ -70,7 +70,7 @@ def scheduled_tick(h: Harness, hours: float, lookback_hours: int | None = None) 
             operator=OperatorResource(allow_local="1", reconcile_lookback_hours=lookback_hours),
             clock=old.clock,
         )
-    outcome = tick(h.instance, build_definitions(resources))
+    outcome = tick(h.instance, build_definitions(resources, first_day=h.first_day()))
     assert outcome.results and all(r.success for r in outcome.results)
     return outcome.results
 
@@ -155,7 +155,8 @@ def test_late_rows_are_appended_by_the_next_scheduled_run_and_no_file_is_replace
     (email,) = reconciled(h, "email_events")
     (custom,) = reconciled(h, "custom_events")
     assert email.run_id == custom.run_id == run.run_id
-    assert email.asset_observation.partition == dg.MultiPartitionKey({"date": D0, "export": export_id})
+    assert email.asset_observation.partition == D0
+    assert email.asset_observation.metadata["export_id"].value == export_id
     meta = {k: v.value for k, v in email.asset_observation.metadata.items()}
     assert meta["window"] == str(w01) and meta["late_rows_found"] == 25 and meta["late_rows"] == 25
     meta = {k: v.value for k, v in custom.asset_observation.metadata.items()}

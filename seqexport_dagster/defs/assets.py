@@ -27,7 +27,7 @@ from seqexport_dagster.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, BatchRe
 from seqexport_dagster.defs.health import DATASET_CHECK, STATUS_ASSET, check_evaluation, day_metadata
 from seqexport_dagster.defs.partitions import exports_partitions
 from seqexport_dagster.defs.resources import ControlPlaneResource, ExporterResource
-from seqexport_dagster.reconcile import reconcile
+from seqexport_dagster.reconcile import Reconciled, reconcile
 from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.store.fleet import day_totals
@@ -60,6 +60,19 @@ def window_metadata(export_id: str, report: WindowReport) -> dict[str, Any]:
     }
 
 
+def reconciled_observation(export_id: str, result: Reconciled) -> dg.AssetObservation:
+    """A rewritten window, on the partition of its own day (which may be before the run's)."""
+    assert result.report is not None  # noqa: S101 - only called for rewritten windows
+    metadata = {
+        **window_metadata(export_id, result.report),
+        "window": str(result.window),
+        "reconciled": True,
+        "rows_before": result.exported_rows,
+        "rows_in_source": result.source_rows,
+    }
+    return dg.AssetObservation(asset_key=result.report.dataset, partition=result.window.date_key, metadata=metadata)
+
+
 def deliver(
     context: dg.AssetExecutionContext, config: DeliveryConfig, exporter: ExporterResource
 ) -> Iterator[dg.MaterializeResult[Any]]:
@@ -71,9 +84,12 @@ def deliver(
     lateness = exporter.operator.reconcile_lateness_ms()
     events = [d for d in datasets if d in EVENT_DATASETS]
 
-    def after_export(runner: Runner, export_id: str) -> None:
-        if scheduled and lateness and events:
-            reconcile(runner, export_id, lateness_ms=lateness, datasets=events, run_id=context.run.run_id)
+    def after_export(runner: Runner, export_id: str) -> list[dg.AssetObservation]:
+        """Scheduled runs repair late and erased rows of recent windows, under the export's lease."""
+        if not (scheduled and lateness and events):
+            return []
+        results = reconcile(runner, export_id, lateness_ms=lateness, datasets=events, run_id=context.run.run_id)
+        return [reconciled_observation(export_id, r) for r in results if r.report is not None]
 
     def on_window(export_id: str, report: WindowReport) -> None:
         metadata = window_metadata(export_id, report)
@@ -83,7 +99,7 @@ def deliver(
 
     batch = exporter.batch(holder=context.run.run_id, workers=config.workers, deadline_s=config.deadline_seconds)
     report = batch.run(export_ids, [day], datasets, run_id=context.run.run_id, rewrite=not scheduled,
-                       on_window=on_window, after_export=after_export)  # fmt: skip
+                       on_window=on_window, after_export=after_export, on_note=context.log_event)  # fmt: skip
     log_outcomes(context, report)
     if not scheduled:
         yield from completed_days(store, datasets, day, report)
