@@ -13,24 +13,14 @@ from seqexport_dagster_tests.world import postgres_database
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def per_export_limits(config: dict) -> list[dict]:
-    return [
-        limit
-        for limit in config["run_coordinator"]["config"]["tag_concurrency_limits"]
-        if limit["key"] in ("export_id", "dagster/partition/export")
-    ]
-
-
-def test_local_instance_loads_with_sqlite_and_per_export_limit(tmp_path, monkeypatch):
+def test_local_instance_loads_with_sqlite_and_no_per_export_tag_limit(tmp_path, monkeypatch):
     config = yaml.safe_load((ROOT / "dagster.yaml").read_text())
     with dg.instance_for_test(overrides=config, temp_dir=str(tmp_path)) as instance:
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
         assert type(instance.run_storage).__name__ == "SqliteRunStorage"
         assert instance.run_retries_enabled
-        limits = instance.run_coordinator.get_run_queue_config().tag_concurrency_limits
-    by_key = {limit["key"]: limit for limit in limits}
-    assert by_key["export_id"] == {"key": "export_id", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
-    assert by_key["dagster/partition/export"]["limit"] == 1
+        # A run carries a batch of exports: one writer per export is the control plane's lease.
+        assert not instance.run_coordinator.get_run_queue_config().tag_concurrency_limits
     # Storage really lives under DAGSTER_HOME (the temp dir here).
     assert any(p.suffix == ".db" for p in tmp_path.rglob("*"))
 
@@ -38,7 +28,7 @@ def test_local_instance_loads_with_sqlite_and_per_export_limit(tmp_path, monkeyp
 @pytest.mark.postgres
 def test_production_instance_loads_with_postgres_and_ecs(tmp_path, monkeypatch):
     config = yaml.safe_load((ROOT / "deploy" / "dagster.production.yaml").read_text())
-    assert per_export_limits(config) == per_export_limits(yaml.safe_load((ROOT / "dagster.yaml").read_text()))
+    assert "tag_concurrency_limits" not in config["run_coordinator"]["config"]
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
