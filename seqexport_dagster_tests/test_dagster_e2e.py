@@ -1,9 +1,9 @@
-"""End to end: the real `dagster-daemon` on a temporary DAGSTER_HOME launches runs into a moto bucket.
+"""End to end: the real `dagster-daemon` on a temporary DAGSTER_HOME launches batched runs into moto.
 
-Also the secret-leak audit, after one succeeding and one failing run: two planted S3 secrets (one
-per export; the failing export's bucket does not exist) and the credential master key must never
-reach the instance's storage (run and event databases, run config, tags, failure events, metadata,
-compute logs), the daemon's output, the control plane's errors, nor the CLI's output.
+Two accounts, seven exports, one failing (its bucket does not exist). Also the secret-leak audit:
+two planted S3 secrets and the credential master key must never reach the instance's storage (run
+and event databases, run config, tags, events, check evaluations, metadata, compute logs), the
+daemon's output, the control plane's errors, nor the CLI's output.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from seqexport_dagster.destination.base import DestinationConfig
 from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.crypto import new_key_spec
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS, chain
+from seqexport_dagster.window import HOUR_MS, MINUTE_MS, chain, day_of, day_start
 from seqexport_dagster_tests.processes import daemon_env, start_daemon, stop_group
 from seqexport_dagster_tests.world import World
 
@@ -32,8 +32,49 @@ ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("email_events", "sms_events")
 
 
+def s3_export(world: World, moto, account: str, bucket: str, prefix: str, key_id: str, secret: str, created: int):
+    return world.store.create_export(
+        account_id=account,
+        destination=DestinationConfig(
+            "s3",
+            bucket,
+            prefix=prefix,
+            region="us-east-1",
+            endpoint=moto.endpoint,
+            access_key_id=key_id,
+            secret_access_key=secret,
+        ),
+        datasets=DATASETS,
+        frequency="15m",
+        lag_ms=MINUTE_MS,
+        now_ms=created,
+    )
+
+
+def wait_for(what: str, check, log: Path, daemon, seconds: float = 150) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert daemon.poll() is None, log.read_text()[-3000:]
+        if check():
+            return
+        time.sleep(1)
+    raise AssertionError(f"{what} within {seconds:.0f} s:\n" + log.read_text()[-3000:])
+
+
+def check_records(instance: dg.DagsterInstance, dataset: str) -> list[dg.AssetCheckEvaluation]:
+    key = dg.AssetCheckKey(dg.AssetKey(dataset), "exports_healthy")
+    records = instance.event_log_storage.get_asset_check_execution_history(key, limit=20)
+    return [r.event.dagster_event.event_specific_data for r in records if r.event and r.event.dagster_event]
+
+
 @pytest.mark.slow
-def test_daemon_sensor_launches_runs_into_moto_and_no_secret_leaks(tmp_path, moto, monkeypatch, capsys):
+def test_daemon_two_accounts_many_exports_one_failing_and_no_secret_leaks(tmp_path, moto, monkeypatch, capsys):
+    """The real daemon, two accounts, seven exports in batched runs, one export failing.
+
+    The exports start at 23:30 yesterday, so yesterday's folder is due at once. The UI-facing data
+    (check, status asset, run tags) must name the failing export and its error, and yesterday's cells
+    must stay open until that export, fixed, completes the day too. No secret reaches any storage.
+    """
     home = tmp_path / "dagster_home"
     home.mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(home))
@@ -44,158 +85,138 @@ def test_daemon_sensor_launches_runs_into_moto_and_no_secret_leaks(tmp_path, mot
     moto.admin_client().create_bucket(Bucket=bucket)
 
     now = wall_clock_ms()
-    created = (now - 50 * MINUTE_MS) // MINUTE_MS * MINUTE_MS
+    created = day_start(now) - 30 * MINUTE_MS
+    yesterday = day_of(created).isoformat()
     world = World.in_files(tmp_path, created, key_spec)
-    generate_account(
-        world.source_engine, "acme", now - 2 * HOUR_MS, now, scale=Scale(subscribers=50, email_sends_per_hour=40)
-    )
-    export = world.store.create_export(
-        account_id="acme",
-        destination=DestinationConfig(
-            "s3",
-            bucket,
-            prefix="sequenzy",
-            region="us-east-1",
-            endpoint=moto.endpoint,
-            access_key_id="AKIAE2ETESTKEY",
-            secret_access_key=planted,
-        ),
-        datasets=DATASETS,
-        frequency="15m",
-        lag_ms=MINUTE_MS,
-        now_ms=created,
-    )
-    # A second export whose bucket is gone (deleted by the customer after creation): its run fails.
+    scale = Scale(subscribers=50, email_sends_per_hour=40)
+    for account in ("acme", "globex"):
+        generate_account(world.source_engine, account, created - HOUR_MS, now + HOUR_MS, scale=scale)
+    healthy = [
+        s3_export(world, moto, account, bucket, f"{account}-{i}", f"AKIAE2E{i}", planted, created)
+        for account, i in (("acme", 0), ("acme", 1), ("acme", 2), ("globex", 3), ("globex", 4), ("globex", 5))
+    ]
+    # An export whose bucket is gone (deleted by the customer after creation): it fails, alone.
     planted_failing = f"PLANTED-FAILING-{uuid.uuid4().hex}"
     missing = f"e2e-missing-{uuid.uuid4().hex[:12]}"
-    failing = world.store.create_export(
-        account_id="acme",
-        destination=DestinationConfig(
-            "s3",
-            missing,
-            prefix="sequenzy",
-            region="us-east-1",
-            endpoint=moto.endpoint,
-            access_key_id="AKIAE2EFAILINGKEY",
-            secret_access_key=planted_failing,
-        ),
-        datasets=DATASETS,
-        frequency="15m",
-        lag_ms=MINUTE_MS,
-        now_ms=created,
-    )
+    failing = s3_export(world, moto, "globex", missing, "sequenzy", "AKIAE2EFAILINGKEY", planted_failing, created)
     env = daemon_env(home, world.control_url, world.source_url, key_spec)
     log = tmp_path / "daemon.log"
     daemon = start_daemon(env, log)
+    instance = dg.DagsterInstance.from_config(str(home))
     try:
-        instance = dg.DagsterInstance.from_config(str(home))
-        deadline = time.monotonic() + 150
-        done: list[dg.DagsterRun] = []
-        refused: list[dg.DagsterRun] = []
-        while time.monotonic() < deadline:
-            assert daemon.poll() is None, log.read_text()[-3000:]
-            runs = instance.get_runs(filters=dg.RunsFilter(tags={"export_id": export.id}))
-            done = [r for r in runs if r.status == dg.DagsterRunStatus.SUCCESS]
-            failed = [r for r in runs if r.status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)]
-            assert not failed, log.read_text()[-3000:]
-            runs = instance.get_runs(filters=dg.RunsFilter(tags={"export_id": failing.id}))
-            refused = [r for r in runs if r.status == dg.DagsterRunStatus.FAILURE]
-            if done and refused:
-                break
-            time.sleep(1)
-        assert done, "no successful run within 150 s:\n" + log.read_text()[-3000:]
-        assert refused, "the export without a bucket had no failed run within 150 s:\n" + log.read_text()[-3000:]
+
+        def yesterday_done_by_healthy_and_failure_seen() -> bool:
+            states = [world.store.get_export(e.id).dataset_state("email_events") for e in healthy]
+            bad = world.store.get_export(failing.id).dataset_state("email_events")
+            return all(s.position_ms >= day_start(now) for s in states) and bad.failures >= 1
+
+        wait_for(
+            "yesterday delivered by the healthy exports and the failure recorded",
+            yesterday_done_by_healthy_and_failure_seen,
+            log,
+            daemon,
+        )
+
+        def failing_check_seen() -> bool:
+            found = check_records(instance, "email_events")
+            return bool(found) and not found[0].passed
+
+        wait_for("a failed exports_healthy check", failing_check_seen, log, daemon, 60)
+    except BaseException:
+        stop_group(daemon)
+        raise
+
+    # Batched runs: yesterday's work of all seven exports went in one run, tagged with each export
+    # and both accounts; the failing export did not fail it.
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={f"export/{failing.id}": "yes"}))
+    assert runs and all(r.tags["dagster/sensor_name"] == "scheduler_sensor" for r in runs)
+    first = runs[-1]
+    assert first.tags["dagster/partition"] == yesterday and first.tags["seqexport/exports"] == "7"
+    assert {f"export/{e.id}" for e in [*healthy, failing]} <= set(first.tags)
+    assert {"account/acme", "account/globex"} <= set(first.tags)
+    assert instance.get_runs(filters=dg.RunsFilter(tags={"account/acme": "yes"}))
+    assert all(r.status != dg.DagsterRunStatus.FAILURE for r in instance.get_runs())
+    logs = "\n".join(e.user_message for e in instance.all_logs(first.run_id))
+    assert f"export {failing.id} email_events: failed: " in logs and f"bucket {missing} does not exist" in logs
+
+    # The check names the failing export and its error; the status asset gives its details.
+    (evaluation, *_) = check_records(instance, "email_events")
+    assert not evaluation.passed and evaluation.metadata["failing_exports"].value == 1
+    assert failing.id in evaluation.description and f"bucket {missing} does not exist" in evaluation.description
+    status = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("export_status"), asset_partitions=[failing.id]), limit=1
+    ).records[0]
+    meta = {k: v.value for k, v in status.asset_materialization.metadata.items()}
+    assert meta["account"] == "globex" and meta["health"] == "failing" and meta["failures"] >= 1
+    assert f"bucket {missing} does not exist" in meta["last_error"] and meta["next_retry"] != "-"
+    # Yesterday is not green: one export has not finished it.
+    assert not instance.fetch_materializations(dg.AssetKey("email_events"), limit=10).records
+
+    # The customer creates the bucket and presses "export now": the day completes, the cell turns green.
+    try:
+        moto.admin_client().create_bucket(Bucket=missing)
+        world.store.request_export_now(failing.id, wall_clock_ms())
+
+        def green() -> bool:
+            return bool(instance.fetch_materializations(dg.AssetKey("email_events"), limit=10).records)
+
+        wait_for("yesterday's email_events cell green", green, log, daemon, 120)
+        wait_for("a passing check", lambda: check_records(instance, "email_events")[0].passed, log, daemon, 60)
     finally:
         stop_group(daemon)
+    (cell,) = instance.fetch_materializations(dg.AssetKey("email_events"), limit=10).records
+    assert cell.asset_materialization.partition == yesterday
+    assert cell.asset_materialization.metadata["exports_complete"].value == 7
+    assert instance.get_dynamic_partitions("exports") and failing.id in instance.get_dynamic_partitions("exports")
 
-    # Run history: the sensor's run, tagged with the export, on the export × date partition.
-    run = done[0]
-    assert run.job_name == "export_job"
-    assert run.tags["export_id"] == export.id
-    assert run.tags["dagster/sensor_name"] == "scheduler_sensor"
-    assert run.tags["dagster/partition/export"] == export.id
-    assert sorted(instance.get_dynamic_partitions("exports")) == sorted([export.id, failing.id])
-    assert instance.fetch_observations(dg.AssetKey("email_events"), limit=10).records
-
-    # The bucket: every row of the committed chain exactly once, under the documented names.
+    # The bucket: every row of each healthy export's committed chain exactly once.
     client = moto.admin_client()
-    state = world.store.get_export(export.id)
-    for dataset in DATASETS:
-        position = state.dataset_state(dataset).position_ms
-        assert position >= created + 15 * MINUTE_MS
-        listed = client.list_objects_v2(Bucket=bucket, Prefix=f"sequenzy/{dataset}/")["Contents"]
-        ids = []
-        for obj in listed:
-            assert obj["Key"].endswith(".jsonl.gz") and "/date=" in obj["Key"]
-            body = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
-            ids += [json.loads(line)["id"] for line in gzip.decompress(body).splitlines()]
-        assert len(ids) == len(set(ids))
-        assert len(ids) == sum(world.source.count_window(dataset, "acme", w) for w in chain(created, position))
+    for export in healthy[:2]:
+        state = world.store.get_export(export.id)
+        for dataset in DATASETS:
+            position = state.dataset_state(dataset).position_ms
+            listed = client.list_objects_v2(Bucket=bucket, Prefix=f"{export.prefix}/{dataset}/")["Contents"]
+            ids = []
+            for obj in listed:
+                assert obj["Key"].endswith(".jsonl.gz") and "/date=" in obj["Key"]
+                body = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+                ids += [json.loads(line)["id"] for line in gzip.decompress(body).splitlines()]
+            assert len(ids) == len(set(ids))
+            expected = sum(world.source.count_window(dataset, export.account_id, w) for w in chain(created, position))
+            assert len(ids) == expected
 
-    # The failed run: a permanent error in the customer's words, on the export × date partition.
-    bad = refused[0]
-    assert bad.tags["dagster/partition/export"] == failing.id
-    failures = [
-        e.dagster_event
-        for e in instance.all_logs(bad.run_id)
-        if e.dagster_event and e.dagster_event.event_type == dg.DagsterEventType.STEP_FAILURE
-    ]
-    assert failures
-    for event in failures:
-        error = event.step_failure_data.error
-        assert error is not None
-        assert f"bucket {missing} does not exist at {moto.endpoint}" in error.message, error.message
-    # The control plane shows the same error as the last error and in the ledger; the position stays.
-    for dataset in DATASETS:
-        state = world.store.get_export(failing.id).dataset_state(dataset)
-        assert state.position_ms == created
-    shown = [s.last_error for s in world.store.get_export(failing.id).datasets if s.last_error]
+    shown = [w.error for w in world.store.ledger(failing.id) if w.error]
     assert shown and all(f"bucket {missing} does not exist" in text for text in shown)
-    ledger_errors = [w.error for w in world.store.ledger(failing.id) if w.error]
-    assert ledger_errors
 
     # What the customer sees through the CLI: status, history and list, human and --json.
     cli_env = {k: v for k, v in env.items() if k.startswith("SEQEXPORT_")}
     outputs: list[str] = []
-    for argv in (
-        ["list"],
-        ["status", failing.id],
-        ["history", failing.id],
-        ["status", export.id],
-        ["history", export.id],
-    ):
+    for argv in (["list"], ["status", failing.id], ["history", failing.id], ["status", healthy[0].id]):
         for extra in ([], ["--json"]):
             capsys.readouterr()
             assert cli.main([*argv, *extra], env=cli_env) == 0, argv
             captured = capsys.readouterr()
             outputs.append(captured.out + captured.err)
-    assert any(f"bucket {missing} does not exist" in out for out in outputs[2:4]), outputs[2:4]
 
-    # No secret anywhere: neither planted secret nor the master key, in any file the test produced:
-    # the instance (SQLite run/event/schedule databases as bytes, compute logs), the daemon's output,
-    # and the control plane's and source's databases with their WAL files (secrets are stored
-    # encrypted only).
+    # No secret anywhere: neither planted secret nor the master key, in any file the test produced
+    # (instance databases, compute logs, daemon output, control plane with its WAL) ...
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert log in files and any(p.name.startswith("control.db") for p in files)
-    assert any(p.suffix == ".db" for p in home.rglob("*"))
     secrets = [planted, planted_failing, key_spec, key_spec.split(":", 1)[1]]
     needles = [s.encode() for s in secrets]
     for path in files:
         data = path.read_bytes()
         for needle in needles:
             assert needle not in data, f"secret found in {path}"
-    # Canaries: the byte scan does see what those files hold (the failure's text in the instance's
-    # databases, the key id stored in plain text next to the encrypted secret).
+    # Canaries: the byte scan does see what those files hold.
     assert any(missing.encode() in p.read_bytes() for p in home.rglob("*.db"))
     assert any(b"AKIAE2EFAILINGKEY" in p.read_bytes() for p in tmp_path.glob("control.db*"))
-    # And not in what Dagster stored about either run, read back through the instance: run config,
-    # tags, every event log entry (failure events with their error chains included), asset
-    # materializations and observations with their metadata.
-    runs = instance.get_runs(filters=dg.RunsFilter(tags={"export_id": [export.id, failing.id]}))
-    assert {r.status for r in runs} >= {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE}
+    # ... nor in what Dagster stored, read back: run config, tags, every event (checks, status and
+    # day materializations, observations included), nor the control plane's errors or the CLI.
+    runs = instance.get_runs()
     stored = [json.dumps([r.run_config, r.tags]) for r in runs]
     stored += [serialize_value(e) for r in runs for e in instance.all_logs(r.run_id)]
-    for asset in DATASETS:
+    for asset in (*DATASETS, "export_status"):
         stored += [
             serialize_value(m.event_log_entry)
             for m in instance.fetch_materializations(dg.AssetKey(asset), limit=1000).records
@@ -204,17 +225,13 @@ def test_daemon_sensor_launches_runs_into_moto_and_no_secret_leaks(tmp_path, mot
             serialize_value(o.event_log_entry)
             for o in instance.fetch_observations(dg.AssetKey(asset), limit=1000).records
         ]
-    # ... the control plane's errors, and the CLI's output.
-    texts = {
-        "dagster": "\n".join(stored),
-        "last_error": json.dumps(shown),
-        "ledger": json.dumps(ledger_errors),
-        "cli": "\n".join(outputs),
-    }
+    stored += [repr(e) for e in check_records(instance, "email_events")]
+    texts = {"dagster": "\n".join(stored), "ledger": json.dumps(shown), "cli": "\n".join(outputs)}
     assert "does not exist" in texts["dagster"]
     for where, text in texts.items():
         for secret in secrets:
             assert secret not in text, f"secret found in {where}"
+    instance.dispose()
     world.dispose()
 
 
@@ -230,7 +247,9 @@ def test_demo_runs_through_dagster_and_leaves_a_browsable_instance(tmp_path):
         runs = instance.get_runs()
         assert len(runs) == summary.runs
         assert all(r.status == dg.DagsterRunStatus.SUCCESS and r.job_name == "export_job" for r in runs)
-        assert {r.tags["export_id"] for r in runs} == {e.export_id for e in summary.exports}
+        assert {k[len("export/") :] for r in runs for k in r.tags if k.startswith("export/")} == {
+            e.export_id for e in summary.exports
+        }
         assert sorted(instance.get_dynamic_partitions("exports")) == sorted(e.export_id for e in summary.exports)
         # Yesterday is complete for every dataset: green cells, including the snapshot.
         for asset in ("email_events", "sms_events", "custom_events", "subscribers"):
