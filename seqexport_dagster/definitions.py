@@ -17,7 +17,7 @@ import dagster as dg
 import sqlalchemy as sa
 
 from seqexport_dagster.config import Settings
-from seqexport_dagster.defs.assets import build_checks, build_deliveries, status_asset
+from seqexport_dagster.defs.assets import build_deliveries, status_asset
 from seqexport_dagster.defs.partitions import FALLBACK_FIRST_DAY, days_partitions
 from seqexport_dagster.defs.resources import (
     ClockResource,
@@ -103,13 +103,12 @@ def build_definitions(
     deliveries = build_deliveries(days)
     export_job = dg.define_asset_job(
         EXPORT_JOB,
-        selection=dg.AssetSelection.assets(deliveries).without_checks(),
+        selection=dg.AssetSelection.assets(deliveries),
         executor_def=dg.in_process_executor,
         description="Delivers the due windows (or snapshots) of a batch of exports for one UTC day.",
     )
     return dg.Definitions(
         assets=[deliveries, status_asset],
-        asset_checks=build_checks(),
         jobs=[export_job],
         sensors=[scheduler_sensor],
         resources=dict(resources) if resources is not None else default_resources(),

@@ -64,7 +64,10 @@ def wait_for(what: str, check, log: Path, daemon, seconds: float = 150) -> None:
 def check_records(instance: dg.DagsterInstance, dataset: str) -> list[dg.AssetCheckEvaluation]:
     key = dg.AssetCheckKey(dg.AssetKey(dataset), "exports_healthy")
     records = instance.event_log_storage.get_asset_check_execution_history(key, limit=20)
-    return [r.event.dagster_event.event_specific_data for r in records if r.event and r.event.dagster_event]
+    data = [r.event.dagster_event.event_specific_data for r in records if r.event and r.event.dagster_event]
+    # Only evaluations: the sensor's runs do not select the check, so nothing is "planned" by a run.
+    assert all(isinstance(d, dg.AssetCheckEvaluation) for d in data), data
+    return data
 
 
 @pytest.mark.slow

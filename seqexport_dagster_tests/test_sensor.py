@@ -277,3 +277,42 @@ def test_paused_and_deleted_exports_are_not_scheduled_but_keep_their_partitions(
     h.world.store.set_status(deleted.id, "deleted", h.world.clock())
     assert not h.tick(execute=False).requested
     assert sorted(h.instance.get_dynamic_partitions("exports")) == sorted([paused.id, deleted.id])
+
+
+def test_the_check_and_the_status_asset_name_the_failing_export_and_its_error(h):
+    good = h.world.local_export(datasets=("email_events",), folder="good")
+    (h.world.root / "blocked").write_text("a file where the bucket folder should be")
+    bad = h.world.local_export(account_id="globex", datasets=("email_events",), folder="blocked")
+    h.world.clock.now_ms = DAY0 + 2 * HOUR_MS + 2 * MINUTE_MS
+    outcome = h.tick()
+    assert [r.success for r in outcome.results] == [True], "one batch; the failing export does not fail it"
+    # UI launches select the check: the run itself evaluates it too.
+    (check,) = [e for e in outcome.results[0].all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"][:1]
+    assert not check.event_specific_data.passed
+    events = h.tick(execute=False).asset_events
+    checks = {e.asset_key.path[-1]: e for e in events if isinstance(e, dg.AssetCheckEvaluation)}
+    failed = checks["email_events"]
+    assert not failed.passed and failed.metadata["failing_exports"].value == 1
+    assert bad.id in failed.description and "globex" in failed.description and "cannot write" in failed.description
+    assert good.id not in failed.description
+    assert checks["sms_events"].passed
+    status = {
+        e.partition: e.metadata
+        for e in events
+        if isinstance(e, dg.AssetMaterialization) and e.asset_key.path[-1] == "export_status"
+    }
+    meta = {k: v.value for k, v in status[bad.id].items()}
+    assert meta["account"] == "globex" and meta["health"] == "failing" and meta["failures"] == 1
+    assert "email_events: " in meta["last_error"] and "cannot write" in meta["last_error"]
+    assert meta["next_retry"] == "2026-09-30T03:02:00.000Z" and meta["position"] == "2026-09-30T00:00:00.000Z"
+    assert meta["behind_minutes"] == 120
+    meta = {k: v.value for k, v in status[good.id].items()}
+    assert meta["health"] == "ok" and meta["last_error"] == "-" and meta["behind_minutes"] == 0
+    # Unchanged exports are not re-recorded on every tick; a fixed one passes the check again.
+    assert not [e for e in h.tick(execute=False).asset_events if isinstance(e, dg.AssetMaterialization)]
+    (h.world.root / "blocked").unlink()
+    h.world.store.request_export_now(bad.id, h.world.clock())
+    h.tick()
+    events = h.tick(execute=False).asset_events
+    assert all(e.passed for e in events if isinstance(e, dg.AssetCheckEvaluation))
+    assert any(isinstance(e, dg.AssetCheckEvaluation) for e in events)

@@ -26,12 +26,12 @@ from seqexport_dagster import planner
 from seqexport_dagster.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, BatchReport
 from seqexport_dagster.defs.health import DATASET_CHECK, STATUS_ASSET, check_evaluation, day_metadata
 from seqexport_dagster.defs.partitions import exports_partitions
-from seqexport_dagster.defs.resources import ControlPlaneResource, ExporterResource
+from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.reconcile import Reconciled, reconcile
 from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.store.fleet import day_totals
-from seqexport_dagster.store.store import ACTIVE
+from seqexport_dagster.store.store import ACTIVE, ControlPlane
 from seqexport_dagster.window import iso_ms, parse_date_key
 
 #: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) re-deliver the day.
@@ -75,7 +75,7 @@ def reconciled_observation(export_id: str, result: Reconciled) -> dg.AssetObserv
 
 def deliver(
     context: dg.AssetExecutionContext, config: DeliveryConfig, exporter: ExporterResource
-) -> Iterator[dg.MaterializeResult[Any]]:
+) -> Iterator[dg.MaterializeResult[Any] | dg.AssetCheckResult]:
     day = parse_date_key(context.partition_key)
     datasets = [key.path[-1] for key in context.selected_asset_keys]
     scheduled = context.run.tags.get(TRIGGER_TAG) == SCHEDULED
@@ -97,12 +97,32 @@ def deliver(
             dg.AssetObservation(asset_key=report.dataset, partition=context.partition_key, metadata=metadata)
         )
 
+    if not datasets:  # only the checks were selected
+        yield from health_results(context, store)
+        return
     batch = exporter.batch(holder=context.run.run_id, workers=config.workers, deadline_s=config.deadline_seconds)
     report = batch.run(export_ids, [day], datasets, run_id=context.run.run_id, rewrite=not scheduled,
                        on_window=on_window, after_export=after_export, on_note=context.log_event)  # fmt: skip
     log_outcomes(context, report)
     if not scheduled:
         yield from completed_days(store, datasets, day, report)
+    yield from health_results(context, store)
+
+
+def health_results(context: dg.AssetExecutionContext, store: ControlPlane) -> Iterator[dg.AssetCheckResult]:
+    """The health check, when the launch selected it (UI launches do; the sensor's runs do not: the
+    sensor evaluates it itself every tick that health changes)."""
+    exports = store.list_exports() if context.selected_asset_check_keys else []
+    for key in context.selected_asset_check_keys:
+        evaluation = check_evaluation(exports, key.asset_key.path[-1])
+        yield dg.AssetCheckResult(
+            asset_key=key.asset_key,
+            check_name=key.name,
+            passed=evaluation.passed,
+            metadata=dict(evaluation.metadata),
+            description=evaluation.description,
+            severity=evaluation.severity,
+        )
 
 
 def log_outcomes(context: dg.AssetExecutionContext, report: BatchReport) -> None:
@@ -141,11 +161,16 @@ def dataset_specs(days: dg.PartitionsDefinition[Any]) -> list[dg.AssetSpec]:
 
 def build_deliveries(days: dg.PartitionsDefinition[Any]) -> dg.AssetsDefinition:
     def _deliveries(context, config, exporter):  # type: ignore[no-untyped-def]
+        # `context`, `config` and `exporter` get their annotations below.
         yield from deliver(context, config, exporter)
 
     # Dagster reads parameter annotations as objects; postponed annotations would be strings here.
     _deliveries.__annotations__.update(config=DeliveryConfig, exporter=ExporterResource)
-    return dg.multi_asset(name=OP_NAME, specs=dataset_specs(days), can_subset=True)(_deliveries)
+    checks = [
+        dg.AssetCheckSpec(DATASET_CHECK, asset=name, description=f"Fails while any active export's {name} is failing.")
+        for name in DATASETS
+    ]
+    return dg.multi_asset(name=OP_NAME, specs=dataset_specs(days), check_specs=checks, can_subset=True)(_deliveries)
 
 
 #: Written by the scheduler sensor only (one partition per export; no run ever materializes it).
@@ -155,24 +180,3 @@ status_asset = dg.AssetSpec(
     group_name=GROUP,
     description="One partition per export: account, status, position, behind, failures, next retry, last error.",
 )
-
-
-def build_checks() -> list[dg.AssetChecksDefinition]:
-    """``exports_healthy`` per dataset: evaluated by the sensor every tick that health changes, or on demand."""
-
-    def check(dataset: str) -> dg.AssetChecksDefinition:
-        @dg.asset_check(
-            asset=dataset, name=DATASET_CHECK, description=f"Fails while any export's {dataset} is failing."
-        )
-        def _check(control_plane: ControlPlaneResource) -> dg.AssetCheckResult:
-            evaluation = check_evaluation(control_plane.store().list_exports(), dataset)
-            return dg.AssetCheckResult(
-                passed=evaluation.passed,
-                metadata=dict(evaluation.metadata),
-                description=evaluation.description,
-                severity=evaluation.severity,
-            )
-
-        return _check
-
-    return [check(name) for name in DATASETS]

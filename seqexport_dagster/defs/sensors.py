@@ -161,7 +161,7 @@ def evaluate(
     requests = [run_request(b) for b in planner.batch(items)]
 
     events: list[Any] = day_events(store, records, cursor)
-    changed = changed_since(engine, cursor.since_ms) if cursor.since_ms is not None else {e.id for e in records}
+    changed, watermark = changed_since(engine, cursor.since_ms if cursor.since_ms is not None else -1)
     for export in records:
         rotating = zlib.crc32(export.id.encode()) % ROTATION == cursor.tick % ROTATION
         if export.id in changed or rotating:
@@ -169,7 +169,7 @@ def evaluate(
     digest = failing_digest(records, DATASETS)
     if digest != cursor.failing or cursor.tick % ROTATION == 0:
         events += [check_evaluation(records, dataset) for dataset in DATASETS]
-    cursor.failing, cursor.since_ms, cursor.tick = digest, now_ms, cursor.tick + 1
+    cursor.failing, cursor.since_ms, cursor.tick = digest, watermark, cursor.tick + 1
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[dg.AddDynamicPartitionsRequest(EXPORTS, new)] if new else [],

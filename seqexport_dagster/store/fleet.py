@@ -83,14 +83,27 @@ def day_totals(engine: sa.Engine, dataset: str, days: Iterable[dt.date]) -> dict
     return out
 
 
-def changed_since(engine: sa.Engine, since_ms: int) -> set[str]:
-    """Exports edited, or with a window attempt started or finished, at or after ``since_ms``."""
+def changed_since(engine: sa.Engine, since_ms: int) -> tuple[set[str], int]:
+    """Exports edited, or with a window attempt started or finished, after ``since_ms``.
+
+    Returns them with the newest such time seen, the ``since_ms`` of the next call (a watermark
+    from the data itself, so a frozen or skewed clock neither repeats nor skips changes).
+    """
     w, e = windows, exports
     with engine.connect() as conn:
-        edited = conn.execute(sa.select(e.c.id).where(e.c.updated_at >= since_ms)).scalars().all()
-        changed = sa.or_(w.c.started_at >= since_ms, w.c.finished_at >= since_ms)
-        worked = conn.execute(sa.select(w.c.export_id).where(changed).distinct()).scalars().all()
-    return {*edited, *worked}
+        edited = conn.execute(sa.select(e.c.id, e.c.updated_at).where(e.c.updated_at > since_ms)).all()
+        started = conn.execute(
+            sa.select(w.c.export_id, sa.func.max(w.c.started_at))
+            .where(w.c.started_at > since_ms)
+            .group_by(w.c.export_id)
+        ).all()
+        finished = conn.execute(
+            sa.select(w.c.export_id, sa.func.max(w.c.finished_at))
+            .where(w.c.finished_at > since_ms)
+            .group_by(w.c.export_id)
+        ).all()
+    rows = [*edited, *started, *finished]
+    return {r[0] for r in rows}, max((int(r[1]) for r in rows), default=since_ms)
 
 
 def first_export_day(engine: sa.Engine) -> dt.date | None:
