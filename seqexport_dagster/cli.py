@@ -689,6 +689,53 @@ def _serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _backfill(args: argparse.Namespace) -> int:
+    """Operators: re-deliver days for chosen exports (create-only; never before an export's start)."""
+    import uuid  # noqa: PLC0415
+
+    from seqexport_dagster.api import Exports  # noqa: PLC0415 - see TYPE_CHECKING above
+    from seqexport_dagster.backfill import backfill  # noqa: PLC0415
+    from seqexport_dagster.config import Settings  # noqa: PLC0415
+    from seqexport_dagster.runner import wall_clock_ms  # noqa: PLC0415
+    from seqexport_dagster.source.reader import SourceReader  # noqa: PLC0415
+    from seqexport_dagster.store.database import create_engine  # noqa: PLC0415
+
+    _local_only(args, "seqexport backfill")
+    out = Output(bool(args.json))
+    settings = Settings.from_env(args.environ)
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()] if args.datasets else []
+    api = Exports.from_settings(settings)
+    source = create_engine(settings.source_url)
+    try:
+        report = backfill(
+            api.store,
+            SourceReader(source),
+            settings.policy,
+            args.export,
+            args.start,
+            args.end,
+            clock=wall_clock_ms,
+            datasets=datasets,
+            holder=f"seqexport-backfill-{uuid.uuid4().hex[:8]}",
+        )
+    finally:
+        source.dispose()
+        api.close()
+    outcomes: list[dict[str, Any]] = [
+        {"export_id": o.export_id, "status": o.status, "rows": o.rows, "files": o.files, "bytes": o.bytes,
+         "errors": [{"dataset": d, "message": m} for d, m in o.errors]}
+        for o in report.outcomes.values()
+    ]  # fmt: skip
+    if out.as_json:
+        out.json({"from": args.start, "to": args.end, "exports": outcomes})
+    else:
+        for o in outcomes:
+            out.line(f"{o['export_id']}: {o['status']}; {o['rows']} rows, {o['files']} files, {o['bytes']} bytes")
+            for e in o["errors"]:
+                out.line(f"  {e['dataset']}: {e['message']}")
+    return EXIT_OK if all(o["status"] == "done" for o in outcomes) else EXIT_INTERNAL
+
+
 def build_parser() -> argparse.ArgumentParser:
     # --json works before or after the command: the subcommands' copy must not reset the main one.
     common = _Parser(add_help=False)
@@ -743,6 +790,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="per account: destination writes (create, move) per seconds (default 10/60)",
     )
     serve_cmd.set_defaults(plain_handler=_serve)
+    backfill = sub.add_parser(
+        "backfill",
+        help="operators: re-deliver days for chosen exports (create-only; never before an export's start)",
+        parents=[common],
+    )
+    backfill.add_argument("--export", action="append", required=True, metavar="EXPORT_ID", help="repeatable")
+    backfill.add_argument("--from", dest="start", required=True, metavar="YYYY-MM-DD", help="first UTC day")
+    backfill.add_argument("--to", dest="end", required=True, metavar="YYYY-MM-DD", help="last UTC day (inclusive)")
+    backfill.add_argument("--datasets", help=f"comma-separated (default all): {', '.join(DATASETS)}")
+    backfill.set_defaults(plain_handler=_backfill)
     _add_commands(sub, common)
     return parser
 

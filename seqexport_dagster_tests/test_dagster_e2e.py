@@ -104,8 +104,11 @@ def test_daemon_two_accounts_many_exports_one_failing_and_no_secret_leaks(tmp_pa
     failing = s3_export(world, moto, "globex", missing, "sequenzy", "AKIAE2EFAILINGKEY", planted_failing, created)
     env = daemon_env(home, world.control_url, world.source_url, key_spec)
     log = tmp_path / "daemon.log"
-    daemon = start_daemon(env, log)
+    # The instance's storage is created here, before the daemon and its code server start: two
+    # processes creating the SQLite schedule storage at once can stamp its Alembic version twice.
     instance = dg.DagsterInstance.from_config(str(home))
+    instance.get_runs(limit=1)
+    daemon = start_daemon(env, log)
     try:
 
         def yesterday_done_by_healthy_and_failure_seen() -> bool:
