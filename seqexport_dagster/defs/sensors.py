@@ -86,7 +86,7 @@ def run_request(b: planner.Batch) -> dg.RunRequest:
         run_key=b.run_key,
         partition_key=b.day.isoformat(),
         asset_selection=[dg.AssetKey(name) for name in b.datasets],
-        asset_check_selection=[],
+        asset_check_keys=[],  # the sensor evaluates the health check itself
         run_config={"ops": {OP_NAME: {"config": {"exports": list(b.export_ids)}}}},
         tags=tags,
     )
