@@ -6,7 +6,8 @@ One run carries up to K exports of one day (`planner.batch`). Inside it:
    so Dagster's context is never touched from a worker) and enforces deadlines.
 2. Before anything, an export's writer lease is claimed (`store.lease.Leases`). Held elsewhere
    (another run, a UI launch, a backfill): the export is skipped as ``busy``; its own writer
-   finishes the work. The lease is renewed before every file, so a killed worker's lease lapses.
+   finishes the work. The lease is renewed before every file, so a killed worker's lease lapses;
+   a holder known to be dead (``holder_ended``: its run ended) is taken over at once.
 3. Each dataset of the export runs `Runner.run_day`. A transient error (`RetryableError`) is retried
    after short delays (seconds); the last attempt counts for the backoff. Any other error is
    recorded by the runner as the dataset's last error (backoff) and the export moves on to its next
@@ -105,6 +106,7 @@ class BatchRunner:
         deadline_s: float = DEFAULT_DEADLINE_S,
         retry_delays_s: Sequence[float] = RETRY_DELAYS_S,
         sleep: Callable[[float], None] = time.sleep,
+        holder_ended: Callable[[str], bool] | None = None,
     ) -> None:
         self.make_runner = make_runner
         self.store = store
@@ -115,6 +117,8 @@ class BatchRunner:
         self.deadline_s = deadline_s
         self.retry_delays_s = tuple(retry_delays_s)
         self.sleep = sleep
+        #: Whether a lease holder is known to be dead (its run ended); its leases are taken over.
+        self.holder_ended = holder_ended
         self._revoked: set[str] = set()
         self._lock = threading.Lock()
 
@@ -241,7 +245,7 @@ class BatchRunner:
             outcome.status = INACTIVE
             return outcome
         try:
-            claimed = self.leases.claim(export_id, self.holder, self.clock())
+            claimed = self._claim(export_id)
         except ExportError as exc:
             outcome.status, outcome.errors = FAILED, [("-", exc.message)]
             return outcome
@@ -270,6 +274,14 @@ class BatchRunner:
             outcome.status = FAILED
         outcome.seconds = time.monotonic() - began
         return outcome
+
+    def _claim(self, export_id: str) -> bool:
+        if self.leases.claim(export_id, self.holder, self.clock()):
+            return True
+        other = self.leases.holder(export_id, self.clock())
+        if other is None or self.holder_ended is None or not self.holder_ended(other):
+            return False
+        return self.leases.take_over(export_id, other, self.holder, self.clock())
 
     def _runner(self, *, final: bool) -> Runner:
         return self.make_runner(count_retryable=final, before_file=self._renew)

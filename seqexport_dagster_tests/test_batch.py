@@ -111,10 +111,12 @@ def test_an_export_whose_lease_is_held_elsewhere_is_skipped_and_a_lost_lease_sto
     runner = batch_runner(world, "r2")
     with pytest.raises(LeaseLost):
         runner._renew(export.id)
-    leases.release(export.id, "a-ui-launch")
+    # A holder known to be dead (its Dagster run ended) is taken over at once, before the TTL.
+    runner = batch_runner(world, "r2", holder_ended=lambda holder: holder == "a-ui-launch")
     report = runner.run([export.id], [D0], ["email_events"], run_id="r2", rewrite=False)
     assert report.outcomes[export.id].status == DONE and report.rows > 0
     assert leases.held(world.clock()) == {}, "released at the end"
+    assert not leases.take_over(export.id, "a-ui-launch", "r3", world.clock()), "only from that holder"
 
 
 class HangingEndpoint:

@@ -100,7 +100,18 @@ def deliver(
     if not datasets:  # only the checks were selected
         yield from health_results(context, store)
         return
-    batch = exporter.batch(holder=context.run.run_id, workers=config.workers, deadline_s=config.deadline_seconds)
+
+    def holder_ended(run_id: str) -> bool:
+        """A lease held by a run that has ended (its worker died, run monitoring failed it)."""
+        run = context.instance.get_run_by_id(run_id)
+        return run is not None and run.is_finished
+
+    batch = exporter.batch(
+        holder=context.run.run_id,
+        workers=config.workers,
+        deadline_s=config.deadline_seconds,
+        holder_ended=holder_ended,
+    )
     report = batch.run(export_ids, [day], datasets, run_id=context.run.run_id, rewrite=not scheduled,
                        on_window=on_window, after_export=after_export, on_note=context.log_event)  # fmt: skip
     log_outcomes(context, report)

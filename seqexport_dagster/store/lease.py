@@ -7,6 +7,9 @@ so a worker killed mid-window stops renewing and its lease lapses after `LEASE_T
 committed until a window is whole, so the next holder simply writes the window again.
 
 The TTL must outlast one file's PUT (botocore's own timeouts and retries), not a whole window.
+When the holder is known to be dead sooner (its Dagster run ended: failed, canceled, or marked
+failed by run monitoring), the next run takes the lease over at once (`take_over`) rather than
+waiting out the TTL.
 """
 
 from __future__ import annotations
@@ -50,6 +53,29 @@ class Leases:
                 return True
         except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
             raise RetryableError("control-plane database unavailable while claiming a writer lease") from exc
+
+    def holder(self, export_id: str, now_ms: int) -> str | None:
+        """Who holds the export's lease now (``None``: free or lapsed)."""
+        t = export_leases
+        with self.engine.connect() as conn:
+            return conn.execute(
+                sa.select(t.c.holder).where(t.c.export_id == export_id, t.c.expires_at > now_ms)
+            ).scalar()
+
+    def take_over(self, export_id: str, dead_holder: str, holder: str, now_ms: int) -> bool:
+        """Take a lease from a holder known to be dead (its run ended) before it lapses.
+
+        Guarded by the old holder's name, so only one taker wins, and never from a live renewal
+        that replaced it in between.
+        """
+        t = export_leases
+        with self.engine.begin() as conn:
+            taken = conn.execute(
+                t.update()
+                .where(t.c.export_id == export_id, t.c.holder == dead_holder)
+                .values(holder=holder, claimed_at=now_ms, expires_at=now_ms + self.ttl_ms)
+            ).rowcount
+        return taken == 1
 
     def renew(self, export_id: str, holder: str, now_ms: int) -> bool:
         """Extend the holder's lease; False if it lapsed and someone else took it (stop writing)."""
