@@ -395,10 +395,11 @@ TASKS: dict[str, Callable[[dict[str, Any]], Result]] = {
 
 def main(argv: list[str]) -> int:
     task, params = argv[0], json.loads(argv[1]) if len(argv) > 1 else {}
-    if task in ("tick", "worker"):
+    if task in ("tick", "worker", "runs"):
         from benchmarks import control  # noqa: PLC0415
 
-        found = control.tick(params) if task == "tick" else control.worker(params)
+        run = {"tick": control.tick, "worker": control.worker, "runs": control.runs_simulation}[task]
+        found = run(params)
         sys.stdout.write(json.dumps(found | {"task": task, "peak_rss_mb": peak_rss_mb()}) + "\n")
         return 0
     result = TASKS[task](params)

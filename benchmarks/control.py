@@ -24,7 +24,7 @@ def tick(p: dict[str, Any]) -> dict[str, Any]:
     ``benchmarks/sensor_tick.py``) over ``p['exports']`` exports of four datasets each, against a
     real Dagster instance on SQLite. The first tick registers the exports as partitions (not
     timed); the median of the next 5 is reported, and the pure policy part (list_exports +
-    schedule.due_work) separately."""
+    planner.due_work) separately."""
     import dagster as dg  # noqa: PLC0415
 
     from seqexport_dagster.definitions import exporter_resources  # noqa: PLC0415
@@ -35,7 +35,7 @@ def tick(p: dict[str, Any]) -> dict[str, Any]:
         OperatorResource,
         SourceResource,
     )
-    from seqexport_dagster.schedule import due_work  # noqa: PLC0415
+    from seqexport_dagster.planner import due_work  # noqa: PLC0415
     from seqexport_dagster.store.crypto import SecretBox, new_key_spec  # noqa: PLC0415
     from seqexport_dagster.store.database import create_engine  # noqa: PLC0415
     from seqexport_dagster.store.store import ControlPlane  # noqa: PLC0415
@@ -122,13 +122,15 @@ def _bulk_exports(store: Any, n: int, created: int) -> None:
 
 
 def worker(p: dict[str, Any]) -> dict[str, Any]:
-    """CPU of one run worker: ``dagster asset materialize`` of one export-day partition (three event
-    datasets, a small account) in a fresh process, as the run launcher would start it. Includes the
-    interpreter, importing Dagster and loading the definitions, which dominate for small days."""
+    """CPU of one run worker: ``dagster asset materialize`` of one day for ``p['exports']`` exports
+    (a batch; three event datasets, a small account each) in a fresh process, as the run launcher
+    would start it. Includes the interpreter, importing Dagster and loading the definitions, which
+    dominate for small days: the per-export cost falls as the batch grows."""
+    import json  # noqa: PLC0415
+
     import dagster as dg  # noqa: PLC0415
     import sqlalchemy as sa  # noqa: PLC0415
 
-    from seqexport_dagster.defs.partitions import exports_partitions, partition_key  # noqa: PLC0415
     from seqexport_dagster.destination.base import DestinationConfig  # noqa: PLC0415
     from seqexport_dagster.source.generator import Scale, generate_account  # noqa: PLC0415
     from seqexport_dagster.store.crypto import SecretBox, new_key_spec  # noqa: PLC0415
@@ -136,31 +138,40 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
     from seqexport_dagster.store.store import ControlPlane  # noqa: PLC0415
     from seqexport_dagster.window import DAY_MS, day_of  # noqa: PLC0415
 
+    n = int(p.get("exports", 1))
     with tempfile.TemporaryDirectory(dir=p.get("tmp")) as tmp:
         keys = new_key_spec("bench")
         control, source = f"sqlite:///{tmp}/control.db", f"sqlite:///{tmp}/source.db"
         source_engine = sa.create_engine(source)
-        rows = generate_account(source_engine, "acme", DAY0, DAY0 + DAY_MS, scale=Scale(subscribers=200))
-        source_engine.dispose()
+        rows = {"email_events": 0, "sms_events": 0, "custom_events": 0}
         store = ControlPlane(create_engine(control), SecretBox.parse(keys))
         store.migrate()
-        export = store.create_export(
-            account_id="acme", destination=DestinationConfig("local", f"{tmp}/bucket"),
-            datasets=("email_events", "sms_events", "custom_events"), frequency="1h", lag_ms=0, now_ms=DAY0,
-        )  # fmt: skip
+        ids = []
+        for i in range(n):
+            made = generate_account(
+                source_engine, f"acct{i}", DAY0, DAY0 + DAY_MS, scale=Scale(subscribers=200 // n + 10)
+            )
+            for k in rows:
+                rows[k] += made[k]
+            ids.append(store.create_export(
+                account_id=f"acct{i}", destination=DestinationConfig("local", f"{tmp}/bucket", prefix=f"a{i}"),
+                datasets=("email_events", "sms_events", "custom_events"), frequency="1h", lag_ms=0, now_ms=DAY0,
+            ).id)  # fmt: skip
+        source_engine.dispose()
         store.engine.dispose()
         home = Path(tmp) / "dagster"
         home.mkdir()
-        with dg.DagsterInstance.local_temp(tempdir=str(home)) as instance:
-            instance.add_dynamic_partitions(exports_partitions.name or "exports", [export.id])
-        key = str(partition_key(export.id, day_of(DAY0).isoformat()))
+        with dg.DagsterInstance.local_temp(tempdir=str(home)):
+            pass
+        key = day_of(DAY0).isoformat()
+        config = json.dumps({"ops": {"deliveries": {"config": {"exports": ids}}}})
         env = daemon_env(home, control, source, keys)
         dagster = str(Path(sys.executable).with_name("dagster"))
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         proc = subprocess.Popen(
             [dagster, "asset", "materialize", "-m", "seqexport_dagster.definitions",
-             "--select", "email_events,sms_events,custom_events", "--partition", key],
+             "--select", "email_events,sms_events,custom_events", "--partition", key, "--config-json", config],
             env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         # The worker's own peak, read from /proc while it runs: RUSAGE_CHILDREN's ru_maxrss would
@@ -182,8 +193,63 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
         "wall": wall,
         "cpu": cpu,
         "rows": events,
+        "exports": n,
         "worker_peak_rss_mb": peak_mb,
-        "note": f"one export-day of {events:,} event rows, {written} parts written; {cpu:.1f} CPU-s, {wall:.1f} s wall "
+        "note": f"one day of {n} export(s), {events:,} event rows, {written} parts written; {cpu:.1f} CPU-s, {wall:.1f} s wall "
         f"(process start, Dagster import, definitions, three assets, run storage); the worker's peak RSS "
         f"{peak_mb:.0f} MB, nearly all of it Dagster",
     }
+
+
+def runs_simulation(p: dict[str, Any]) -> dict[str, Any]:
+    """Runs launched over one simulated hour by ``p['exports']`` exports at 15 minutes (default
+    1,000): the sensor ticks every 30 s; each tick's work is assumed done before the next tick.
+    Old layout: one run per export with work due. New: `planner.batch` of the same work items."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from seqexport_dagster.planner import batch, due_work, windows_due  # noqa: PLC0415
+    from seqexport_dagster.store.store import DatasetState, ExportRecord  # noqa: PLC0415
+    from seqexport_dagster.window import HOUR_MS, MINUTE_MS  # noqa: PLC0415
+
+    n = int(p.get("exports", 1000))
+    start = DAY0 + 10 * HOUR_MS
+    exports = [
+        ExportRecord(
+            id=f"exp_{i:06d}",
+            account_id=f"acct{i % 300}",
+            provider="s3",
+            bucket="b",
+            region=None,
+            endpoint=None,
+            prefix="",
+            access_key_id=None,
+            frequency="15m",
+            lag_ms=2 * MINUTE_MS,
+            status="active",
+            config_version=1,
+            destination_version=1,
+            export_now_at=None,
+            created_at=start,
+            updated_at=start,
+            deleted_at=None,
+            datasets=tuple(DatasetState(d, start, start) for d in ("email_events", "sms_events", "custom_events")),
+        )  # fmt: skip
+        for i in range(n)
+    ]
+    old_runs = new_runs = windows = 0
+    for tick in range(120):
+        now = start + tick * 30_000
+        items = due_work(exports, now)
+        old_runs += len(items)
+        new_runs += len(batch(items))
+        moved = []
+        for e in exports:
+            states = []
+            for s in e.datasets:
+                due = windows_due(e, s, now, None)
+                windows += len(due)
+                states.append(replace(s, position_ms=due[-1].to_ms) if due else s)
+            moved.append(replace(e, datasets=tuple(states)))
+        exports = moved
+    return {"wall": 0.0, "cpu": 0.0, "rows": 0, "exports": n, "old_runs": old_runs, "new_runs": new_runs,
+            "export_windows": windows}  # fmt: skip

@@ -27,7 +27,7 @@ from benchmarks.peers import APSW_PEER, peer_python
 from benchmarks.profile import FLOOR_CATEGORIES, profile_engine
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("engine", "postgres", "s3", "rss", "cores", "control", "launch", "snapshot", "profile")
+SECTIONS = ("engine", "postgres", "s3", "rss", "cores", "control", "batching", "launch", "snapshot", "profile")
 
 
 @dataclass
@@ -336,15 +336,32 @@ def control_section(rep: Report, counts: list[int], tmp: str, *, quick: bool) ->
         rep.raw[f"tick_{n}"] = r
         rep.ratio(f"sensor tick at {n:,} exports (median of {r['ticks']})", r["tick_s"], "<= 1 s at 1,000", unit="s")
         rep.note(f"tick at {n:,} exports: {r['requests']} run requests; of the {r['tick_s']:.3f} s, the policy "
-                 f"(list_exports + schedule.due_work) takes {r['policy_s']:.3f} s; via {r['via']}")  # fmt: skip
-    if quick:
-        rep.note("TODO (--quick): run-worker CPU per run not measured in this run.")
-        return
-    r = child("worker", tmp=tmp)
-    rep.raw["worker"] = r
-    rep.ratio("run-worker CPU per run (dagster asset materialize, 1 export-day)", r["cpu"], "", unit="CPU-s")
-    rep.ratio("run-worker peak RSS (the same run: Dagster and the engine)", r["worker_peak_rss_mb"], "", unit="MB")
-    rep.note(f"run worker: {r['note']}")
+                 f"(list_exports + planner.due_work) takes {r['policy_s']:.3f} s; via {r['via']}")  # fmt: skip
+
+
+def batching_section(rep: Report, tmp: str, *, quick: bool) -> None:
+    """Runs and run-worker CPU per export-window: one run per export (the old layout) beside a
+    batched run of 50 exports, measured in this run with the same worker command."""
+    sim = child("runs", exports=1000)
+    rep.raw["runs_simulation"] = sim
+    one = child("worker", tmp=tmp, exports=1)
+    many = child("worker", tmp=tmp, exports=50)
+    rep.raw["worker"], rep.raw["worker_batch"] = one, many
+    # Each export writes one window per event dataset (three) for the day of the run.
+    per_one, per_many = one["cpu"] / 3, many["cpu"] / (50 * 3)
+    rep.ratio(
+        "runs launched, 1,000 exports at 15 min over a simulated hour: one per export", sim["old_runs"], unit="runs"
+    )
+    rep.ratio("runs launched, the same hour, batched (planner.batch)", sim["new_runs"], unit="runs")
+    rep.ratio("fewer runs, batched vs one per export", sim["old_runs"] / max(sim["new_runs"], 1), "target >= 20x")
+    rep.ratio("run-worker CPU per export-window, one export per run (old layout)", per_one, unit="CPU-s")
+    rep.ratio("run-worker CPU per export-window, 50 exports per run", per_many, "<= 0.1 CPU-s", unit="CPU-s")
+    rep.ratio("run-worker CPU per export-window, old / batched", per_one / per_many if per_many else 0.0)
+    rep.ratio("run-worker peak RSS, 1 export / 50 exports", many["worker_peak_rss_mb"], "", unit="MB")
+    rep.note(f"runs: {sim['export_windows']:,} export-windows in the simulated hour; "
+             f"old {sim['old_runs']:,} runs, batched {sim['new_runs']:,}")  # fmt: skip
+    rep.note(f"run worker, one export: {one['note']}")
+    rep.note(f"run worker, batch: {many['note']}")
 
 
 def launch_section(rep: Report, runs: int, tmp: str, *, quick: bool) -> None:
@@ -524,6 +541,8 @@ def main(argv: list[str] | None = None) -> int:
                 cores_section(rep, src, args.rows, tmp, repeat=args.repeat, quick=args.quick)
             if "control" in only:
                 control_section(rep, [int(n) for n in args.ticks.split(",")], tmp, quick=args.quick)
+            if "batching" in only:
+                batching_section(rep, tmp, quick=args.quick)
             if "launch" in only:
                 launch_section(rep, args.launch_runs, tmp, quick=args.quick)
             if "snapshot" in only:

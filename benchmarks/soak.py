@@ -4,7 +4,7 @@
 
 A real moto server behind the fault proxy; the control plane and source on SQLite; a simulated clock
 that starts at 23:10 UTC so every frequency (15 min to 24 h) and the daily subscriber snapshot fall
-due inside the hour. Every 30 simulated seconds the scheduler's own policy (`schedule.due_work`:
+due inside the hour. Every 30 simulated seconds the scheduler's own policy (`planner.due_work`:
 due windows, lag, backoff, one run per export) picks the runs, which the core runner executes.
 Throughout, 3 % of PUTs get 503 SlowDown, 2 % 500, 1 % 400 RequestTimeout, 1 % a reset in the
 middle of the upload; every 10 simulated minutes one export's bucket denies access for 10 minutes.
@@ -26,8 +26,8 @@ from collections import Counter
 from pathlib import Path
 
 from seqexport_dagster.errors import ExportError
+from seqexport_dagster.planner import due_work
 from seqexport_dagster.reconcile import reconcile
-from seqexport_dagster.schedule import due_work
 from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, iso_ms
 from seqexport_dagster_tests import moto_server
@@ -161,7 +161,7 @@ def soak(world, moto, proxy, rng: random.Random, n_exports: int, minutes: int, s
 
 
 def run_due(world, runner, stats: Counter[str], now: int) -> int:  # type: ignore[no-untyped-def]
-    """One scheduler tick: request what `schedule.due_work` says, run it, as the sensor + runs would."""
+    """One scheduler tick: request what `planner.due_work` says, run it, as the sensor + runs would."""
     items = due_work(world.store.active_exports(), now)
     for item in items:
         stats["runs"] += 1
