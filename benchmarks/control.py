@@ -60,12 +60,13 @@ def tick(p: dict[str, Any]) -> dict[str, Any]:
             for change in first.dynamic_partitions_requests or []:
                 if isinstance(change, dg.AddDynamicPartitionsRequest):
                     instance.add_dynamic_partitions(change.partitions_def_name, list(change.partition_keys))
-            ticks, policy, requests = [], [], 0
+            ticks, policy, requests, exports_requested = [], [], 0, 0
             for _ in range(5):
                 t0 = time.perf_counter()
                 result = evaluate_sensor(instance, resources)
                 ticks.append(time.perf_counter() - t0)
                 requests = len(result.run_requests or [])
+                exports_requested = sum(int(r.tags["seqexport/exports"]) for r in result.run_requests or [])
                 t0 = time.perf_counter()
                 due_work(store.list_exports(), now)
                 policy.append(time.perf_counter() - t0)
@@ -78,6 +79,7 @@ def tick(p: dict[str, Any]) -> dict[str, Any]:
         "policy_s": statistics.median(policy),
         "ticks": len(ticks),
         "requests": requests,
+        "exports_requested": exports_requested,
         "via": "seqexport_dagster.defs.inline.evaluate_sensor (as benchmarks/sensor_tick.py)",
     }
 

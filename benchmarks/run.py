@@ -335,7 +335,7 @@ def control_section(rep: Report, counts: list[int], tmp: str, *, quick: bool) ->
         r = child("tick", exports=n, tmp=tmp)
         rep.raw[f"tick_{n}"] = r
         rep.ratio(f"sensor tick at {n:,} exports (median of {r['ticks']})", r["tick_s"], "<= 1 s at 1,000", unit="s")
-        rep.note(f"tick at {n:,} exports: {r['requests']} run requests; of the {r['tick_s']:.3f} s, the policy "
+        rep.note(f"tick at {n:,} exports: {r['requests']} batched run requests carrying {r['exports_requested']} exports; of the {r['tick_s']:.3f} s, the policy "
                  f"(list_exports + planner.due_work) takes {r['policy_s']:.3f} s; via {r['via']}")  # fmt: skip
 
 

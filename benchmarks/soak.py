@@ -5,7 +5,8 @@
 A real moto server behind the fault proxy; the control plane and source on SQLite; a simulated clock
 that starts at 23:10 UTC so every frequency (15 min to 24 h) and the daily subscriber snapshot fall
 due inside the hour. Every 30 simulated seconds the scheduler's own policy (`planner.due_work`:
-due windows, lag, backoff, one run per export) picks the runs, which the core runner executes.
+due windows, lag, backoff) picks the work and `planner.batch` groups it into runs, each executed
+by a `BatchRunner` (exports on threads, each under its writer lease) as a batched Dagster run does.
 Throughout, 3 % of PUTs get 503 SlowDown, 2 % 500, 1 % 400 RequestTimeout, 1 % a reset in the
 middle of the upload; every 10 simulated minutes one export's bucket denies access for 10 minutes.
 Late rows (recorded inside already exported windows) are added along the way.
@@ -25,15 +26,16 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from seqexport_dagster.errors import ExportError
-from seqexport_dagster.planner import due_work
+from seqexport_dagster.batch import BatchRunner
+from seqexport_dagster.planner import batch, due_work
 from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
+from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, iso_ms
 from seqexport_dagster_tests import moto_server
 from seqexport_dagster_tests.bucket_audit import audit_export
 from seqexport_dagster_tests.faults import proxy as fp
-from seqexport_dagster_tests.faults.scene import s3_export, s3_runner
+from seqexport_dagster_tests.faults.scene import destination_factory, s3_export, s3_runner
 from seqexport_dagster_tests.world import DAY0, sqlite_world
 
 FREQUENCIES = ("15m", "1h", "6h", "24h")
@@ -161,15 +163,20 @@ def soak(world, moto, proxy, rng: random.Random, n_exports: int, minutes: int, s
 
 
 def run_due(world, runner, stats: Counter[str], now: int) -> int:  # type: ignore[no-untyped-def]
-    """One scheduler tick: request what `planner.due_work` says, run it, as the sensor + runs would."""
+    """One scheduler tick: what `planner.due_work` says, grouped by `planner.batch` into runs, each
+    run a `BatchRunner` (threads, writer leases), as the sensor + batched runs would."""
     items = due_work(world.store.active_exports(), now)
-    for item in items:
+    for group in batch(items):
         stats["runs"] += 1
-        for dataset in item.datasets:
-            try:
-                runner.run_day(item.export_id, dataset, item.day, run_id=f"soak-{stats['runs']}")
-            except ExportError as exc:
-                stats[f"failed: {type(exc).__name__}"] += 1
+        run_id = f"soak-{stats['runs']}"
+        runs = BatchRunner(
+            lambda **kw: world.runner(part_limit=20, destination_factory=destination_factory(read_timeout=2.0), **kw),
+            world.store, Leases(world.store.engine), holder=run_id, clock=world.clock, workers=4, retry_delays_s=(),
+        )  # fmt: skip
+        report = runs.run(group.export_ids, [group.day], group.datasets, run_id=run_id, rewrite=False)
+        for outcome in report.outcomes.values():
+            for _dataset, message in outcome.errors:
+                stats[f"failed: {message.split(':')[0][:40]}"] += 1
     return len(items)
 
 

@@ -109,7 +109,7 @@ def instance_yaml(home: Path) -> None:
 
 
 def export_runs(instance: dg.DagsterInstance, export_id: str) -> list[dg.DagsterRun]:
-    return list(instance.get_runs(filters=dg.RunsFilter(tags={"export_id": export_id})))
+    return list(instance.get_runs(filters=dg.RunsFilter(tags={f"export/{export_id}": "yes"})))
 
 
 @pytest.mark.slow
@@ -172,8 +172,9 @@ def test_daemon_killed_mid_run_and_between_ticks_leaves_a_complete_bucket(tmp_pa
         assert positions() == dict.fromkeys(DATASETS, created)  # nothing was committed
         killed_at = time.monotonic()
 
-        # 2. Restart: the orphan holds the export's slot until its maximum runtime, then fails and
-        #    the work is relaunched; the window is rewritten under the same names.
+        # 2. Restart: the orphan holds the export's lease until its maximum runtime, then fails; the
+        #    relaunched run takes the dead run's lease over (no TTL wait) and rewrites the window
+        #    under the same names.
         daemon.start()
         target = floor_to_grid(wall_clock_ms() - LAG_MS, 15 * MINUTE_MS)
         wait_for(
