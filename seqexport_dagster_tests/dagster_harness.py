@@ -75,7 +75,12 @@ class Harness:
         return evaluate_sensor(self.instance, self.resources(), self.cursor)
 
     def run(
-        self, export_ids: list[str] | None, day: str, datasets: list[str], tags: dict[str, str] | None = None, **config: Any
+        self,
+        export_ids: list[str] | None,
+        day: str,
+        datasets: list[str],
+        tags: dict[str, str] | None = None,
+        **config: Any,
     ) -> dg.ExecuteInProcessResult:
         """A run launched by hand (UI "Materialize", launchpad config, or a backfill run): no scheduler tag."""
         job = self.definitions().resolve_job_def("export_job")
