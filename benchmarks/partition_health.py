@@ -10,7 +10,8 @@ with one partition per export. Both are served by a real ``dagster-webserver`` (
 Measured per instance, in this one run: the UI's own ``PartitionHealthQuery`` (its text copied
 from the webserver's bundle) cold (first request after start) and warm (median of 3), the response
 size, the webserver's RSS after the queries, and the same query after one more export is added.
-Not measured here: the partitions tab rendered in headless Chromium (see the report).
+And the partitions tab rendered in headless Chromium (Debian's ``chromium``, driven by Playwright
+through ``executable_path``), after the warm queries.
 
     .venv/bin/python -m benchmarks.partition_health [--sizes 300,1000]
 """
@@ -189,6 +190,34 @@ def serve(home: Path, layout: str) -> tuple[subprocess.Popen[bytes], int]:
     raise RuntimeError("dagster-webserver did not start within 180 s")
 
 
+#: Debian's chromium (``apt-get install chromium``); the wrapper script in /usr/bin sets flags
+#: Playwright does not need, so the binary itself is launched.
+CHROMIUM = "/usr/lib/chromium/chromium"
+
+
+def render_partitions_tab(port: int) -> float | None:
+    """Seconds from navigating to ``email_events``'s Partitions tab in headless Chromium until the
+    last day's key is on screen and the page's requests have settled; ``None`` without Playwright."""
+    try:
+        from playwright.sync_api import sync_playwright  # noqa: PLC0415 - optional (bench extras)
+    except ImportError:
+        return None
+    from benchmarks.partition_layouts import first_day  # noqa: PLC0415
+
+    last = (first_day() + _days(DAYS - 1)).isoformat()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            started = time.perf_counter()
+            page.goto(f"http://127.0.0.1:{port}/assets/email_events?view=partitions", timeout=600_000)
+            page.get_by_text(last).first.wait_for(timeout=600_000)
+            page.wait_for_load_state("networkidle", timeout=600_000)
+            return time.perf_counter() - started
+        finally:
+            browser.close()
+
+
 def group_rss_mb(pid: int) -> float:
     """RSS of the webserver and its code server (the process group)."""
     total = 0.0
@@ -215,13 +244,14 @@ def measure(n: int, layout: str, tmp: Path) -> dict[str, Any]:
     try:
         cold, size = query(port)
         warm = statistics.median(query(port)[0] for _ in range(3))
+        render = render_partitions_tab(port)
         rss = group_rss_mb(proc.pid)
         add_export(home, layout, n)
         after_new, _ = query(port)
     finally:
         stop_group(proc)
     return {"n": n, "layout": layout, "events": events, "populate_s": populate_s, "cold_s": cold, "warm_s": warm,
-            "bytes": size, "rss_mb": rss, "after_new_export_s": after_new}  # fmt: skip
+            "bytes": size, "rss_mb": rss, "after_new_export_s": after_new, "render_s": render}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,12 +271,14 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(r)
                 print(f"N={n:>5} {layout:3}: {r['events']:>9,} events (written in {r['populate_s']:.0f} s); "
                       f"PartitionHealthQuery cold {r['cold_s']:.3f} s, warm {r['warm_s']:.3f} s, "
+                      f"partitions tab in Chromium {r['render_s'] or 0:.2f} s, "
                       f"{r['bytes'] / 1e6:.2f} MB; after one new export {r['after_new_export_s']:.3f} s; "
                       f"webserver + code server RSS {r['rss_mb']:.0f} MB", flush=True)  # fmt: skip
             old, new = pair["old"], pair["new"]
             print(f"N={n:>5} old/new: warm {old['warm_s'] / new['warm_s']:.1f}x, cold {old['cold_s'] / new['cold_s']:.1f}x, "
                   f"after a new export {old['after_new_export_s'] / new['after_new_export_s']:.1f}x, "
-                  f"response {old['bytes'] / new['bytes']:.0f}x, RSS {old['rss_mb'] / new['rss_mb']:.2f}x", flush=True)  # fmt: skip
+                  f"response {old['bytes'] / new['bytes']:.0f}x, RSS {old['rss_mb'] / new['rss_mb']:.2f}x, "
+                  f"partitions tab {(old['render_s'] or 0) / (new['render_s'] or 1):.1f}x", flush=True)  # fmt: skip
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
     return 0

@@ -239,3 +239,18 @@ def test_a_sigkilled_worker_holding_20_exports_loses_nothing_and_duplicates_noth
         assert len(ids) == len(set(ids)), "a row appears twice"
         expected = sum(world.source.count_window("email_events", "acme", w) for w in chain(DAY0, DAY0 + 8 * HOUR_MS))
         assert len(ids) == expected, "a row is missing"
+
+
+def test_queued_work_of_a_paused_or_deleted_export_ends_without_touching_its_bucket(world):
+    paused = world.local_export(datasets=("email_events",), folder="paused")
+    deleted = world.local_export(datasets=("email_events",), folder="deleted")
+    active = world.local_export(datasets=("email_events",), folder="active")
+    world.clock.now_ms = DAY0 + 3 * HOUR_MS + 2 * MINUTE_MS
+    world.store.set_status(paused.id, "paused", world.clock())
+    world.store.set_status(deleted.id, "deleted", world.clock())
+    ids = [paused.id, deleted.id, active.id, "exp_gone"]
+    report = batch_runner(world, "r1").run(ids, [D0], ["email_events"], run_id="r1", rewrite=True)
+    assert [report.outcomes[e].status for e in ids] == ["inactive", "inactive", DONE, "inactive"]
+    assert world.store.ledger(paused.id) == [] and world.store.ledger(deleted.id) == []
+    assert not (world.root / "paused").exists() and not (world.root / "deleted").exists()
+    assert Leases(world.store.engine).held(0) == {}
