@@ -27,7 +27,9 @@ from benchmarks.peers import APSW_PEER, peer_python
 from benchmarks.profile import FLOOR_CATEGORIES, profile_engine
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("engine", "postgres", "s3", "rss", "cores", "control", "batching", "launch", "snapshot", "profile")
+SECTIONS = (
+    "engine", "postgres", "s3", "rss", "cores", "control", "batching", "partitions", "launch", "snapshot", "profile",
+)  # fmt: skip
 
 
 @dataclass
@@ -364,6 +366,29 @@ def batching_section(rep: Report, tmp: str, *, quick: bool) -> None:
     rep.note(f"run worker, batch: {many['note']}")
 
 
+def partitions_section(rep: Report, sizes: str, tmp: str, *, quick: bool) -> None:
+    """The UI's cost of export × date beside day-only partitions (benchmarks/partition_health.py)."""
+    print(f"6c. Dagster UI: export x date vs day-only partitions at {sizes} exports with two years of history")
+    if quick:
+        rep.note("TODO (--quick): partitions (PartitionHealthQuery, Chromium, webserver RSS) not measured in this run.")
+        return
+    out = Path(tmp) / "partitions.json"
+    subprocess.run([sys.executable, "-m", "benchmarks.partition_health", "--sizes", sizes, "--out", str(out)],
+                   cwd=ROOT, check=True)  # fmt: skip
+    results = json.loads(out.read_text())
+    rep.raw["partitions"] = results
+    for r in results:
+        layout = "export x date (old)" if r["layout"] == "old" else "day only (new)"
+        n = f"{r['n']:,} exports, {layout}"
+        rep.ratio(f"PartitionHealthQuery warm, {n}", r["warm_s"], "<= 0.3 s at 3,000 (new)", unit="s")
+        rep.ratio(f"PartitionHealthQuery cold, {n}", r["cold_s"], unit="s")
+        rep.ratio(f"PartitionHealthQuery after one new export, {n}", r["after_new_export_s"], "<= 1 s (new)", unit="s")
+        if r.get("render_s") is not None:
+            rep.ratio(f"partitions tab in headless Chromium, {n}", r["render_s"], "<= 2 s (new)", unit="s")
+        rep.ratio(f"webserver + code server RSS, {n}", r["rss_mb"], "<= 300 MB (new)", unit="MB")
+        rep.note(f"partitions {n}: {r['events']:,} materializations, response {r['bytes'] / 1e6:.2f} MB")
+
+
 def launch_section(rep: Report, runs: int, tmp: str, *, quick: bool) -> None:
     """The real dagster-daemon launching the runs of one sensor tick (benchmarks/launch.py)."""
     print(f"6b. dagster-daemon launching {runs} runs requested by one sensor tick")
@@ -508,6 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
     parser.add_argument("--ticks", default="100,1000,3000", help="export counts for the scheduler tick")
     parser.add_argument("--launch-runs", type=int, default=20, help="due exports for the daemon launch section")
+    parser.add_argument("--partition-sizes", default="300,1000,3000", help="export counts for the partitions section")
     parser.add_argument("--repeat", type=int, default=3,
                         help="interleaved runs of the engine, the floor and DuckDB; the median is kept")  # fmt: skip
     parser.add_argument("--quick", action="store_true",
@@ -543,6 +569,8 @@ def main(argv: list[str] | None = None) -> int:
                 control_section(rep, [int(n) for n in args.ticks.split(",")], tmp, quick=args.quick)
             if "batching" in only:
                 batching_section(rep, tmp, quick=args.quick)
+            if "partitions" in only:
+                partitions_section(rep, args.partition_sizes, tmp, quick=args.quick)
             if "launch" in only:
                 launch_section(rep, args.launch_runs, tmp, quick=args.quick)
             if "snapshot" in only:
