@@ -130,6 +130,7 @@ class BatchRunner:
         *,
         run_id: str | None,
         rewrite: bool,
+        replace: bool = False,
         on_window: Callable[[str, WindowReport], None] | None = None,
         after_export: Callable[[Runner, str], Iterable[object]] | None = None,
         on_note: Callable[[object], None] | None = None,
@@ -157,7 +158,9 @@ class BatchRunner:
                     return
                 with self._lock:
                     started[export_id] = time.monotonic()
-                outcome = self._export(export_id, days, wanted, run_id, rewrite, events, current, after_export)
+                outcome = self._export(
+                    export_id, days, wanted, run_id, (rewrite, replace), events, current, after_export
+                )
                 events.put(("done", outcome))
 
         def spawn() -> None:
@@ -225,7 +228,7 @@ class BatchRunner:
         days: Sequence[dt.date],
         datasets: tuple[str, ...],
         run_id: str | None,
-        rewrite: bool,
+        mode: tuple[bool, bool],
         events: queue.SimpleQueue[tuple[str, object]],
         current: dict[str, str],
         after_export: Callable[[Runner, str], Iterable[object]] | None,
@@ -257,7 +260,7 @@ class BatchRunner:
             for day in days:
                 for dataset in names:
                     current[export_id] = dataset
-                    self._dataset(outcome, export_id, dataset, day, run_id, rewrite, events)
+                    self._dataset(outcome, export_id, dataset, day, run_id, mode, events)
             if after_export is not None and not outcome.errors:
                 for note in after_export(self._runner(final=True), export_id):
                     events.put(("note", note))
@@ -293,9 +296,11 @@ class BatchRunner:
         dataset: str,
         day: dt.date,
         run_id: str | None,
-        rewrite: bool,
+        mode: tuple[bool, bool],
         events: queue.SimpleQueue[tuple[str, object]],
     ) -> None:
+        rewrite, replace = mode
+
         def relay(report: WindowReport) -> None:
             events.put(("window", (export_id, report)))
 
@@ -304,7 +309,7 @@ class BatchRunner:
             final = attempt == attempts - 1
             try:
                 report = self._runner(final=final).run_day(
-                    export_id, dataset, day, run_id=run_id, rewrite=rewrite, on_window=relay
+                    export_id, dataset, day, run_id=run_id, rewrite=rewrite, replace=replace, on_window=relay
                 )
             except RunInterrupted:
                 raise

@@ -5,9 +5,10 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
+from seqexport_dagster.defs.assets import REPLACE_TAG
 from seqexport_dagster.destination.base import DestinationConfig
-from seqexport_dagster.source.generator import Scale, generate_account
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS
+from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
+from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, iso_ms
 from seqexport_dagster_tests.dagster_harness import harness
 from seqexport_dagster_tests.moto_server import free_port
 from seqexport_dagster_tests.test_sensor import bucket_rows
@@ -23,34 +24,53 @@ def h(tmp_path, monkeypatch):
         yield value
 
 
-def names(root) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and ".seqexport-tmp" not in str(p)}
-
-
-def test_a_date_backfill_redelivers_the_day_for_every_export_with_the_same_names(h):
+def test_a_date_backfill_delivers_what_each_exports_day_lacks_and_replace_is_explicit(h):
     export = h.world.local_export(datasets=("email_events", "subscribers"), frequency="6h")
-    other = h.world.local_export(datasets=("email_events",), frequency="6h", folder="other")
+    h.world.local_export(datasets=("email_events",), frequency="6h", folder="other")
     for hours in (7, 13, 24):
         h.world.clock.now_ms = DAY0 + hours * HOUR_MS + 2 * MINUTE_MS
         assert all(r.success for r in h.tick().results)
     bucket = h.world.root / "bucket"
-    before = names(bucket)
+    before = {p: p.read_bytes() for p in bucket.rglob("*.gz")}
     windows = h.world.store.committed_windows(export.id, "email_events", D0)
     assert [w.to_ms - DAY0 for w in windows] == [6 * HOUR_MS, 12 * HOUR_MS, 24 * HOUR_MS]
 
     h.world.clock.advance(3 * HOUR_MS)
-    # A UI backfill of the day: no export named, so every active export re-delivers it.
+    # A row recorded at 01:00 becomes visible only now; a UI backfill of the day names no export, so
+    # every active export delivers what its day lacks: the late row, as a new part, nothing else.
+    late_at = iso_ms(DAY0 + HOUR_MS)
+    insert_rows(
+        h.world.source_engine,
+        "email_events",
+        [("acme", "eev_late_0001", "delivered", late_at, late_at, "sub_acme_0000001", "late@example.com",
+          None, None, "msg_late_1", "Late", None, None, None, None, None)],
+    )  # fmt: skip
+    others = {p: p.read_bytes() for p in (h.world.root / "other").rglob("*.gz")}
     result = h.run(None, D0, ["email_events", "subscribers"], tags={"dagster/backfill": "bf1"})
     assert result.success
-    assert names(bucket) == before, "a backfill writes the same names, never new ones"
+    for root, old in ((bucket, before), (h.world.root / "other", others)):
+        now = {p: p.read_bytes() for p in root.rglob("*.gz")}
+        assert {p: now[p] for p in old} == old, "a backfill never replaces a file"
+        (new,) = set(now) - set(old)
+        assert new.name.startswith(f"email_events-{DAY0}-{DAY0 + 6 * HOUR_MS}-"), new.name
+        ids = [r["id"] for r in bucket_rows(root, "email_events")]
+        assert ids.count("eev_late_0001") == 1 and len(ids) == len(set(ids))
     assert h.world.store.committed_windows(export.id, "email_events", D0) == windows
-    rewritten = {w.run_id for w in h.world.store.ledger(other.id) if w.run_id == result.run_id}
-    assert rewritten == {result.run_id}, "the other export re-delivered the day in the same run"
-    rows = bucket_rows(bucket, "email_events")
-    assert len(rows) == len({r["id"] for r in rows})
+    before = {p: p.read_bytes() for p in bucket.rglob("*.gz")}
     mats = [m for m in h.materializations("email_events") if m.run_id == result.run_id]
     assert len(mats) == 1 and mats[0].asset_materialization.metadata["exports_complete"].value == 2
     assert mats[0].asset_materialization.partition == D0
+
+    # Replacing is an operator's explicit choice (a tag): the day is rewritten under the same names.
+    result = h.run(
+        [export.id], D0, ["email_events", "subscribers"], tags={"dagster/backfill": "bf2", REPLACE_TAG: "true"}
+    )
+    assert result.success
+    assert sorted(bucket.rglob("*.gz")) == sorted(before), "the same names, nothing new"
+    rows = bucket_rows(bucket, "email_events")
+    assert len(rows) == len({r["id"] for r in rows})
+    snapshots = [w for w in h.world.store.ledger(export.id, dataset="subscribers") if w.run_id == result.run_id]
+    assert [w.snapshot_taken_at for w in snapshots] == [DAY0 + DAY_MS + 3 * HOUR_MS + 2 * MINUTE_MS], "retaken now"
 
 
 def test_a_backfill_never_writes_before_an_export_existed(h):

@@ -6,7 +6,8 @@ datasets it writes). Its body is wiring over one core call, `BatchRunner.run`:
   active export, which is what a date-range backfill launched from the UI delivers);
 - each window that lands is an `AssetObservation` on that day, naming the export;
 - a scheduled run (tagged by the sensor) writes what is due; any other run (UI launch, backfill)
-  re-delivers the day (create-only), never before a dataset's start;
+  delivers what the day lacks (write-once), never before a dataset's start; with the tag
+  ``seqexport/replace=true`` it replaces the day's files instead (an operator's explicit choice);
 - one export's failure never fails the run: it is recorded for that export (last error, backoff)
   and shows in the status asset and the ``exports_healthy`` check;
 - a day's cell turns green when every active export has finished it: the sensor materializes it
@@ -34,9 +35,12 @@ from seqexport_dagster.store.fleet import day_totals
 from seqexport_dagster.store.store import ACTIVE, ControlPlane
 from seqexport_dagster.window import iso_ms, parse_date_key
 
-#: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) re-deliver the day.
+#: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) deliver what the day lacks.
 TRIGGER_TAG: Final = "seqexport/trigger"
 SCHEDULED: Final = "scheduler"
+#: An operator's explicit choice on a backfill (tag value "true"): replace the day's files instead of
+#: delivering only what is missing. Needs a key that may overwrite; fails clearly where it may not.
+REPLACE_TAG: Final = "seqexport/replace"
 GROUP: Final = "exports"
 OP_NAME: Final = "deliveries"
 
@@ -57,6 +61,9 @@ def window_metadata(export_id: str, report: WindowReport) -> dict[str, Any]:
         "rows": report.rows,
         "files": report.parts,
         "bytes": report.bytes,
+        "parts_sent": report.sent.parts,
+        "parts_already_landed": report.sent.skipped + report.sent.existed,
+        "late_rows": report.sent.late_rows,
     }
 
 
@@ -67,8 +74,7 @@ def reconciled_observation(export_id: str, result: Reconciled) -> dg.AssetObserv
         **window_metadata(export_id, result.report),
         "window": str(result.window),
         "reconciled": True,
-        "rows_before": result.exported_rows,
-        "rows_in_source": result.source_rows,
+        "late_rows_found": result.late_rows,
     }
     return dg.AssetObservation(asset_key=result.report.dataset, partition=result.window.date_key, metadata=metadata)
 
@@ -79,6 +85,7 @@ def deliver(
     day = parse_date_key(context.partition_key)
     datasets = [key.path[-1] for key in context.selected_asset_keys]
     scheduled = context.run.tags.get(TRIGGER_TAG) == SCHEDULED
+    replace = not scheduled and context.run.tags.get(REPLACE_TAG, "").lower() == "true"
     store = exporter.control_plane.store()
     export_ids = config.exports or [e.id for e in store.list_exports() if e.status == ACTIVE]
     lateness = exporter.operator.reconcile_lateness_ms()
@@ -112,7 +119,7 @@ def deliver(
         deadline_s=config.deadline_seconds,
         holder_ended=holder_ended,
     )
-    report = batch.run(export_ids, [day], datasets, run_id=context.run.run_id, rewrite=not scheduled,
+    report = batch.run(export_ids, [day], datasets, run_id=context.run.run_id, rewrite=not scheduled, replace=replace,
                        on_window=on_window, after_export=after_export, on_note=context.log_event)  # fmt: skip
     log_outcomes(context, report)
     if not scheduled:

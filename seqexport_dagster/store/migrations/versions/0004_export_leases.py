@@ -1,7 +1,7 @@
 """Writer leases (one writer per export across batched runs) and the per-day totals index.
 
 Revision ID: 0004
-Revises: 0003 (0001 until the others land)
+Revises: 0003 (0002 until issue 13 lands)
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0004"
-down_revision = "0001"  # TEMPORARY (issue 14 worktree): "0003" once issue 13 lands
+down_revision = "0002"  # TEMPORARY (issue 14 worktree): "0003" once issue 13 lands
 
 
 def upgrade() -> None:
