@@ -37,8 +37,9 @@ RELAUNCH_SLOT_MS: Final = 15 * MINUTE_MS
 MAX_EXPORTS_PER_RUN: Final = 50
 #: ...and at most this much expected work per run, in "window-days": a window of the regular
 #: schedule weighs its share of a day (15 min = 1/96), a catch-up day weighs 1. A run that would
-#: carry more is split, so one export catching up a month does not hold 49 punctual ones behind it.
-MAX_WEIGHT_PER_RUN: Final = 8.0
+#: carry more is split, so exports catching up whole days (a fleet-wide outage: about 4 window-days
+#: each with four datasets) go about 6 to a run, each run still a bounded amount of work.
+MAX_WEIGHT_PER_RUN: Final = 24.0
 #: Exports of one day are ordered by a stable hash into this many shards before they are cut into
 #: runs, so a batch is mostly the same neighbours from tick to tick.
 SHARDS: Final = 64
