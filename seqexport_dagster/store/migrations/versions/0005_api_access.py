@@ -10,8 +10,8 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-# TEMPORARY until 0003 (issue 13) and 0004 (issue 14) land: then down_revision = "0004".
-down_revision = "0002"
+# 0004 (issue 14) has landed; it chains after 0002 until 0003 (issue 13) lands.
+down_revision = "0004"
 
 
 def upgrade() -> None:
