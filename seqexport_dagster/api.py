@@ -21,6 +21,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Final
 
 import sqlalchemy as sa
@@ -40,7 +41,11 @@ from seqexport_dagster.destination.base import (
     validate_config,
 )
 from seqexport_dagster.errors import ConflictError, ExportError, InvalidInput
+from seqexport_dagster.history import RunHistory
+from seqexport_dagster.history import history as run_history
+from seqexport_dagster.idle import next_scheduled
 from seqexport_dagster.presentation import mask_key_id
+from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS, parse_datasets
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.store import (
@@ -52,7 +57,16 @@ from seqexport_dagster.store.store import (
     ExportRecord,
     RunSummary,
 )
-from seqexport_dagster.window import DAY_MS, DEFAULT_FREQUENCY, DEFAULT_LAG_MS, MINUTE_MS, Window, frequency_ms
+from seqexport_dagster.window import (
+    DAY_MS,
+    DEFAULT_FREQUENCY,
+    DEFAULT_LAG_MS,
+    MINUTE_MS,
+    Window,
+    frequency_ms,
+    iso_ms,
+    next_midnight,
+)
 
 Progress = Callable[[str], None]
 #: A secret access key, or a callable that asks for it (called after every other value is valid).
@@ -76,6 +90,45 @@ class ConfigurationError(ExportError):
 
 def _quiet(_: str) -> None:
     return None
+
+
+def shown_url(url: str) -> str:
+    """The database URL with any password replaced by ``***``."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return "(not a database URL)"
+
+
+def require_control_plane(settings: Settings) -> None:
+    """Raise `ConfigurationError` unless ``settings`` names a control plane that `init` or `create` made.
+
+    A SQLite file that does not exist is not opened (opening would create it); any other database
+    must hold our tables.
+    """
+    url = sa.engine.make_url(settings.database_url)
+    fix = (
+        f"no control plane at {shown_url(settings.database_url)}: check {settings.database_url_from}, "
+        "or create one with `seqexport init` (or `seqexport create`)"
+    )
+    if url.get_backend_name() == "sqlite":
+        path = url.database or ""
+        if path in ("", ":memory:") or not Path(path).is_file():
+            raise ConfigurationError(fix)
+    engine = create_engine(settings.database_url)
+    try:
+        with engine.connect() as conn:
+            present = sa.inspect(conn).has_table("exports")
+    except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+        first = (str(exc.orig or exc).strip().splitlines() or ["unknown error"])[0]
+        raise ConfigurationError(
+            f"control-plane database unavailable at {shown_url(settings.database_url)} ({first}); "
+            f"check {settings.database_url_from}"
+        ) from None
+    finally:
+        engine.dispose()
+    if not present:
+        raise ConfigurationError(fix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +180,41 @@ def _last_error(state: DatasetState) -> LastError | None:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ExportNowPlan:
+    """A saved "export now" request and the first window (or snapshot day) of each dataset it writes."""
+
+    export: ExportRecord
+    due: tuple[tuple[str, Window], ...]
+
+
+def export_now_window(record: ExportRecord, state: DatasetState, now_ms: int) -> Window | None:
+    """The first window "export now" writes for this dataset at ``now_ms``, or ``None``."""
+    if DATASETS[state.dataset].is_snapshot:
+        due = now_ms >= state.position_ms + DAY_MS + record.lag_ms or state.failures > 0
+        return Window(state.position_ms, state.position_ms + DAY_MS) if due else None
+    horizon = now_ms - record.lag_ms
+    if state.position_ms >= horizon:
+        return None
+    return Window(state.position_ms, min(next_midnight(state.position_ms), horizon))
+
+
+def nothing_due_message(record: ExportRecord, now_ms: int) -> str:
+    """Why "export now" has nothing to write yet, and when it will."""
+    horizon = now_ms - record.lag_ms
+    events = [s for s in record.datasets if not DATASETS[s.dataset].is_snapshot]
+    earliest = min((s.position_ms + record.lag_ms + 1 for s in events), default=None)
+    schedule = min((next_scheduled(record, s) for s in record.datasets), key=lambda pair: pair[1])
+    text = (
+        f"export {record.id} has nothing to export yet: it trails real time by its lag "
+        f"({record.lag_ms // MINUTE_MS} min) so late writes are included, and everything recorded up to "
+        f"now − lag ({iso_ms(horizon)}) is already exported"
+    )
+    if earliest is not None:
+        text += f"; export now can write from {iso_ms(earliest)}"
+    return text + f"; the next scheduled window {schedule[0]} is written at {iso_ms(schedule[1])}"
+
+
 def validate_account(account_id: str) -> str:
     if not _ACCOUNT_RE.match(account_id or ""):
         raise InvalidInput("account", f"{account_id!r} is not an account id: use 1-64 letters, digits, '_', '.' or '-'")
@@ -142,9 +230,11 @@ def validate_lag_ms(lag_ms: int) -> int:
 def validate_provider(provider: str, policy: OperatorPolicy) -> Provider:
     accepted = PROVIDERS if policy.allow_local else tuple(p for p in PROVIDERS if p != "local")
     if provider not in accepted:
+        # `local` is an operator's test switch, never offered to a customer, whatever the setting.
+        offered = [p for p in PROVIDERS if p != "local"]
         raise InvalidInput(
             "provider",
-            f"{provider!r} is not one of {', '.join(accepted)} (for R2, MinIO or B2 choose s3 and set the endpoint)",
+            f"{provider!r} is not one of {', '.join(offered)} (for R2, MinIO or B2 choose s3 and set the endpoint)",
         )
     return provider
 
@@ -171,10 +261,21 @@ class Exports:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, clock: Callable[[], int] = wall_clock_ms, migrate: bool = True
+        cls,
+        settings: Settings,
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
+        migrate: bool = True,
+        must_exist: bool = False,
     ) -> Exports:
-        """Open the control plane named by ``settings``; migrates it to the current schema first."""
+        """Open the control plane named by ``settings``; migrates it to the current schema first.
+
+        ``must_exist`` refuses (`ConfigurationError`) a control plane that was never created, so a
+        mistyped ``SEQEXPORT_HOME`` or database URL is an error instead of a new, empty control plane.
+        """
         try:
+            if must_exist:
+                require_control_plane(settings)
             engine = create_engine(settings.database_url)
         except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError):
             # The URL may hold a database password: name the variable, never echo its value.
@@ -268,6 +369,8 @@ class Exports:
     def status_of(self, record: ExportRecord) -> ExportStatus:
         """`status` of a record already read (the HTTP API reads it once, to check the account)."""
         now = self.clock()
+        # A deleted export stopped at deleted_at: its delay is frozen there, not growing forever.
+        behind_at = record.deleted_at if record.status == DELETED and record.deleted_at is not None else now
         return ExportStatus(
             export=record,
             now_ms=now,
@@ -276,7 +379,7 @@ class Exports:
                     dataset=d.dataset,
                     added_at=d.added_at,
                     position_ms=d.position_ms,
-                    behind_ms=max(0, now - d.position_ms),
+                    behind_ms=max(0, behind_at - d.position_ms),
                     last_error=_last_error(d),
                 )
                 for d in record.datasets
@@ -385,30 +488,58 @@ class Exports:
         progress(f"saved: export {updated.id} now writes to {config.describe()}")
         return updated
 
+    def change_frequency(self, export_id: str, frequency: str) -> ExportRecord:
+        """Change how often windows are written: ``15m``, ``1h``, ``6h`` or ``24h``.
+
+        The chain stays gap-free: every position is kept, and the next window of each dataset runs
+        from its position to the next point of the new grid (counted from UTC midnight), so a move
+        from 15m to 1h at 13:15 writes (13:15, 14:00] next, then whole hours.
+        """
+        frequency_ms(frequency)
+        record = self._live(export_id, "changing the frequency")
+        if record.frequency == frequency:
+            return record
+        return self.store.set_frequency(record.id, frequency, self.clock())
+
     def export_now(self, export_id: str) -> ExportRecord:
-        """Run at once instead of waiting for the schedule (and without any backoff wait)."""
+        """Run at once instead of waiting for the schedule (and without any backoff wait).
+
+        Raises `ConflictError` saying why and when instead of saving a request that would do
+        nothing: the export is paused, or everything up to now − lag is already exported.
+        """
+        return self.export_now_plan(export_id).export
+
+    def export_now_plan(self, export_id: str) -> ExportNowPlan:
+        """`export_now`, plus what it will write first for each dataset (see `ExportNowPlan`)."""
         record = self._live(export_id, "export now")
         if record.status == PAUSED:
-            raise ConflictError(f"export {record.id} is paused; resume it first")
-        return self.store.request_export_now(record.id, self.clock())
+            raise ConflictError(
+                f"export {record.id} is paused, so export now would run nothing; "
+                f"resume it first (`seqexport resume {record.id}`), then it catches up from its position"
+            )
+        now = self.clock()
+        due = tuple((state.dataset, w) for state in record.datasets if (w := export_now_window(record, state, now)))
+        if not due:
+            raise ConflictError(nothing_due_message(record, now))
+        return ExportNowPlan(self.store.request_export_now(record.id, now), due)
 
-    def history(self, export_id: str, *, days: int = 14) -> builtins.list[RunSummary]:
-        """Every run of the last ``days`` (1 to 14) days, newest first, with rows, files, size and any error."""
+    def history(self, export_id: str, *, days: int = 14) -> builtins.list[RunHistory]:
+        """Every run of the last ``days`` (1 to 14) days, newest first: day, trigger, rows, files, size, error."""
         if not 1 <= days <= HISTORY_DAYS:
             raise InvalidInput("days", f"{days} is out of range: history keeps 1 to {HISTORY_DAYS} days")
         record = self.get(export_id)
-        # The store keeps 14 days back from the time it is given and has no upper bound, so moving
+        # History keeps 14 days back from the time it is given and has no upper bound, so moving
         # that time back by (14 - days) days narrows the history to the last ``days`` exactly.
-        return self.store.history(record.id, self.clock() - (HISTORY_DAYS - days) * DAY_MS)
+        return run_history(self.store, record.id, self.clock() - (HISTORY_DAYS - days) * DAY_MS)
 
     def delete(self, export_id: str) -> ExportRecord:
         """Stop the export for good. Files stay in the bucket; the history stays readable."""
         record = self._live(export_id, "delete")
         return self.store.set_status(record.id, DELETED, self.clock())
 
-    def rotate_keys(self) -> int:
+    def rotate_keys(self, progress: Advance = no_progress) -> int:
         """Re-seal every stored secret with the first key of SEQEXPORT_SECRET_KEYS; returns how many."""
-        return self.store.rotate_secrets()
+        return self.store.rotate_secrets(lambda done, total: progress("secrets re-sealed", done, total))
 
 
 def _export_id(export_id: str) -> str:
@@ -425,9 +556,11 @@ __all__ = [
     "EVENT_DATASETS",
     "DatasetStatus",
     "ExportRecord",
+    "ExportNowPlan",
     "ExportStatus",
     "Exports",
     "LastError",
+    "RunHistory",
     "RunSummary",
     "mask_key_id",
 ]

@@ -28,6 +28,7 @@ from seqexport_dagster.errors import (
     RetryableError,
     SecretKeyError,
 )
+from seqexport_dagster.progress import reporter
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.window import iso_ms
 
@@ -57,10 +58,12 @@ exit codes (stable; scripts may rely on them):
   1  internal error (a bug: please report it)
   2  bad input: a value is wrong or missing; the message names the field and what is accepted
   3  not found: no export with that id
-  4  conflict: not possible in the export's current state (deleted, paused, dataset already there)
+  4  conflict: not possible in the export's current state (deleted, paused, dataset already there,
+     export-now with nothing to export yet: the message says when it can)
   5  connection test failed: the store refused or did not answer the test write; nothing was saved
-  6  unavailable: the control-plane database or the credential keys (SEQEXPORT_SECRET_KEYS) are not usable;
-     remotely: the API is unreachable, refused the token, or asks to retry later
+  6  unavailable: the control-plane database is missing (`seqexport init` creates it) or away, or the
+     credential keys (SEQEXPORT_SECRET_KEYS) are not usable; remotely: the API is unreachable, refused
+     the token, or asks to retry later
   7  verify found problems in the bucket (the report lists each one)
 
 Every command takes --json (before or after the command name): results go to stdout as JSON,
@@ -357,13 +360,80 @@ def _resume(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 
 def _export_now(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
-    return _changed("will run at the next scheduler tick (no backoff wait)")(api.export_now(args.export_id), out)
+    if not hasattr(api, "export_now_plan"):  # the remote CLI: the HTTP API answers with the export
+        return _changed("will run at the next scheduler tick (no backoff wait)")(api.export_now(args.export_id), out)
+    plan = api.export_now_plan(args.export_id)
+    from seqexport_dagster.daemon_health import daemon_warning  # noqa: PLC0415 - imports dagster, slow
+
+    warning = daemon_warning(args.environ)
+    if warning:
+        out.progress(f"warning: {warning}")
+    if out.as_json:
+        body = export_json(plan.export)
+        body["export_now"] = [
+            {"dataset": name, "from_ms": w.from_ms, "to_ms": w.to_ms, "window": str(w)} for name, w in plan.due
+        ]
+        body["daemon_warning"] = warning
+        out.json(body)
+        return EXIT_OK
+    out.line(f"Export {plan.export.id}: export now requested; the scheduler starts it at its next tick (within 30 s):")
+    for name, window in plan.due:
+        out.line(f"  {name:14} {'snapshot of ' + window.date_key if name == 'subscribers' else 'from ' + str(window)}")
+    return EXIT_OK
+
+
+def _frequency(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
+    if not hasattr(api, "change_frequency"):
+        raise InvalidInput(
+            "frequency", "changing the frequency is not in the HTTP API yet: run it with SEQEXPORT_DATABASE_URL set"
+        )
+    record = api.change_frequency(args.export_id, args.frequency)
+    if out.as_json:
+        out.json(export_json(record))
+    else:
+        out.line(
+            f"Export {record.id} now runs every {record.frequency}; each dataset continues from its position "
+            "to the next point of the new grid, with no gap."
+        )
+    return EXIT_OK
+
+
+def _confirm_delete(args: argparse.Namespace, api: AnyExports) -> None:
+    if args.yes:
+        return
+    record = api.status(args.export_id).export
+    if not sys.stdin.isatty():
+        raise InvalidInput(
+            "yes", f"deleting export {record.id} needs confirmation: pass --yes (scripts) or run it in a terminal"
+        )
+    print(
+        f"Delete export {record.id} of {record.account_id} ({_where(record)})? It stops for good; "
+        "files stay in the bucket.",
+        file=sys.stderr,
+    )
+    answer = input("Type the export id to confirm: ").strip()
+    if answer != record.id:
+        raise InvalidInput("yes", "not confirmed: nothing was deleted")
 
 
 def _delete(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
+    _confirm_delete(args, api)
     return _changed("deleted; files already written stay in the bucket, history stays readable")(
         api.delete(args.export_id), out
     )
+
+
+def _init(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
+    from seqexport_dagster.api import shown_url  # noqa: PLC0415 - see TYPE_CHECKING above
+
+    where = shown_url(args.settings.database_url)
+    if out.as_json:
+        out.json({"database_url": where, "created": not args.existed})
+    elif args.existed:
+        out.line(f"Control plane at {where} already exists; its schema is up to date.")
+    else:
+        out.line(f"Created the control plane at {where}.")
+    return EXIT_OK
 
 
 def _datasets(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
@@ -401,9 +471,6 @@ def _destination(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     return EXIT_OK
 
 
-_RUN_STATUS: Final = {"committed": "succeeded"}
-
-
 def _history(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     runs = api.history(args.export_id)
     if out.as_json:
@@ -414,17 +481,19 @@ def _history(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
         return EXIT_OK
     out.line(
         table(
-            ("STARTED (UTC)", "STATUS", "DATASETS", "WINDOWS", "ROWS", "FILES", "SIZE", "ERROR"),
+            ("STARTED (UTC)", "DAY", "TRIGGER", "STATUS", "DATASETS", "WINDOWS", "ROWS", "FILES", "SIZE", "ERROR"),
             [
                 (
                     _when(r.started_at),
-                    _RUN_STATUS.get(r.status, r.status),
+                    ",".join(r.days) or "-",
+                    r.trigger or "-",
+                    r.status,
                     ",".join(r.datasets),
                     r.windows,
                     r.rows,
                     r.files,
                     _size(r.bytes),
-                    r.error or "",
+                    r.error or r.note or "",
                 )
                 for r in runs
             ],
@@ -435,7 +504,11 @@ def _history(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 def _rotate_keys(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     out.progress("re-sealing stored secrets with the first key of SEQEXPORT_SECRET_KEYS ...")
-    changed = api.rotate_keys()
+    from seqexport_dagster.api import Exports  # noqa: PLC0415 - see TYPE_CHECKING above
+
+    with reporter(out.as_json) as shown:
+        # Progress where the work happens: a remote rotation runs in the server.
+        changed = api.rotate_keys(progress=shown.advance) if isinstance(api, Exports) else api.rotate_keys()
     if out.as_json:
         out.json({"resealed": changed})
     else:
@@ -503,9 +576,13 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
     p.add_argument("--access-key-id", help="new access key id (its secret is then required)")
     _add_secret_options(p, prompt_flag=True)
 
-    command("export-now", _export_now, "run now instead of waiting for the schedule")
+    command("export-now", _export_now, "run now instead of waiting for the schedule; says why not if it cannot")
+    p = command("frequency", _frequency, "change how often windows are written; the chain stays gap-free")
+    p.add_argument("frequency", metavar="FREQUENCY", help="15m, 1h, 6h or 24h")
+    command("init", _init, "create (or migrate) the control plane named by the configuration", export_id=False)
     command("history", _history, "every run of the last 14 days: rows, files, size and error")
-    command("delete", _delete, "stop an export for good; files stay in the bucket, history stays readable")
+    p = command("delete", _delete, "stop an export for good; files stay in the bucket, history stays readable")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation (scripts)")
     command(
         "rotate-keys",
         _rotate_keys,
@@ -517,10 +594,10 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
 def _demo(args: argparse.Namespace) -> int:
     from seqexport_dagster.demo import run_demo  # noqa: PLC0415 - keep `seqexport --help` fast
 
-    def progress(line: str) -> None:
-        print(line, file=sys.stderr)
-
-    summary = run_demo(Path(args.home), Path(args.dest_dir) if args.dest_dir else None, progress=progress)
+    with reporter(bool(args.json)) as shown:
+        summary = run_demo(
+            Path(args.home), Path(args.dest_dir) if args.dest_dir else None, progress=shown.line, advance=shown.advance
+        )
     if args.json:
         print(
             json.dumps(
@@ -585,17 +662,19 @@ def _verify(args: argparse.Namespace) -> int:
         from seqexport_dagster.api import Exports  # noqa: PLC0415 - see TYPE_CHECKING above
         from seqexport_dagster.config import Settings  # noqa: PLC0415
 
-        api = Exports.from_settings(Settings.from_env(args.environ))
+        api = Exports.from_settings(Settings.from_env(args.environ), must_exist=True)
         ledger = (api.store, api.store.get_export(args.ledger).id)
     try:
-        report = verify_location(
-            args.source,
-            s3_endpoint=args.endpoint,
-            access_key_id=args.access_key_id,
-            secret_access_key=secret,
-            region=args.region,
-            ledger=ledger,
-        )
+        with reporter(out.as_json) as shown:
+            report = verify_location(
+                args.source,
+                s3_endpoint=args.endpoint,
+                access_key_id=args.access_key_id,
+                secret_access_key=secret,
+                region=args.region,
+                ledger=ledger,
+                progress=shown.advance,
+            )
     finally:
         if api is not None:
             api.close()
@@ -818,12 +897,38 @@ def _run(args: argparse.Namespace, out: Output, clock: Callable[[], int] | None)
         api = RemoteExports.from_env(args.environ)
     else:
         settings = Settings.from_env(args.environ)
-        api = Exports.from_settings(settings, clock=clock) if clock else Exports.from_settings(settings)
+        # Only these may bring a control plane into being: a typo elsewhere must not make an empty one.
+        must_exist = args.command not in ("create", "init")
+        if args.command == "init":
+            args.settings = settings
+            args.existed = _control_plane_exists(settings)
+        if not must_exist:
+            _make_sqlite_folder(settings.database_url)
+        kwargs: dict[str, Any] = {"must_exist": must_exist}
+        if clock:
+            kwargs["clock"] = clock
+        api = Exports.from_settings(settings, **kwargs)
     try:
         handler: Handler = args.handler
         return handler(args, api, out)
     finally:
         api.close()
+
+
+def _make_sqlite_folder(url: str) -> None:
+    """A new SQLite control plane's folder (SQLite makes the file, not the folder)."""
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+
+
+def _control_plane_exists(settings: Any) -> bool:
+    from seqexport_dagster.api import ConfigurationError, require_control_plane  # noqa: PLC0415
+
+    try:
+        require_control_plane(settings)
+    except ConfigurationError:
+        return False
+    return True
 
 
 def main(

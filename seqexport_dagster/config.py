@@ -17,6 +17,7 @@ from pathlib import Path
 
 from seqexport_dagster.destination.base import OperatorPolicy
 from seqexport_dagster.store.crypto import SecretBox, local_key_spec
+from seqexport_dagster.store.database import normalize_url
 
 
 @dataclass(frozen=True)
@@ -26,17 +27,26 @@ class Settings:
     secret_keys: str = field(repr=False)
     home: Path
     allow_local: bool = False
+    #: The variable an operator fixes when ``database_url`` points at the wrong place.
+    database_url_from: str = "SEQEXPORT_DATABASE_URL"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         home = Path(env.get("SEQEXPORT_HOME") or ".seqexport").resolve()
+        if env.get("SEQEXPORT_DATABASE_URL"):
+            url_from = "SEQEXPORT_DATABASE_URL"
+        elif env.get("SEQEXPORT_HOME"):
+            url_from = "SEQEXPORT_HOME (SEQEXPORT_DATABASE_URL is not set)"
+        else:
+            url_from = "SEQEXPORT_HOME (neither it nor SEQEXPORT_DATABASE_URL is set: ./.seqexport is the default)"
         return cls(
-            database_url=env.get("SEQEXPORT_DATABASE_URL") or f"sqlite:///{home / 'control.db'}",
-            source_url=env.get("SEQEXPORT_SOURCE_URL") or f"sqlite:///{home / 'source.db'}",
+            database_url=normalize_url(env.get("SEQEXPORT_DATABASE_URL") or f"sqlite:///{home / 'control.db'}"),
+            source_url=normalize_url(env.get("SEQEXPORT_SOURCE_URL") or f"sqlite:///{home / 'source.db'}"),
             secret_keys=env.get("SEQEXPORT_SECRET_KEYS", ""),
             home=home,
             allow_local=env.get("SEQEXPORT_ALLOW_LOCAL", "").lower() in ("1", "true", "yes"),
+            database_url_from=url_from,
         )
 
     def secret_box(self) -> SecretBox:

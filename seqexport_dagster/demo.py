@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
+from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.runner import Runner, wall_clock_ms
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.generator import Scale, generate_account
@@ -80,7 +81,9 @@ class DemoWorld:
         return local_key_spec(self.home / "secret.key")
 
 
-def build_demo(home: Path, dest_dir: Path | None = None, *, now_ms: int | None = None) -> DemoWorld:
+def build_demo(
+    home: Path, dest_dir: Path | None = None, *, now_ms: int | None = None, advance: Advance = no_progress
+) -> DemoWorld:
     """Create the demo's source data, control plane and exports (one per account)."""
     home = home.resolve()
     if home.exists():
@@ -95,9 +98,11 @@ def build_demo(home: Path, dest_dir: Path | None = None, *, now_ms: int | None =
     store.migrate()
     source_rows = {}
     for i, account in enumerate(ACCOUNTS):
+        advance("building demo data (accounts)", i, len(ACCOUNTS))
         source_rows[account] = generate_account(
             source_engine, account, now - DATA_HOURS * HOUR_MS, now, seed=42 + i, scale=Scale(subscribers=400 - 100 * i)
         )
+    advance("building demo data (accounts)", len(ACCOUNTS), len(ACCOUNTS))
     roots: dict[str, Path] = {}
     exports = []
     for i, account in enumerate(ACCOUNTS):
@@ -192,7 +197,11 @@ telemetry:
 
 
 def run_demo_dagster(
-    world: DemoWorld, progress: Callable[[str], None] = lambda _: None, *, max_ticks: int = 10
+    world: DemoWorld,
+    progress: Callable[[str], None] = lambda _: None,
+    *,
+    max_ticks: int = 10,
+    advance: Advance = no_progress,
 ) -> DemoSummary:
     """Export through Dagster: real sensor ticks and real runs on a real instance.
 
@@ -230,6 +239,7 @@ def run_demo_dagster(
     cursor = None
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         for _ in range(max_ticks):
+            advance("catching up through Dagster (runs)", summary.runs, None)
             outcome = tick(instance, defs, console_log_level="WARNING", cursor=cursor)
             cursor = outcome.cursor
             if not outcome.requested:
@@ -240,6 +250,7 @@ def run_demo_dagster(
                 exports = request.tags.get("seqexport/exports", "?")
                 progress(f"run {result.run_id[:8]} {request.partition_key}  {exports} export(s)  {datasets}: {status}")
             summary.runs += len(outcome.results)
+            advance("catching up through Dagster (runs)", summary.runs, None)
     for export in world.exports:
         for w in world.store.ledger(export.id):
             if w.status == "committed":
@@ -251,7 +262,12 @@ def run_demo_dagster(
     return summary
 
 
-def run_demo(home: Path, dest_dir: Path | None = None, progress: Callable[[str], None] = lambda _: None) -> DemoSummary:
-    world = build_demo(home, dest_dir)
+def run_demo(
+    home: Path,
+    dest_dir: Path | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+    advance: Advance = no_progress,
+) -> DemoSummary:
+    world = build_demo(home, dest_dir, advance=advance)
     progress(f"demo data: {sum(sum(v.values()) for v in world.source_rows.values())} source rows in {world.home}")
-    return run_demo_dagster(world, progress)
+    return run_demo_dagster(world, progress, advance=advance)

@@ -14,6 +14,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from seqexport_dagster.history import RunHistory
 from seqexport_dagster.store.store import DatasetState, ExportRecord, RunSummary
 from seqexport_dagster.window import Window, iso_ms, parse_iso_ms
 
@@ -107,13 +108,18 @@ class RunJson(TypedDict):
     run_id: str
     started_at: str | None
     finished_at: str | None
+    #: succeeded, failed, canceled or running: the run's status in Dagster (issue 17).
     status: str
+    #: The UTC day(s) the run wrote, and how it was started (scheduled, export now, backfill, manual).
+    days: list[str]
+    trigger: str | None
     datasets: list[str]
     windows: int
     rows: int
     files: int
     bytes: int
     error: str | None
+    note: str | None
 
 
 class LedgerWindowJson(TypedDict):
@@ -244,18 +250,21 @@ def status_json(status: Any) -> ExportStatusJson:
     }
 
 
-def run_json(r: RunSummary) -> RunJson:
+def run_json(r: RunSummary | RunHistory) -> RunJson:
     return {
         "run_id": r.run_id,
         "started_at": _iso(r.started_at),
         "finished_at": _iso(r.finished_at),
         "status": r.status,
+        "days": list(getattr(r, "days", ())),
+        "trigger": getattr(r, "trigger", None),
         "datasets": list(r.datasets),
         "windows": r.windows,
         "rows": r.rows,
         "files": r.files,
         "bytes": r.bytes,
         "error": r.error,
+        "note": getattr(r, "note", None),
     }
 
 
@@ -271,7 +280,7 @@ def token_json(token: Any) -> TokenJson:
     }
 
 
-def history_json(runs: Iterable[RunSummary]) -> list[RunJson]:
+def history_json(runs: Iterable[RunSummary | RunHistory]) -> list[RunJson]:
     return [run_json(r) for r in runs]
 
 
@@ -331,13 +340,16 @@ def export_from_json(body: ExportJson | ExportStatusJson | dict[str, Any]) -> Ex
     )
 
 
-def run_from_json(r: RunJson | dict[str, Any]) -> RunSummary:
-    return RunSummary(
+def run_from_json(r: RunJson | dict[str, Any]) -> RunHistory:
+    return RunHistory(
         run_id=r["run_id"],
         started_at=_ms(r["started_at"]) or 0,
         finished_at=_ms(r["finished_at"]),
         status=r["status"],
         datasets=tuple(r["datasets"]),
+        days=tuple(r.get("days") or ()),
+        trigger=r.get("trigger"),
+        note=r.get("note"),
         windows=r["windows"],
         rows=r["rows"],
         files=r["files"],

@@ -32,8 +32,9 @@ from seqexport_dagster.api import (
 from seqexport_dagster.connection_test import ConnectionTestFailed
 from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy, validate_config
 from seqexport_dagster.errors import ConflictError, ExportError, InvalidInput, NotFound, RetryableError
+from seqexport_dagster.history import RunHistory
 from seqexport_dagster.schema import parse_datasets
-from seqexport_dagster.store.store import COMMITTED, ExportRecord, LedgerWindow, RunSummary
+from seqexport_dagster.store.store import COMMITTED, ExportRecord, LedgerWindow
 from seqexport_dagster.window import DEFAULT_FREQUENCY, DEFAULT_LAG_MS, Window, frequency_ms
 
 #: What the client checks before sending: the server's own policy may be stricter, never looser.
@@ -221,7 +222,7 @@ class RemoteExports:
         progress(f"connection test passed; saved: export {record.id} now writes to the new destination")
         return record
 
-    def history(self, export_id: str, *, days: int = 14) -> builtins.list[RunSummary]:
+    def history(self, export_id: str, *, days: int = 14) -> builtins.list[RunHistory]:
         runs = self._call("GET", f"/v1/exports/{_id(export_id)}/history", params={"days": str(days)})
         return [shapes.run_from_json(r) for r in runs]
 

@@ -176,8 +176,11 @@ def parse_datasets(names: list[str] | tuple[str, ...] | str) -> tuple[str, ...]:
         names = [n.strip() for n in names.split(",") if n.strip()]
     if not names:
         raise InvalidInput("datasets", f"give at least one of {', '.join(DATASETS)}")
-    chosen = {dataset(n).name for n in names}
-    return tuple(n for n in DATASETS if n in chosen)
+    given = [dataset(n).name for n in names]
+    twice = sorted({n for n in given if given.count(n) > 1})
+    if twice:
+        raise InvalidInput("datasets", f"{', '.join(twice)} named more than once; name each dataset once")
+    return tuple(n for n in DATASETS if n in given)
 
 
 TIMESTAMP_PATTERN: Final = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"

@@ -15,7 +15,8 @@ from typing import Any
 
 from seqexport_dagster.api import Exports, ExportStatus, validate_account
 from seqexport_dagster.errors import InvalidInput, NotFound
-from seqexport_dagster.store.store import COMMITTED, ExportRecord, LedgerWindow, RunSummary
+from seqexport_dagster.history import RunHistory
+from seqexport_dagster.store.store import COMMITTED, ExportRecord, LedgerWindow
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +104,7 @@ class ScopedExports:
         self._own(export_id)
         return self.exports.change_destination(export_id, **kwargs)
 
-    def history(self, export_id: str, days: int = 14) -> builtins.list[RunSummary]:
+    def history(self, export_id: str, days: int = 14) -> builtins.list[RunHistory]:
         self._own(export_id)
         return self.exports.history(export_id, days=days)
 

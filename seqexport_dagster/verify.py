@@ -23,7 +23,7 @@ import json
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import msgspec
 
 from seqexport_dagster.errors import ExportError, InvalidInput
+from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.schema import DATASETS, TIMESTAMP_PATTERN, Dataset, Field
 from seqexport_dagster.window import PART_LIMIT, SUCCESS_NAME, Window, iso_ms, parse_key
 
@@ -272,6 +273,7 @@ class _Checker:
         self.report = report
         self.part_limit = part_limit
         self.rows_by_window: dict[tuple[str, Window], int] = {}
+        self.on_part: Callable[[_Part], None] = lambda _part: None  # progress (issue 17)
 
     def problem(self, kind: str, dataset: str, key: str, detail: str, **extra: Any) -> None:
         self.report.problems.append(Problem(kind, dataset, key, detail, **extra))
@@ -298,6 +300,7 @@ class _Checker:
         """
         previous = None
         key = part.obj.key
+        self.on_part(part)
         if isinstance(body, Exception):
             self.problem("unreadable", ds.name, key, f"cannot read: {_client_error(body)}")
             return 0, previous
@@ -596,8 +599,11 @@ def _check_ledger(checker: _Checker, store: ControlPlane, export_id: str) -> Non
     starts: dict[str, int] = {}
     for dataset, window in checker.rows_by_window:
         starts[dataset] = min(starts.get(dataset, window.from_ms), window.from_ms)
+    from seqexport_dagster.ledger_scope import committed_elsewhere  # noqa: PLC0415 - issue 17: after a move
+
+    elsewhere = committed_elsewhere(store, export_id, checker.report.source)
     for (dataset, window), rows in sorted(latest.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        if dataset not in starts or window.from_ms < starts[dataset]:
+        if dataset not in starts or window.from_ms < starts[dataset] or (dataset, window) in elsewhere:
             continue
         found = checker.rows_by_window.get((dataset, window))
         if found is None:
@@ -615,11 +621,14 @@ def verify_bucket(
     ledger: tuple[ControlPlane, str] | None = None,
     part_limit: int = PART_LIMIT,
     workers: int = 8,
+    progress: Advance = no_progress,
 ) -> VerifyReport:
     report = VerifyReport(bucket.source)
     checker = _Checker(report, part_limit)
+    progress("listing objects", 0, None)
     objects = sorted(bucket.list(), key=lambda o: o.key)
     events, snapshot_parts, successes = _classify(checker, objects)
+    _count_progress(checker, progress, events, snapshot_parts)
     for name in DATASETS:
         present = name in events or (name == "subscribers" and (snapshot_parts or successes))
         if present:
@@ -635,6 +644,23 @@ def verify_bucket(
     return report
 
 
+def _count_progress(checker: _Checker, progress: Advance, events: Any, snapshot_parts: Any) -> None:
+    """Objects and windows checked, reported as each part is read (issue 17)."""
+    total_parts = sum(len(parts) for by_window in events.values() for parts in by_window.values())
+    total_parts += sum(len(parts) for parts in snapshot_parts.values())
+    total_windows = sum(len(by_window) for by_window in events.values()) + len(snapshot_parts)
+    seen: set[object] = set()
+    done = [0]
+
+    def on_part(part: _Part) -> None:
+        done[0] += 1
+        seen.add((part.obj.key.split("/", 1)[0], part.window) if part.window else part.obj.key.rsplit("/", 1)[0])
+        progress("objects checked", done[0], total_parts)
+        progress("windows checked", len(seen), total_windows)
+
+    checker.on_part = on_part
+
+
 def verify_location(
     source: str,
     *,
@@ -644,6 +670,7 @@ def verify_location(
     region: str | None = None,
     ledger: tuple[ControlPlane, str] | None = None,
     part_limit: int = PART_LIMIT,
+    progress: Advance = no_progress,
 ) -> VerifyReport:
     """Verify a local folder or an ``s3://``/``gs://`` prefix; see the module docstring for the checks."""
     bucket = open_bucket(
@@ -655,6 +682,6 @@ def verify_location(
     )
     try:
         workers = 1 if isinstance(bucket, LocalBucket) else 8
-        return verify_bucket(bucket, ledger=ledger, part_limit=part_limit, workers=workers)
+        return verify_bucket(bucket, ledger=ledger, part_limit=part_limit, workers=workers, progress=progress)
     finally:
         bucket.close()

@@ -184,12 +184,57 @@ def type_table() -> str:
     return "\n".join(lines)
 
 
+def _fail(message: str) -> int:
+    sys.stderr.write(f"error: {message} (see `python -m seqexport_dagster.warehouse --help`)\n")
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``WAREHOUSE DATASET [--bucket B] [--prefix P] [--stage S]``: one clear error per mistake, exit 2."""
+    import argparse  # noqa: PLC0415 - only the command line needs it
+
+    parser = argparse.ArgumentParser(
+        prog="python -m seqexport_dagster.warehouse",
+        description="Print the DDL that loads one dataset of an export into a warehouse.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("warehouse", help=", ".join(WAREHOUSES))
+    parser.add_argument("dataset", help=", ".join(DATASETS))
+    parser.add_argument("--bucket", help="the export's bucket (bigquery, redshift, duckdb); default acme-exports")
+    parser.add_argument("--prefix", help="the export's prefix inside the bucket; default sequenzy")
+    parser.add_argument("--stage", help="snowflake: the external stage over <bucket>/<prefix>; default sequenzy_stage")
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or args[0] not in GENERATORS or args[1] not in DATASETS:
-        sys.stderr.write(f"usage: python -m seqexport_dagster.warehouse {{{','.join(WAREHOUSES)}}} DATASET\n")
-        return 2
-    sys.stdout.write(GENERATORS[args[0]](DATASETS[args[1]]) + "\n")
+    if any(a in ("-h", "--help") for a in args):
+        parser.print_help()
+        return 0
+    known, rest = parser.parse_known_args(args) if len(args) >= 2 else (None, args)
+    if known is None:
+        return _fail(f"give a warehouse ({', '.join(WAREHOUSES)}) and a dataset ({', '.join(DATASETS)})")
+    if rest:
+        return _fail(f"unrecognized arguments: {' '.join(rest)}; accepted options are --bucket, --prefix, --stage")
+    if known.warehouse not in GENERATORS:
+        return _fail(f"warehouse {known.warehouse!r} is not one of {', '.join(WAREHOUSES)}")
+    if known.dataset not in DATASETS:
+        return _fail(f"dataset {known.dataset!r} is not one of {', '.join(DATASETS)}")
+    ds = DATASETS[known.dataset]
+    if known.warehouse == "snowflake":
+        if known.bucket is not None or known.prefix is not None:
+            return _fail("--bucket and --prefix do not apply to snowflake: it reads through a stage, give --stage NAME")
+        sys.stdout.write(snowflake(ds, stage=known.stage or "sequenzy_stage") + "\n")
+        return 0
+    if known.stage is not None:
+        return _fail(f"--stage applies to snowflake only; {known.warehouse} takes --bucket and --prefix")
+    bucket = known.bucket if known.bucket is not None else "acme-exports"
+    prefix = (known.prefix if known.prefix is not None else "sequenzy").strip("/")
+    if not bucket or "/" in bucket:
+        return _fail(f"--bucket {bucket!r} is not a bucket name (no slashes, not empty)")
+    scheme = "gs" if known.warehouse == "bigquery" else "s3"
+    uri = f"{scheme}://{bucket}/{prefix}".rstrip("/")
+    if known.warehouse == "duckdb":
+        text = duckdb(ds, root=uri)
+    else:
+        text = bigquery(ds, uri=uri) if known.warehouse == "bigquery" else redshift(ds, uri=uri)
+    sys.stdout.write(text + "\n")
     return 0
 
 

@@ -43,7 +43,10 @@ def test_unknown_dataset() -> None:
 
 
 def test_datasets_keep_the_contract_order() -> None:
-    assert parse_datasets("subscribers, email_events,email_events") == ("email_events", "subscribers")
+    assert parse_datasets("subscribers, email_events") == ("email_events", "subscribers")
+    # A name given twice is a typo to point out, not to echo back (issue 17).
+    with pytest.raises(InvalidInput, match="email_events named more than once"):
+        parse_datasets("subscribers, email_events,email_events")
 
 
 @pytest.mark.parametrize("frequency", ["5m", "1d", "", "60m", "1H"])

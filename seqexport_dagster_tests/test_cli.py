@@ -162,7 +162,7 @@ def test_every_operation(run: Cli) -> None:
     assert aligned(run("history", eid).out, "STARTED (UTC)", "ROWS")
 
     # delete: stops the export, files stay, history stays readable.
-    deleted = run.ok("delete", eid)
+    deleted = run.ok("delete", eid, "--yes")
     assert deleted["status"] == "deleted" and deleted["deleted_at"] == iso_ms(w.clock())
     with pytest.raises(RunInterrupted):
         w.runner().run_day(eid, "email_events", day_of(w.clock()))

@@ -51,7 +51,7 @@ CASES: list[tuple[str, tuple[str, ...], dict[str, str | None], str, int, str]] =
     ("empty secret on stdin", (*S3, *KEY, "--secret-stdin"), {}, "\n", 2, "secret: --secret-stdin read an empty line"),
     ("two secret sources", (*S3, *GOOD, "--secret-stdin"), {}, "x\n", 2,
      "secret: give --secret-stdin or --secret-env, not both"),
-    ("unknown provider", (*S3, *GOOD, "--provider", "azure"), {}, "", 2, "provider: 'azure' is not one of s3, gcs, local"),
+    ("unknown provider", (*S3, *GOOD, "--provider", "azure"), {}, "", 2, "provider: 'azure' is not one of s3, gcs (for R2"),
     ("local folders without operator setting",
      ("create", "--account", "acme", "--provider", "local", "--bucket", "/tmp/x"), {"SEQEXPORT_ALLOW_LOCAL": None},
      "", 2, "provider: 'local' is not one of s3, gcs (for R2, MinIO or B2 choose s3 and set the endpoint)"),
@@ -91,10 +91,10 @@ CASES: list[tuple[str, tuple[str, ...], dict[str, str | None], str, int, str]] =
     ("new key without its secret",
      ("destination", "{A}", "--provider", "s3", "--bucket", "acme-exports", "--region", "us-east-1", *KEY), {}, "", 2,
      "secret: the secret access key is missing"),
-    ("export now while paused", ("export-now", "{P}"), {}, "", 4, "is paused; resume it first"),
+    ("export now while paused", ("export-now", "{P}"), {}, "", 4, "is paused, so export now would run nothing; resume"),
     ("pause a deleted export", ("pause", "{D}"), {}, "", 4, "is deleted; pause is not possible"),
     ("resume a deleted export", ("resume", "{D}"), {}, "", 4, "is deleted; resume is not possible"),
-    ("delete twice", ("delete", "{D}"), {}, "", 4, "is deleted; delete is not possible"),
+    ("delete twice", ("delete", "{D}", "--yes"), {}, "", 4, "is deleted; delete is not possible"),
     ("datasets of a deleted export", ("datasets", "add", "{D}", "custom_events"), {}, "", 4,
      "is deleted; changing datasets is not possible"),
     ("move a deleted export", ("destination", "{D}", "--prefix", "x"), {}, "", 4,
@@ -102,7 +102,7 @@ CASES: list[tuple[str, tuple[str, ...], dict[str, str | None], str, int, str]] =
     ("bad secret keys setting", ("list",), {"SEQEXPORT_SECRET_KEYS": "k1:not-base64!"}, "", 6,
      "SEQEXPORT_SECRET_KEYS: key 'k1' is not valid base64"),
     ("control plane away", ("list",), {"SEQEXPORT_DATABASE_URL": "postgresql+psycopg2://postgres@127.0.0.1:1/x"}, "",
-     6, "control-plane database unavailable: "),
+     6, "control-plane database unavailable at postgresql+psycopg2://postgres@127.0.0.1:1/x ("),
     ("bad database URL", ("list",), {"SEQEXPORT_DATABASE_URL": "nosuchdb://user:hunter2@db/x"}, "", 6,
      "SEQEXPORT_DATABASE_URL is not a usable database URL"),
 ]  # fmt: skip
@@ -113,7 +113,7 @@ def setup_exports(run: Cli) -> dict[str, str]:
     paused = run.create_local("p")["id"]
     run.ok("pause", paused)
     deleted = run.create_local("d")["id"]
-    run.ok("delete", deleted)
+    run.ok("delete", deleted, "--yes")
     return {"A": active, "P": paused, "D": deleted}
 
 

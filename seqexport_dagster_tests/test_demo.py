@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import gzip
 import json
 import sqlite3
 
@@ -33,6 +35,11 @@ def test_demo_exports_a_valid_layout_that_duckdb_reads(tmp_path, capsys):
         "subscribers",
     ]
     assert list(dest.glob("subscribers/date=*/_SUCCESS"))
+    # A day's snapshot never holds a change from after that day (the generator writes no future).
+    for part in dest.glob("subscribers/date=*/subscribers-*.jsonl.gz"):
+        next_day = (dt.date.fromisoformat(part.parent.name.removeprefix("date=")) + dt.timedelta(days=1)).isoformat()
+        rows = [json.loads(line) for line in gzip.decompress(part.read_bytes()).splitlines()]
+        assert rows and all(r["updated_at"] < next_day for r in rows), part
 
     # The customer docs' DuckDB query, on the demo's files, counts what the source holds between the
     # start of the chain and the end of the last exported window.

@@ -108,4 +108,4 @@ def test_module_prints_statements(capsys: pytest.CaptureFixture[str]) -> None:
     assert warehouse.main(["redshift", "sms_events"]) == 0
     assert capsys.readouterr().out == warehouse.redshift(DATASETS["sms_events"]) + "\n"
     assert warehouse.main(["oracle", "sms_events"]) == 2
-    assert "usage" in capsys.readouterr().err
+    assert "warehouse 'oracle' is not one of snowflake, bigquery, redshift, duckdb" in capsys.readouterr().err

@@ -94,6 +94,9 @@ def subscribers(rng: random.Random, account_id: str, count: int, start_ms: int) 
         created = start_ms - rng.randrange(1, 400) * 24 * HOUR_MS + rng.randrange(HOUR_MS * 24)
         status = rng.choices(["subscribed", "unsubscribed", "bounced", "complained"], [90, 6, 3, 1])[0]
         unsub = created + rng.randrange(HOUR_MS, 30 * 24 * HOUR_MS) if status == "unsubscribed" else None
+        if unsub is not None and unsub >= start_ms:
+            # Never the future: a snapshot of any day from start_ms on shows a change that already happened.
+            unsub = created + (start_ms - created) // 2
         tags = json.dumps(sorted(rng.sample(_TAGS, rng.randrange(0, 4))))
         attributes = json.dumps(
             {

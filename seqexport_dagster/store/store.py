@@ -391,6 +391,13 @@ class ControlPlane:
         return self.get_export(export_id)
 
     @_translate
+    def set_frequency(self, export_id: str, frequency: str, now_ms: int) -> ExportRecord:
+        """Positions stay: the next window runs from the position to the next point of the new grid."""
+        with self.engine.begin() as conn:
+            self._update_export(conn, export_id, now_ms, frequency=frequency)
+        return self.get_export(export_id)
+
+    @_translate
     def request_export_now(self, export_id: str, now_ms: int) -> ExportRecord:
         with self.engine.begin() as conn:
             self._update_export(conn, export_id, now_ms, export_now_at=now_ms)
@@ -406,11 +413,14 @@ class ControlPlane:
             )
 
     @_translate
-    def rotate_secrets(self) -> int:
+    def rotate_secrets(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Re-seal every stored secret with the primary key; returns how many changed."""
         changed = 0
         with self.engine.begin() as conn:
-            for r in conn.execute(sa.select(exports.c.id, exports.c.secret_ciphertext)).all():
+            stored = conn.execute(sa.select(exports.c.id, exports.c.secret_ciphertext)).all()
+            for done, r in enumerate(stored, 1):
+                if progress is not None:  # issue 17: `rotate-keys` shows how far it is
+                    progress(done, len(stored))
                 if r.secret_ciphertext and self.box.needs_rotation(r.secret_ciphertext):
                     plain = self.box.decrypt(r.secret_ciphertext, r.id)
                     conn.execute(

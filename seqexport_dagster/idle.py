@@ -1,0 +1,74 @@
+"""Why the scheduler requested nothing this tick, in words an operator can act on (issue 17).
+
+Pure, like `seqexport_dagster.planner`: the sensor shows the result as the tick's skip reason, so
+the Dagster UI says "paused", "retries at <time> (attempt n)" or "nothing due" instead of only
+"0 runs requested".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import Final
+
+from seqexport_dagster.planner import waiting_for_backoff
+from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.store.store import ACTIVE, PAUSED, DatasetState, ExportRecord
+from seqexport_dagster.window import DAY_MS, Window, floor_to_grid, frequency_ms, iso_ms
+
+SHOWN: Final = 5
+
+
+def next_scheduled(record: ExportRecord, state: DatasetState) -> tuple[Window, int]:
+    """The dataset's next scheduled window (or snapshot day) and when it is written (end + lag)."""
+    if DATASETS[state.dataset].is_snapshot:
+        window = Window(state.position_ms, state.position_ms + DAY_MS)
+    else:
+        step = frequency_ms(record.frequency)
+        window = Window(state.position_ms, floor_to_grid(state.position_ms, step) + step)
+    return window, window.to_ms + record.lag_ms
+
+
+def retry_note(state: DatasetState) -> str:
+    """``retries at 2026-09-30T14:00:00.000Z (attempt 3)``: when the scheduler tries again."""
+    when = iso_ms(state.next_retry_at) if state.next_retry_at is not None else "the next tick"
+    return f"retries at {when} (attempt {state.failures + 1})"
+
+
+def _some(items: list[str]) -> str:
+    more = f" and {len(items) - SHOWN} more" if len(items) > SHOWN else ""
+    return ", ".join(items[:SHOWN]) + more
+
+
+def idle_reason(exports: Iterable[ExportRecord], now_ms: int, *, busy: Collection[str] = ()) -> str:
+    """One line for a tick that requested no run."""
+    records = list(exports)
+    paused = [e.id for e in records if e.status == PAUSED]
+    running = [e.id for e in records if e.status == ACTIVE and e.id in busy]
+    backoff: list[str] = []
+    waiting = 0
+    next_due: int | None = None
+    for e in records:
+        if e.status != ACTIVE or e.id in busy:
+            continue
+        for s in e.datasets:
+            if waiting_for_backoff(e, s, now_ms):
+                backoff.append(f"{e.id} {s.dataset} {retry_note(s)}")
+                continue
+            waiting += 1
+            due = next_scheduled(e, s)[1]
+            next_due = due if next_due is None else min(next_due, due)
+    parts = []
+    if waiting:
+        when = f"; next window due at {iso_ms(next_due)}" if next_due is not None else ""
+        parts.append(f"nothing due: {waiting} dataset(s) of active exports are up to date{when}")
+    elif not records:
+        parts.append("nothing due: no exports")
+    else:
+        parts.append("nothing due")
+    if backoff:
+        parts.append(f"in backoff: {_some(backoff)}")
+    if paused:
+        parts.append(f"paused: {_some(paused)}")
+    if running:
+        parts.append(f"already running: {_some(running)}")
+    return "; ".join(parts)

@@ -1,0 +1,54 @@
+"""Which committed windows of an export live at the location being verified (for `verify --ledger`).
+
+After a destination change (bucket, prefix, endpoint) the ledger holds windows committed at several
+places. Only the windows whose latest committed attempt is at the verified place belong there; the
+others must not be reported missing. The ledger keeps a fingerprint of each place
+(`store.location_of`), so the verified source is matched by recomputing that fingerprint for the
+ways the source can be spelled (provider, endpoint, bucket/prefix split).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+import sqlalchemy as sa
+
+from seqexport_dagster.store.store import COMMITTED, ControlPlane, location_of
+from seqexport_dagster.store.tables import windows
+from seqexport_dagster.window import Window
+
+
+def source_locations(source: str, endpoints: set[str | None]) -> set[str]:
+    """Every fingerprint the verified ``source`` may carry in the ledger."""
+    match = re.match(r"^(s3|gs)://([^/]+)/?(.*)$", source)
+    if match:
+        bucket, prefix = match.group(2), match.group(3).strip("/")
+        return {location_of(p, e, bucket, prefix) for p in ("s3", "gcs") for e in endpoints | {None}}
+    parts = PurePosixPath(source.removeprefix("file://")).parts
+    return {
+        location_of("local", None, str(PurePosixPath(*parts[:cut])), "/".join(parts[cut:]))
+        for cut in range(1, len(parts) + 1)
+    }
+
+
+def committed_elsewhere(store: ControlPlane, export_id: str, source: str) -> set[tuple[str, Window]]:
+    """(dataset, window) pairs whose latest committed attempt is at another location than ``source``.
+
+    Empty when no window was ever committed at ``source``: then the place cannot be recognised,
+    and the full comparison (the old behaviour) is the safe answer.
+    """
+    export = store.get_export(export_id)
+    here = source_locations(source, {export.endpoint})
+    latest: dict[tuple[str, Window], str] = {}
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(windows.c.dataset, windows.c.from_ms, windows.c.to_ms, windows.c.location)
+            .where(windows.c.export_id == export_id, windows.c.status == COMMITTED)
+            .order_by(windows.c.id)
+        ).all()
+    for r in rows:
+        latest[(r.dataset, Window(r.from_ms, r.to_ms))] = r.location
+    if not any(r.location in here for r in rows):
+        return set()
+    return {key for key, location in latest.items() if location not in here}

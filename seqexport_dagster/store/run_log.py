@@ -1,0 +1,114 @@
+"""The run log: how each run was started and how it ended, per (run, export, dataset).
+
+Written by the Dagster wiring around `Runner.run_day`; read by `seqexport_dagster.history`. Kept
+apart from the windows ledger (`store.store`) on purpose: the ledger records what reached the
+bucket, the run log what was asked for and what Dagster reported, including runs that never
+opened a window (paused or deleted before their first file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import sqlalchemy as sa
+
+from seqexport_dagster.store.tables import metadata
+
+SCHEDULED: Final = "scheduled"
+EXPORT_NOW: Final = "export now"
+BACKFILL: Final = "backfill"
+MANUAL: Final = "manual"
+TRIGGERS: Final = (SCHEDULED, EXPORT_NOW, BACKFILL, MANUAL)
+
+run_log = sa.Table(
+    "run_log",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("export_id", sa.String(40), nullable=False),
+    sa.Column("dataset", sa.String(32), nullable=False),
+    sa.Column("date", sa.String(10), nullable=False),
+    sa.Column("trigger", sa.String(16), nullable=False),
+    # running, succeeded, failed, canceled: the words Dagster's run page uses.
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("message", sa.Text),
+    sa.Column("started_at", sa.BigInteger, nullable=False),
+    sa.Column("finished_at", sa.BigInteger),
+    sa.Index("ix_run_log_export_started", "export_id", "started_at"),
+    sa.Index("ix_run_log_run", "run_id", "export_id", "dataset"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunLogEntry:
+    run_id: str
+    export_id: str
+    dataset: str
+    date: str
+    trigger: str
+    status: str
+    message: str | None
+    started_at: int
+    finished_at: int | None
+
+
+class RunLog:
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    def start(self, run_id: str, export_id: str, dataset: str, date: str, trigger: str, now_ms: int) -> None:
+        """Open (or, on a step retry, reopen) the entry of this run's dataset."""
+        where = sa.and_(run_log.c.run_id == run_id, run_log.c.export_id == export_id, run_log.c.dataset == dataset)
+        try:
+            with self.engine.begin() as conn:
+                if conn.execute(sa.select(run_log.c.id).where(where)).first():
+                    conn.execute(run_log.update().where(where).values(status="running", finished_at=None))
+                    return
+                conn.execute(
+                    run_log.insert().values(
+                        run_id=run_id,
+                        export_id=export_id,
+                        dataset=dataset,
+                        date=date,
+                        trigger=trigger,
+                        status="running",
+                        started_at=now_ms,
+                    )
+                )
+        except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.ProgrammingError):
+            # Never fail a customer's export over its history note: if the control plane is away
+            # the runner fails on its own a moment later; a table not yet migrated only loses notes.
+            return
+
+    def finish(
+        self, run_id: str, export_id: str, dataset: str, status: str, now_ms: int, message: str | None = None
+    ) -> None:
+        where = sa.and_(run_log.c.run_id == run_id, run_log.c.export_id == export_id, run_log.c.dataset == dataset)
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(run_log.update().where(where).values(status=status, message=message, finished_at=now_ms))
+        except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.ProgrammingError):
+            return  # the outcome is in the ledger and in Dagster; losing this line only loses a note
+
+    def entries(self, export_id: str, since_ms: int) -> list[RunLogEntry]:
+        query = (
+            sa.select(run_log)
+            .where(run_log.c.export_id == export_id, run_log.c.started_at >= since_ms)
+            .order_by(run_log.c.id)
+        )
+        with self.engine.connect() as conn:
+            return [
+                RunLogEntry(
+                    run_id=r.run_id,
+                    export_id=r.export_id,
+                    dataset=r.dataset,
+                    date=r.date,
+                    trigger=r.trigger,
+                    status=r.status,
+                    message=r.message,
+                    started_at=r.started_at,
+                    finished_at=r.finished_at,
+                )
+                for r in conn.execute(query)
+            ]
