@@ -383,10 +383,6 @@ def _export_now(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 
 def _frequency(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
-    if not hasattr(api, "change_frequency"):
-        raise InvalidInput(
-            "frequency", "changing the frequency is not in the HTTP API yet: run it with SEQEXPORT_DATABASE_URL set"
-        )
     record = api.change_frequency(args.export_id, args.frequency)
     if out.as_json:
         out.json(export_json(record))

@@ -38,6 +38,8 @@ def committed_elsewhere(store: ControlPlane, export_id: str, source: str) -> set
     Empty when no window was ever committed at ``source``: then the place cannot be recognised,
     and the full comparison (the old behaviour) is the safe answer.
     """
+    if not isinstance(store, ControlPlane):
+        return set()  # the HTTP API's ledger (remote CLI) carries no locations: compare everything
     export = store.get_export(export_id)
     here = source_locations(source, {export.endpoint})
     latest: dict[tuple[str, Window], str] = {}

@@ -181,6 +181,9 @@ class RemoteExports:
     def export_now(self, export_id: str) -> ExportRecord:
         return self._record("POST", export_id, "export-now")
 
+    def change_frequency(self, export_id: str, frequency: str) -> ExportRecord:
+        return self._record("PATCH", export_id, "frequency", json={"frequency": frequency})
+
     def delete(self, export_id: str) -> ExportRecord:
         return self._record("DELETE", export_id)
 

@@ -88,6 +88,10 @@ class ScopedExports:
         self._own(export_id)
         return self.exports.export_now(export_id)
 
+    def change_frequency(self, export_id: str, frequency: str) -> ExportRecord:
+        self._own(export_id)
+        return self.exports.change_frequency(export_id, frequency)
+
     def delete(self, export_id: str) -> ExportRecord:
         self._own(export_id)
         return self.exports.delete(export_id)

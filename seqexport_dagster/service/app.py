@@ -26,7 +26,7 @@ from seqexport_dagster import presentation as shapes
 from seqexport_dagster.api import Exports
 from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.service.body import ChangeDatasets, ChangeDestination, CreateExport
+from seqexport_dagster.service.body import ChangeDatasets, ChangeDestination, ChangeFrequency, CreateExport
 from seqexport_dagster.service.errors import error_response, to_response, unauthorized, unavailable
 from seqexport_dagster.service.guard import RateLimit, idempotent
 from seqexport_dagster.store.idempotency import IdempotencyStore
@@ -243,6 +243,13 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
             raise InvalidInput("datasets", "give either add or remove, with at least one dataset")
         record = api.add_datasets(export_id, body.add) if body.add else api.remove_datasets(export_id, body.remove)
         return ok(shapes.export_json(record))
+
+    @app.patch(
+        "/v1/exports/{export_id}/frequency", response_model=shapes.ExportJson, responses=ERRORS, tags=["exports"]
+    )
+    def change_frequency(api: Scoped, export_id: str, body: ChangeFrequency) -> Response:
+        """Change how often windows are written; each dataset continues from its position on the new grid."""
+        return ok(shapes.export_json(api.change_frequency(export_id, body.frequency)))
 
     @app.patch(
         "/v1/exports/{export_id}/destination", response_model=shapes.ExportJson, responses=WRITES, tags=["exports"]

@@ -40,6 +40,12 @@ class ChangeDatasets(BaseModel):
     remove: list[str] = Field(default_factory=list, description="datasets to stop; their files stay")
 
 
+class ChangeFrequency(BaseModel):
+    model_config = _STRICT
+
+    frequency: str = Field(description="15m, 1h, 6h or 24h; positions are kept, so the chain stays gap-free")
+
+
 class ChangeDestination(BaseModel):
     """A value left out is kept; "" clears prefix, region or endpoint. A new key id needs its secret."""
 
