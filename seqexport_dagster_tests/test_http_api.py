@@ -84,7 +84,8 @@ def test_http_api_end_to_end(api: tuple[ApiServer, Exports, Recorder], moto: Mot
     assert {"/v1/exports", "/v1/exports/{export_id}", "/v1/exports/{export_id}/history"} <= set(spec["paths"])
 
     # create: the connection test writes to moto; Idempotency-Key returns the first export again.
-    body = s3_body("http-acme", moto.endpoint, PLANTED)
+    # No lag: "export now" has something to write at once (with the default 2 minutes it says when, 409).
+    body = s3_body("http-acme", moto.endpoint, PLANTED, lag_ms=0)
     first = acme.post("/v1/exports", json=body, headers={"Idempotency-Key": "create-1"})
     assert first.status_code == 201, first.text
     again = acme.post("/v1/exports", json=body, headers={"Idempotency-Key": "create-1"})
@@ -123,6 +124,8 @@ def test_http_api_end_to_end(api: tuple[ApiServer, Exports, Recorder], moto: Mot
     assert acme.post(f"/v1/exports/{a_id}/pause").json()["status"] == "paused"
     assert acme.post(f"/v1/exports/{a_id}/export-now").status_code == 409  # paused: resume first
     assert acme.post(f"/v1/exports/{a_id}/resume").json()["status"] == "active"
+    early = beta.post(f"/v1/exports/{b_id}/export-now")  # within its 2-minute lag: says why and when
+    assert early.status_code == 409 and "has nothing to export yet" in early.json()["error"]["message"]
     now1 = acme.post(f"/v1/exports/{a_id}/export-now", headers={"Idempotency-Key": "now-1"})
     now2 = acme.post(f"/v1/exports/{a_id}/export-now", headers={"Idempotency-Key": "now-1"})
     assert now1.status_code == now2.status_code == 200 and now1.json() == now2.json()
