@@ -27,3 +27,18 @@ def test_idle_reason_says_nothing_due_paused_or_in_backoff(tmp_path: Any) -> Non
             f"paused: {paused.id}"
         )
         assert up_to_date.id in idle_reason(records, world.clock(), busy={up_to_date.id})
+
+
+def test_the_sensor_tick_carries_the_reason(tmp_path: Any, monkeypatch: Any) -> None:
+    from seqexport_dagster_tests.dagster_harness import harness  # noqa: PLC0415 - Dagster only here
+
+    with harness(tmp_path, monkeypatch) as h:
+        paused = h.world.local_export(datasets=("email_events",), folder="p")
+        h.world.store.set_status(paused.id, "paused", h.world.clock())
+        result = h.sensor_result()
+        assert result.run_requests == [] and result.skip_reason is not None
+        assert result.skip_reason.skip_message == f"nothing due; paused: {paused.id}"
+        h.world.local_export(datasets=("email_events",), folder="a")
+        h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
+        busy = h.sensor_result()
+        assert busy.skip_reason is None and len(busy.run_requests) == 1

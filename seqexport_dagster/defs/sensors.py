@@ -35,6 +35,7 @@ from seqexport_dagster.defs.assets import OP_NAME, SCHEDULED, TRIGGER_TAG
 from seqexport_dagster.defs.health import check_evaluation, day_event, failing_digest, status_event
 from seqexport_dagster.defs.partitions import EXPORTS
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
+from seqexport_dagster.idle import idle_reason
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
@@ -172,6 +173,8 @@ def evaluate(
     cursor.failing, cursor.since_ms, cursor.tick = digest, watermark, cursor.tick + 1
     return dg.SensorResult(
         run_requests=requests,
+        # Issue 17: a tick that requests nothing says why (nothing due, paused, retries at <time> (attempt n)).
+        skip_reason=None if requests else idle_reason(records, now_ms, busy=busy),
         dynamic_partitions_requests=[dg.AddDynamicPartitionsRequest(EXPORTS, new)] if new else [],
         asset_events=events,
         cursor=cursor.dump(),
