@@ -285,8 +285,8 @@ def _lag_ms(minutes: str) -> int:
         value = float(minutes)
     except ValueError:
         raise InvalidInput("lag", f"{shown} is not a number of minutes (0 to 60)") from None
-    if not 0 <= value <= 60:  # NaN and infinities fail too; 1e308 minutes would overflow below
-        raise InvalidInput("lag", f"{shown} is out of range: use 0 to 60 minutes")
+    if not -1e6 <= value <= 1e6:  # NaN and infinities fail too; 1e308 minutes would overflow below
+        raise InvalidInput("lag", f"{shown} minutes is out of range: use 0 to 60 minutes")
     from seqexport_dagster.api import validate_lag_ms  # noqa: PLC0415 - see TYPE_CHECKING above
 
     return validate_lag_ms(int(round(value * 60_000)))

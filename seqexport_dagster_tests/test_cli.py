@@ -337,8 +337,8 @@ def test_rotate_keys_reseals_every_secret(run: Cli, moto: MotoServer) -> None:
     )
     new_spec = new_key_spec("t2")
     both = {**run.env, "SEQEXPORT_SECRET_KEYS": f"{new_spec},{run.key_spec}"}
-    assert run.ok("rotate-keys", env=both) == {"resealed": 1}
-    assert run.ok("rotate-keys", env=both) == {"resealed": 0}
+    assert run.ok("rotate-keys", env=both) == {"resealed": 1, "failed": []}
+    assert run.ok("rotate-keys", env=both) == {"resealed": 0, "failed": []}
     only_new = {**run.env, "SEQEXPORT_SECRET_KEYS": new_spec}
     # The old key is gone and the stored secret still opens: the move re-uses it for its test.
     moved = run("destination", created["id"], "--prefix", "after-rotation", "--json", env=only_new)

@@ -111,7 +111,7 @@ _AWS_REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d\Z")
 # What botocore accepts as a region (a host label); anything else fails inside botocore.
 _REGION_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z")
 # AWS (AKIA..., 16-128), GCS HMAC (GOOG1..., 61), R2 (32 hex), B2 (25 hex), MinIO (3+).
-_ACCESS_KEY_ID_RE = re.compile(r"^[A-Za-z0-9._+=@-]{3,128}\Z")
+_ACCESS_KEY_ID_RE = re.compile(r"^[A-Za-z0-9._+=@-]{1,128}\Z")
 
 
 def validate_bucket(bucket: str) -> str:
@@ -170,7 +170,7 @@ def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> Destin
     if not _ACCESS_KEY_ID_RE.match(config.access_key_id):
         raise InvalidInput(
             "access_key_id",
-            "is not an access key id: use 3-128 letters, digits and ._+=@- (for example AKIAIOSFODNN7EXAMPLE)",
+            "is not an access key id: use 1-128 letters, digits and ._+=@- (for example AKIAIOSFODNN7EXAMPLE)",
         )
     if config.region is not None and not _REGION_RE.match(config.region):
         raise InvalidInput(

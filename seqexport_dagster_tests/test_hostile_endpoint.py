@@ -1,0 +1,170 @@
+"""A hostile customer endpoint on 127.0.0.1 (the operator's local mode) cannot hurt a run worker.
+
+It answers a PUT with 400 MB, drips its answer one byte a second, or returns a 5 MB error (and a
+3 KB one) full of control characters. Each PUT still ends within its deadline, the worker's peak
+RSS stays far below 150 MB, and the error the customer sees (`last_error`, ledger, CLI) is one
+printable line of at most 1 KB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from seqexport_dagster.errors import ERROR_TEXT_LIMIT
+from seqexport_dagster.store.crypto import new_key_spec
+from seqexport_dagster_tests.cli_harness import Cli, env_for
+from seqexport_dagster_tests.moto_server import free_port
+from seqexport_dagster_tests.processes import ROOT, stop_group
+from seqexport_dagster_tests.world import DAY0, World
+
+DEADLINE_S = 3.0
+#: botocore's backoff between attempts of a quickly failing PUT, and process start-up slack.
+SLACK_S = 4.0
+SECRET = "hostile/Secret+Key0123456789abcdefghijkl"
+HOUR_MS = 3_600_000
+
+# mode -> (error type the worker reports, a phrase of the customer's message)
+MODES = {
+    "huge": ("ResponseTooLarge", "with more than 16 KB"),
+    "drip": ("EndpointTooSlow", f"within {DEADLINE_S:g} s"),
+    "bigerror": ("ResponseTooLarge", "with more than 16 KB"),
+    "ctlerror": ("DestinationError", "HostileError: line one line two 31mred 0m evil sep nel line one"),
+}
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Iterator[tuple[str, Callable[[str], None]]]:
+    port = free_port()
+    mode_file = tmp_path / "mode"
+    mode_file.write_text("ok")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "seqexport_dagster_tests.hostile_server", str(port), str(mode_file)],
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("hostile server did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}", mode_file.write_text  # type: ignore[misc]
+    finally:
+        stop_group(process, grace_s=2)
+
+
+def assert_safe_text(text: str) -> None:
+    assert len(text.encode()) <= ERROR_TEXT_LIMIT, len(text.encode())
+    assert text.isprintable(), repr(text[:200])
+    assert SECRET not in text
+
+
+def test_hostile_endpoint_is_bounded_in_time_memory_and_words(
+    tmp_path: Path,
+    hostile: tuple[str, Callable[[str], None]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    endpoint, set_mode = hostile
+    spec = new_key_spec("t1")
+    world = World.in_files(tmp_path, DAY0, spec)
+    env = env_for(world, spec) | {"SEQEXPORT_PUT_DEADLINE_SECONDS": str(DEADLINE_S)}
+    cli = Cli(world, env, spec, capsys, monkeypatch)
+    try:
+        created = cli.ok(
+            "create",
+            "--account",
+            "acme",
+            "--provider",
+            "s3",
+            "--endpoint",
+            endpoint,
+            "--bucket",
+            "hostile-bucket",
+            "--access-key-id",
+            "AKIAHOSTILE",
+            "--secret-stdin",
+            "--datasets",
+            "email_events",
+            stdin=SECRET + "\n",
+        )
+        export_id = created["id"]
+        worker_env = {k: v for k, v in os.environ.items() if not k.startswith(("SEQEXPORT_", "DAGSTER_"))}
+        worker_env |= env | {"PYTHONPATH": str(ROOT)}
+
+        def worker() -> dict[str, object]:
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "seqexport_dagster_tests.hostile_worker",
+                    export_id,
+                    "email_events",
+                    "2026-09-30",
+                    str(DAY0 + 3 * HOUR_MS),
+                ],
+                cwd=ROOT,
+                env=worker_env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                start_new_session=True,
+            )
+            assert done.returncode == 0, done.stderr[-2000:]
+            return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+        figures: dict[str, dict[str, object]] = {}
+        for mode, (error_type, phrase) in MODES.items():
+            set_mode(mode)
+            # The connection test of a destination change, through the CLI: bounded, and says why.
+            started = time.monotonic()
+            changed = cli("destination", export_id, "--prefix", f"moved-{mode}", "--json")
+            assert changed.code == 5, changed
+            assert time.monotonic() - started < DEADLINE_S + SLACK_S
+            message = changed.json["error"]["message"]
+            assert_safe_text(message)
+            assert phrase in message, message
+
+            # A run worker in its own process writing to it.
+            result = worker()
+            figures[mode] = result
+            assert result["error"] == error_type, (mode, result)
+            assert float(result["seconds"]) < DEADLINE_S + SLACK_S, (mode, result)  # type: ignore[arg-type]
+            assert float(result["peak_rss_mb"]) < 150, (mode, result)  # type: ignore[arg-type]
+
+            # What the customer sees: control plane, ledger, `status` and `history`, JSON and text.
+            state = world.store.get_export(export_id).dataset_state("email_events")
+            assert state is not None and state.last_error is not None
+            assert_safe_text(state.last_error)
+            assert phrase in state.last_error, state.last_error
+            ledger = world.store.ledger(export_id)
+            assert ledger[-1].status == "failed" and ledger[-1].error is not None
+            assert_safe_text(ledger[-1].error)
+            status = cli.ok("status", export_id)
+            assert_safe_text(status["last_error"]["message"])
+            text = cli("status", export_id)
+            assert text.code == 0 and "\x1b" not in text.out and "\u202e" not in text.out
+            [message_line] = [line for line in text.out.splitlines() if line.lstrip().startswith("message ")]
+            assert_safe_text(message_line.split("message", 1)[1].strip())
+            for run in cli.ok("history", export_id):
+                if run["error"]:
+                    assert_safe_text(run["error"])
+        set_mode("ok")
+        baseline = worker()
+        assert baseline["error"] is None
+        print("hostile endpoint figures:", json.dumps({"ok": baseline, **figures}))
+    finally:
+        world.dispose()
