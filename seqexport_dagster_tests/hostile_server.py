@@ -13,9 +13,13 @@ from ``MODE_FILE`` (so a test switches modes without restarting), consumes the r
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 HUGE = 400 * 1024 * 1024
@@ -99,6 +103,44 @@ def main(argv: list[str]) -> int:
     while True:
         conn, _ = server.accept()
         threading.Thread(target=serve, args=(conn, mode_file), daemon=True).start()
+
+
+@dataclass(frozen=True)
+class HostileServer:
+    endpoint: str
+    mode_file: Path
+
+    def set_mode(self, mode: str) -> None:
+        self.mode_file.write_text(mode)
+
+
+@contextmanager
+def running(folder: Path) -> Iterator[HostileServer]:
+    """The server in its own process group on a free port, in mode ``ok``; stopped by PID."""
+    from seqexport_dagster_tests.moto_server import free_port  # noqa: PLC0415 - the server itself needs none
+    from seqexport_dagster_tests.processes import ROOT, stop_group  # noqa: PLC0415
+
+    port = free_port()
+    server = HostileServer(f"http://127.0.0.1:{port}", folder / "hostile-mode")
+    server.set_mode("ok")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "seqexport_dagster_tests.hostile_server", str(port), str(server.mode_file)],
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("the hostile server did not start") from None
+                time.sleep(0.05)
+        yield server
+    finally:
+        stop_group(process, grace_s=2)
 
 
 if __name__ == "__main__":

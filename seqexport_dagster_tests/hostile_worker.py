@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
     except ExportError as exc:
         error = type(exc).__name__
     seconds = time.monotonic() - started
-    print(json.dumps({"error": error, "seconds": seconds, "peak_rss_mb": peak_rss_mb()}))
+    sys.stdout.write(json.dumps({"error": error, "seconds": seconds, "peak_rss_mb": peak_rss_mb()}) + "\n")
     return 0
 
 

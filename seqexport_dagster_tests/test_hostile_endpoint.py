@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,8 +21,8 @@ import pytest
 from seqexport_dagster.errors import ERROR_TEXT_LIMIT
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster_tests.cli_harness import Cli, env_for
-from seqexport_dagster_tests.moto_server import free_port
-from seqexport_dagster_tests.processes import ROOT, stop_group
+from seqexport_dagster_tests.hostile_server import HostileServer, running
+from seqexport_dagster_tests.processes import ROOT
 from seqexport_dagster_tests.world import DAY0, World
 
 DEADLINE_S = 3.0
@@ -42,28 +41,9 @@ MODES = {
 
 
 @pytest.fixture
-def hostile(tmp_path: Path) -> Iterator[tuple[str, Callable[[str], None]]]:
-    port = free_port()
-    mode_file = tmp_path / "mode"
-    mode_file.write_text("ok")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "seqexport_dagster_tests.hostile_server", str(port), str(mode_file)],
-        cwd=ROOT,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("hostile server did not start") from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}", mode_file.write_text  # type: ignore[misc]
-    finally:
-        stop_group(process, grace_s=2)
+def hostile(tmp_path: Path) -> Iterator[HostileServer]:
+    with running(tmp_path) as server:
+        yield server
 
 
 def assert_safe_text(text: str) -> None:
@@ -74,11 +54,11 @@ def assert_safe_text(text: str) -> None:
 
 def test_hostile_endpoint_is_bounded_in_time_memory_and_words(
     tmp_path: Path,
-    hostile: tuple[str, Callable[[str], None]],
+    hostile: HostileServer,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    endpoint, set_mode = hostile
+    endpoint, set_mode = hostile.endpoint, hostile.set_mode
     spec = new_key_spec("t1")
     world = World.in_files(tmp_path, DAY0, spec)
     env = env_for(world, spec) | {"SEQEXPORT_PUT_DEADLINE_SECONDS": str(DEADLINE_S)}
@@ -165,6 +145,53 @@ def test_hostile_endpoint_is_bounded_in_time_memory_and_words(
         set_mode("ok")
         baseline = worker()
         assert baseline["error"] is None
-        print("hostile endpoint figures:", json.dumps({"ok": baseline, **figures}))
     finally:
         world.dispose()
+
+
+def test_dagster_event_log_gets_one_bounded_line_and_no_retry_of_a_drip(
+    tmp_path: Path, hostile: HostileServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through a real Dagster instance: the step failure carries the sanitised message, and a store
+    that drips its answer fails the step once (no RetryPolicy round), within the deadline."""
+    from seqexport_dagster.destination.base import DestinationConfig  # noqa: PLC0415
+    from seqexport_dagster_tests.dagster_harness import harness  # noqa: PLC0415
+
+    monkeypatch.setenv("SEQEXPORT_PUT_DEADLINE_SECONDS", str(DEADLINE_S))
+    with harness(tmp_path, monkeypatch, now_ms=DAY0) as h:
+        export = h.world.store.create_export(
+            account_id="acme",
+            destination=DestinationConfig(
+                "s3",
+                "hostile-bucket",
+                region="us-east-1",
+                endpoint=hostile.endpoint,
+                access_key_id="AKIAHOSTILE",
+                secret_access_key=SECRET,
+            ),
+            datasets=("email_events",),
+            frequency="1h",
+            lag_ms=120_000,
+            now_ms=DAY0,
+        )
+        h.world.clock.now_ms = DAY0 + 3 * HOUR_MS
+        for mode in ("ctlerror", "drip"):
+            hostile.set_mode(mode)
+            started = time.monotonic()
+            result = h.run(export.id, "2026-09-30", ["email_events"])
+            elapsed = time.monotonic() - started
+            assert not result.success
+            events = h.instance.all_logs(result.run_id)
+            types = [e.dagster_event.event_type_value for e in events if e.dagster_event]
+            assert types.count("STEP_FAILURE") == 1 and "STEP_UP_FOR_RETRY" not in types, (mode, types)
+            [failure] = [e for e in events if e.dagster_event and e.dagster_event.event_type_value == "STEP_FAILURE"]
+            error = failure.dagster_event.step_failure_data.user_failure_data  # type: ignore[union-attr]
+            assert error is not None and error.description is not None
+            assert_safe_text(error.description)
+            assert MODES[mode][1] in error.description, error.description
+            for event in events:
+                text = event.user_message + (str(event.dagster_event.event_specific_data) if event.dagster_event else "")
+                assert not any(ch in text for ch in ("\x9b", "\u202e", "\u2028", "\x85")), (mode, text[:300])
+                assert SECRET not in text
+            if mode == "drip":
+                assert elapsed < 30, elapsed  # one deadline (3 s) plus Dagster's own run overhead

@@ -18,7 +18,7 @@ from seqexport_dagster.errors import RateLimited
 from seqexport_dagster.store.tables import connection_tests
 from seqexport_dagster.window import MINUTE_MS
 
-LIMIT: Final = 10
+LIMIT: Final = 20
 WINDOW_MS: Final = 15 * MINUTE_MS
 
 
