@@ -80,6 +80,20 @@ remote: with SEQEXPORT_API_URL and SEQEXPORT_API_TOKEN set, the management comma
 _ENV_NAME_RE: Final = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}\Z")
 
 
+#: Options whose field has another name in errors than the option's.
+_OPTION_FIELDS: Final = {"lag-minutes": "lag", "secret-env": "secret", "secret-stdin": "secret"}
+_USAGE_ARGUMENT_RE: Final = re.compile(r"^argument --([a-z-]+)[:/ ]")
+
+
+def _usage_field(message: str) -> str | None:
+    """The field argparse complained about (``argument --lag-minutes: expected one argument``)."""
+    found = _USAGE_ARGUMENT_RE.match(message)
+    if not found:
+        return None
+    option = found.group(1)
+    return _OPTION_FIELDS.get(option, option.replace("-", "_"))
+
+
 class UsageError(Exception):
     """argparse's complaint, turned into an exit code 2 instead of a SystemExit."""
 
@@ -864,7 +878,7 @@ def main(
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:
-        return out.error("invalid_input", str(exc), EXIT_BAD_INPUT)
+        return out.error("invalid_input", str(exc), EXIT_BAD_INPUT, field=_usage_field(str(exc)))
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     out.as_json = bool(args.json)
