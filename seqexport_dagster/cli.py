@@ -240,6 +240,8 @@ def _read_secret(args: argparse.Namespace, out: Output, *, required: bool) -> st
     """The secret from stdin, an environment variable or a prompt; never from the command line."""
     env: Mapping[str, str] = args.environ
     secret: str | None = None
+    if args.secret_env is not None and not args.secret_env.strip():
+        raise InvalidInput("secret", "--secret-env needs the NAME of an environment variable holding the secret")
     if args.secret_stdin and args.secret_env:
         raise InvalidInput("secret", "give --secret-stdin or --secret-env, not both")
     if args.secret_stdin:
@@ -412,7 +414,7 @@ def _datasets(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 def _destination(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     needs_secret = args.access_key_id is not None or (args.provider is not None and args.provider != "local")
-    asked = needs_secret or args.secret_stdin or args.secret_env or args.secret_prompt
+    asked = needs_secret or args.secret_stdin or args.secret_env is not None or args.secret_prompt
     record = api.change_destination(
         args.export_id,
         provider=args.provider,
