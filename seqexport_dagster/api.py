@@ -8,6 +8,9 @@ and raises only from our error tree (`seqexport_dagster.errors`):
 - `NotFound`: no such export.
 - `ConflictError`: the operation does not apply in the export's current state (deleted, paused...).
 - `ConnectionTestFailed`: the test write to the new destination failed; nothing was saved.
+- `RateLimited`: the account ran too many connection tests lately (`store.rate_limit`); nothing
+  was tested or saved; ``retry_after_ms`` says when it may try again.
+- `SecretKeyError` / `ConfigurationError`: the operator's keys or settings are unusable.
 - `RetryableError`: the control-plane database is briefly away.
 
 No method ever returns or raises a secret: `ExportRecord` carries no secret, and errors from the

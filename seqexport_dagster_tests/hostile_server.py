@@ -6,6 +6,8 @@ from ``MODE_FILE`` (so a test switches modes without restarting), consumes the r
 ``ok``        200, empty body: a store that accepts the PUT
 ``huge``      200 announcing 400 MB and streaming it as fast as the client reads
 ``drip``      the whole answer, status line included, one byte a second
+``dripbody``  a 400 whose headers come at once and whose 100 KB body comes one byte a second
+``stall``     reads the request and never answers
 ``bigerror``  400 with a 5 MB S3 error XML whose message is full of control characters
 ``ctlerror``  400 with a 3 KB S3 error message with newlines, terminal escapes, bidi overrides
 """
@@ -74,6 +76,13 @@ def answer(conn: socket.socket, mode: str) -> None:
         for byte in b'HTTP/1.1 200 OK\r\nETag: "x"\r\nContent-Length: 0\r\n\r\n':
             conn.sendall(bytes([byte]))
             time.sleep(1.0)
+    elif mode == "dripbody":
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 100000\r\n\r\n")
+        while True:
+            conn.sendall(b"x")
+            time.sleep(1.0)
+    elif mode == "stall":
+        time.sleep(3600)  # accepts the upload, never answers
     elif mode in ("bigerror", "ctlerror"):
         size = 5 * 1024 * 1024 if mode == "bigerror" else 3 * 1024
         nasty = NASTY if mode == "bigerror" else NASTY_XML

@@ -195,3 +195,27 @@ def test_dagster_event_log_gets_one_bounded_line_and_no_retry_of_a_drip(
                 assert SECRET not in text
             if mode == "drip":
                 assert elapsed < 30, elapsed  # one deadline (3 s) plus Dagster's own run overhead
+
+
+@pytest.mark.parametrize("mode", ["drip", "dripbody", "stall", "huge", "bigerror"])
+def test_each_put_ends_within_its_deadline(hostile: HostileServer, mode: str) -> None:
+    """The destination itself, every attempt included: one deadline, whatever phase the store holds."""
+    from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy  # noqa: PLC0415
+    from seqexport_dagster.destination.s3 import S3Destination  # noqa: PLC0415
+    from seqexport_dagster.errors import EndpointTooSlow, ResponseTooLarge  # noqa: PLC0415
+
+    hostile.set_mode(mode)
+    config = DestinationConfig(
+        "s3", "hostile-bucket", "p", "us-east-1", hostile.endpoint, "AKIAHOSTILE", secret_access_key=SECRET
+    )
+    destination = S3Destination(config, OperatorPolicy(allow_local=True), deadline_s=2.0, read_timeout=60.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises((EndpointTooSlow, ResponseTooLarge)) as info:
+            destination.put("p/x.txt", b"body")
+    finally:
+        destination.close()
+    elapsed = time.monotonic() - started
+    expected = ResponseTooLarge if mode in ("huge", "bigerror") else EndpointTooSlow
+    assert type(info.value) is expected and not info.value.retryable
+    assert elapsed < 2.0 + 1.0, elapsed  # neither retried nor drained
