@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import context, op
 
 revision = "0003"
-down_revision = "0001"  # TEMPORARY in wt13: "0002" once the lead's 0002 is on main
+down_revision = "0002"
 
 log = logging.getLogger("seqexport.migrations")
 
