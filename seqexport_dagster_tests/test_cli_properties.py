@@ -1,14 +1,16 @@
 """Property: whatever text goes into any field of `create` or `destination`, `seqexport` either
-succeeds or exits 2 naming that field; never exit 1, never a traceback, never the secret.
+accepts it or exits 2 naming that field; never exit 1, never a traceback, never the secret.
 
-Through the real entry point (`cli.main`, in-process) on a real control plane. Only the connection
-test's network write and its rate limit are replaced: every value that reaches them has passed
-validation, which is what is under test. Argument text includes what an OS can hand Python in argv
-(undecodable bytes become lone surrogates).
+Through the real entry point (`cli.main`, in-process) on a real control plane, with the real
+connection test and `S3Destination` (so botocore sees every accepted value). Only the network is
+missing: names do not resolve, so an accepted value ends in exit 5 (connection test failed), and the
+rate limit is off. Argument text includes what an OS can hand Python in argv (undecodable bytes
+become lone surrogates).
 """
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seqexport_dagster.connection_test import ConnectionTestResult
-from seqexport_dagster.destination.base import DestinationConfig
+from seqexport_dagster.connection_test import ConnectionTestResult, run_connection_test
+from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
+from seqexport_dagster.destination.s3 import S3Destination
 from seqexport_dagster_tests.cli_harness import Cli, cli_world, env_for
 
 SECRET = "PLANTED-hyp-s3cr3t-0d9e8f7a6b"
@@ -65,10 +68,18 @@ argv_text = st.one_of(
 
 @pytest.fixture
 def world_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Any:
-    def passed(config: DestinationConfig, policy: object, *, now_ms: int, **_: object) -> ConnectionTestResult:
-        return ConnectionTestResult(f"{config.prefix}/_sequenzy/test.txt", config.describe(), now_ms, 1)
+    def no_dns(host: str, port: int) -> list[str]:
+        raise socket.gaierror(socket.EAI_NONAME, "no network in this test")
 
-    monkeypatch.setattr("seqexport_dagster.api.run_connection_test", passed)
+    def offline(config: DestinationConfig, policy: OperatorPolicy, **kwargs: Any) -> ConnectionTestResult:
+        # The real connection test and the real S3Destination (botocore client and all), up to the
+        # name lookup, which fails: a value that passed validation ends in exit 5, never in exit 1.
+        def factory(c: DestinationConfig, p: OperatorPolicy) -> S3Destination:
+            return S3Destination(c, p, resolver=no_dns, max_attempts=1)
+
+        return run_connection_test(config, policy, destination_factory=factory, now_ms=kwargs["now_ms"])
+
+    monkeypatch.setattr("seqexport_dagster.api.run_connection_test", offline)
     monkeypatch.setattr("seqexport_dagster.api.admit_connection_test", lambda *a, **k: None)
     with cli_world("sqlite", tmp_path) as (world, spec):
         env = env_for(world, spec, allow_local=False) | {"GOOD_SECRET": "good-secret-value"}
@@ -77,7 +88,8 @@ def world_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: p
 
 def check(cli: Cli, argv: list[str], fields: tuple[str, ...], stdin: str) -> None:
     result = cli(*argv, "--json", stdin=stdin)
-    assert result.code in (0, 2), (argv, result)
+    # 5: every value passed and the (offline) connection test ran; it cannot succeed here.
+    assert result.code in (2, 5), (argv, result)
     assert "Traceback" not in result.out + result.err
     assert SECRET not in result.out + result.err, (argv, result)
     if result.code == 2:

@@ -17,6 +17,8 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seqexport_dagster.config import Settings
 from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
@@ -461,3 +463,23 @@ def test_error_text_is_one_bounded_printable_line() -> None:
     assert out.isprintable() and len(out.encode()) <= 1024
     assert sanitize_error("short and fine") == "short and fine"
     assert sanitize_error("\udc80 lone surrogate").isprintable()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    region=st.one_of(st.from_regex(r"\A[A-Za-z0-9-]{1,64}\Z"), st.text(max_size=70)),
+    provider=st.sampled_from(["s3", "gcs"]),
+)
+def test_every_region_that_validates_builds_a_client(region: str, provider: str) -> None:
+    """What validation accepts, botocore accepts too: no InvalidRegionError (exit 1) behind it."""
+    from seqexport_dagster.destination.base import validate_config  # noqa: PLC0415
+    from seqexport_dagster.destination.s3 import S3Destination  # noqa: PLC0415
+    from seqexport_dagster.errors import InvalidInput  # noqa: PLC0415
+
+    endpoint = "https://minio.example.com:9000" if provider == "s3" else None
+    try:
+        config = validate_config(s3_config(provider=provider, endpoint=endpoint, region=region), STRICT)
+    except InvalidInput as exc:
+        assert exc.field == "region"
+        return
+    S3Destination(config, STRICT).close()
