@@ -219,3 +219,26 @@ def test_each_put_ends_within_its_deadline(hostile: HostileServer, mode: str) ->
     expected = ResponseTooLarge if mode in ("huge", "bigerror") else EndpointTooSlow
     assert type(info.value) is expected and not info.value.retryable
     assert elapsed < 2.0 + 1.0, elapsed  # neither retried nor drained
+
+
+def test_a_slow_name_lookup_is_inside_the_deadline() -> None:
+    """The customer's DNS answering slowly (on purpose) does not stretch the PUT either."""
+    from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy  # noqa: PLC0415
+    from seqexport_dagster.destination.s3 import S3Destination  # noqa: PLC0415
+    from seqexport_dagster.errors import EndpointTooSlow  # noqa: PLC0415
+
+    def slow_dns(host: str, port: int) -> list[str]:
+        time.sleep(10)
+        return ["93.184.215.14"]
+
+    config = DestinationConfig(
+        "s3", "hostile-bucket", "p", "auto", "https://slow-dns.example.com", "AKIAHOSTILE", secret_access_key=SECRET
+    )
+    destination = S3Destination(config, OperatorPolicy(), resolver=slow_dns, deadline_s=1.5)
+    started = time.monotonic()
+    try:
+        with pytest.raises(EndpointTooSlow, match="within 1.5 s"):
+            destination.put("p/x.txt", b"body")
+    finally:
+        destination.close()
+    assert time.monotonic() - started < 1.5 + 1.0

@@ -43,7 +43,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 from urllib.parse import urlsplit
@@ -352,6 +352,42 @@ def _shutdown(sock: socket.socket | None) -> None:
         pass
 
 
+def bounded_resolver(resolver: Resolver) -> Resolver:
+    """``resolver`` within the current request's deadline.
+
+    A name lookup cannot be interrupted like a socket, and the customer's DNS may answer slowly on
+    purpose. So under a `_Watch` the lookup runs on a helper thread and the request stops waiting
+    for it when the deadline passes (the thread ends when the system resolver gives up). Only new
+    connections look names up; a reused connection costs nothing here.
+    """
+
+    def resolve(host: str, port: int) -> Sequence[str]:
+        watch = _watching()
+        if watch is None:
+            return resolver(host, port)
+        result: list[Sequence[str]] = []
+        failure: list[BaseException] = []
+        done = threading.Event()
+
+        def lookup() -> None:
+            try:
+                result.append(resolver(host, port))
+            except BaseException as exc:  # handed to the waiting thread as is
+                failure.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=lookup, name="seqexport-resolve", daemon=True).start()
+        if not done.wait(max(watch.at - time.monotonic(), 0.0)):
+            watch.fire()
+            raise TimeoutError(f"looking up {host} did not finish within the request's deadline")
+        if failure:
+            raise failure[0]
+        return result[0]
+
+    return resolve
+
+
 def _pinned_new_conn(conn: Any, guard: ConnectGuard) -> socket.socket:
     """The body of urllib3's ``HTTPConnection._new_conn``, with the guard in place of DNS."""
     sock = _guarded_connect(conn, guard)
@@ -613,7 +649,7 @@ class S3Destination:
         if self.profile.name == "aws":
             allowed.add(f"{self.config.bucket}.{endpoint_host}")
         self._sender = PinnedSender(
-            ConnectGuard(policy, resolver, connector),
+            ConnectGuard(policy, bounded_resolver(resolver), connector),
             frozenset(allowed),
             verify=verify,
             connect_timeout=connect_timeout,
