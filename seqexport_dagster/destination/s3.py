@@ -24,7 +24,7 @@ What the client is allowed to do, and why:
   retry after a lost answer) landed it. A store that answers 501 to the header is remembered as
   one without preconditions, and the write goes plain.
 * Every request is bounded, because the endpoint is the customer's and may be hostile: one deadline
-  per ``put`` covers connect, TLS, sending and the whole answer across botocore's retries
+  per ``put`` covers name lookup, connect, TLS, sending and the whole answer across botocore's retries
   (`_Watch` shuts the socket down when it passes, so an answer dripped a byte a second cannot keep
   it open), and at most `MAX_RESPONSE_BYTES` of an answer are read (an S3 answer is a few hundred
   bytes; past the cap the connection is dropped, so a 400 MB answer costs 16 KB of memory).
