@@ -8,6 +8,9 @@ and raises only from our error tree (`seqexport_dagster.errors`):
 - `NotFound`: no such export.
 - `ConflictError`: the operation does not apply in the export's current state (deleted, paused...).
 - `ConnectionTestFailed`: the test write to the new destination failed; nothing was saved.
+- `RateLimited`: the account ran too many connection tests lately (`store.rate_limit`); nothing
+  was tested or saved; ``retry_after_ms`` says when it may try again.
+- `SecretKeyError` / `ConfigurationError`: the operator's keys or settings are unusable.
 - `RetryableError`: the control-plane database is briefly away.
 
 No method ever returns or raises a secret: `ExportRecord` carries no secret, and errors from the
@@ -40,7 +43,7 @@ from seqexport_dagster.destination.base import (
     open_destination,
     validate_config,
 )
-from seqexport_dagster.errors import ConflictError, ExportError, InvalidInput
+from seqexport_dagster.errors import ConfigurationError, ConflictError, InvalidInput
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.history import history as run_history
 from seqexport_dagster.idle import next_scheduled
@@ -48,6 +51,7 @@ from seqexport_dagster.presentation import mask_key_id
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS, parse_datasets
 from seqexport_dagster.store.database import create_engine
+from seqexport_dagster.store.rate_limit import admit_connection_test
 from seqexport_dagster.store.store import (
     ACTIVE,
     DELETED,
@@ -55,6 +59,7 @@ from seqexport_dagster.store.store import (
     ControlPlane,
     DatasetState,
     ExportRecord,
+    RotationReport,
     RunSummary,
 )
 from seqexport_dagster.window import (
@@ -74,18 +79,15 @@ Secret = str | Callable[[], str | None] | None
 
 MAX_LAG_MS: Final = 60 * MINUTE_MS
 HISTORY_DAYS: Final = 14
-_ACCOUNT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_EXPORT_ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+# \Z, not $: "$" also matches before a trailing newline.
+_ACCOUNT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+_EXPORT_ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,40}\Z")
 
 
 def wall_clock_ms() -> int:
     # Not the runner's: importing the runner pulls in the writer and source readers, which a CLI
     # call that only reads the control plane never needs.
     return time.time_ns() // 1_000_000
-
-
-class ConfigurationError(ExportError):
-    """The operator's settings (``SEQEXPORT_DATABASE_URL`` and friends) are not usable."""
 
 
 def _quiet(_: str) -> None:
@@ -282,7 +284,8 @@ class Exports:
             raise ConfigurationError(
                 "SEQEXPORT_DATABASE_URL is not a usable database URL (sqlite:///path or postgresql+psycopg2://...)"
             ) from None
-        store = ControlPlane(engine, settings.secret_box())
+        box = settings.secret_box()  # fails closed before anything is created or saved
+        store = ControlPlane(engine, box)
         if migrate:
             store.migrate()
         return cls(store, settings.policy, clock=clock)
@@ -325,7 +328,7 @@ class Exports:
             access_key_id=access_key_id or None,
         )
         config = self._with_secret(unchecked, secret_access_key)
-        self._test(config, progress)
+        self._test(account_id, config, progress)
         record = self.store.create_export(
             account_id=account_id,
             destination=config,
@@ -345,7 +348,8 @@ class Exports:
         value = secret() if callable(secret) else secret
         return validate_config(replace(config, secret_access_key=value or config.secret_access_key), self.policy)
 
-    def _test(self, config: DestinationConfig, progress: Progress) -> ConnectionTestResult:
+    def _test(self, account_id: str, config: DestinationConfig, progress: Progress) -> ConnectionTestResult:
+        admit_connection_test(self.store.engine, account_id, self.clock())
         progress(f"testing the connection: writing a test file to {config.describe()}/_sequenzy/ ...")
         result = run_connection_test(
             config, self.policy, now_ms=self.clock(), destination_factory=self.destination_factory
@@ -483,7 +487,7 @@ class Exports:
         if endpoint is None and new_provider != current.provider:
             changed = replace(changed, endpoint=None)  # gcs's fixed endpoint must not follow a move back to s3
         config = self._with_secret(changed, secret_access_key)
-        self._test(config, progress)
+        self._test(record.account_id, config, progress)
         updated = self.store.update_destination(record.id, config, self.clock())
         progress(f"saved: export {updated.id} now writes to {config.describe()}")
         return updated
@@ -537,8 +541,9 @@ class Exports:
         record = self._live(export_id, "delete")
         return self.store.set_status(record.id, DELETED, self.clock())
 
-    def rotate_keys(self, progress: Advance = no_progress) -> int:
-        """Re-seal every stored secret with the first key of SEQEXPORT_SECRET_KEYS; returns how many."""
+    def rotate_keys(self, progress: Advance = no_progress) -> RotationReport:
+        """Re-seal every stored secret with the first key of SEQEXPORT_SECRET_KEYS (and the full
+        destination binding); rows that do not open are reported and left as they are."""
         return self.store.rotate_secrets(lambda done, total: progress("secrets re-sealed", done, total))
 
 

@@ -11,6 +11,7 @@ import argparse
 import getpass
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -20,13 +21,16 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from seqexport_dagster.connection_test import ConnectionTestFailed
 from seqexport_dagster.errors import (
+    ConfigurationError,
     ConflictError,
     EndpointRefused,
     ExportError,
     InvalidInput,
     NotFound,
+    RateLimited,
     RetryableError,
     SecretKeyError,
+    sanitize_error,
 )
 from seqexport_dagster.progress import reporter
 from seqexport_dagster.schema import DATASETS
@@ -51,6 +55,7 @@ EXIT_CONFLICT: Final = 4
 EXIT_CONNECTION: Final = 5
 EXIT_UNAVAILABLE: Final = 6
 EXIT_VERIFY_FAILED: Final = 7
+EXIT_RATE_LIMITED: Final = 8
 
 EXIT_CODES_HELP: Final = """\
 exit codes (stable; scripts may rely on them):
@@ -64,13 +69,32 @@ exit codes (stable; scripts may rely on them):
   6  unavailable: the control-plane database is missing (`seqexport init` creates it) or away, or the
      credential keys (SEQEXPORT_SECRET_KEYS) are not usable; remotely: the API is unreachable, refused
      the token, or asks to retry later
+     (rotate-keys: some stored secrets did not open; each is listed, the others were re-sealed)
   7  verify found problems in the bucket (the report lists each one)
+  8  rate limited: too many connection tests for this account recently; the message says when to retry
 
 Every command takes --json (before or after the command name): results go to stdout as JSON,
 errors as {"error": {...}}. Progress goes to stderr. Secrets are never printed.
 configuration: SEQEXPORT_DATABASE_URL, SEQEXPORT_SECRET_KEYS, SEQEXPORT_HOME, SEQEXPORT_ALLOW_LOCAL
 remote: with SEQEXPORT_API_URL and SEQEXPORT_API_TOKEN set, the management commands call the HTTP API
 """
+
+
+_ENV_NAME_RE: Final = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}\Z")
+
+
+#: Options whose field has another name in errors than the option's.
+_OPTION_FIELDS: Final = {"lag-minutes": "lag", "secret-env": "secret", "secret-stdin": "secret"}
+_USAGE_ARGUMENT_RE: Final = re.compile(r"^argument --([a-z-]+)[:/ ]")
+
+
+def _usage_field(message: str) -> str | None:
+    """The field argparse complained about (``argument --lag-minutes: expected one argument``)."""
+    found = _USAGE_ARGUMENT_RE.match(message)
+    if not found:
+        return None
+    option = found.group(1)
+    return _OPTION_FIELDS.get(option, option.replace("-", "_"))
 
 
 class UsageError(Exception):
@@ -123,6 +147,7 @@ class Output:
         print(self.scrub(json.dumps(value, indent=2)), file=sys.stdout)
 
     def error(self, kind: str, message: str, code: int, field: str | None = None) -> int:
+        message = sanitize_error(message)
         if self.as_json:
             error: dict[str, object] = {"type": kind, "message": self.scrub(message), "exit_code": code}
             if field:
@@ -218,6 +243,8 @@ def _read_secret(args: argparse.Namespace, out: Output, *, required: bool) -> st
     """The secret from stdin, an environment variable or a prompt; never from the command line."""
     env: Mapping[str, str] = args.environ
     secret: str | None = None
+    if args.secret_env is not None and not args.secret_env.strip():
+        raise InvalidInput("secret", "--secret-env needs the NAME of an environment variable holding the secret")
     if args.secret_stdin and args.secret_env:
         raise InvalidInput("secret", "give --secret-stdin or --secret-env, not both")
     if args.secret_stdin:
@@ -227,7 +254,11 @@ def _read_secret(args: argparse.Namespace, out: Output, *, required: bool) -> st
     elif args.secret_env:
         secret = env.get(args.secret_env)
         if not secret:
-            raise InvalidInput("secret", f"environment variable {args.secret_env} is not set or empty")
+            # Named only when it looks like a variable name: people paste the secret itself here.
+            name = args.secret_env if _ENV_NAME_RE.match(args.secret_env) else "given with --secret-env"
+            raise InvalidInput(
+                "secret", f"environment variable {name} is not set or empty (--secret-env takes the variable's NAME)"
+            )
     elif required or getattr(args, "secret_prompt", False):
         if not sys.stdin.isatty():
             raise InvalidInput(
@@ -268,12 +299,13 @@ def _create(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 
 def _lag_ms(minutes: str) -> int:
+    shown = sanitize_error(repr(minutes), 80)
     try:
         value = float(minutes)
     except ValueError:
-        raise InvalidInput("lag", f"{minutes!r} is not a number of minutes (0 to 60)") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise InvalidInput("lag", f"{minutes!r} is not a number of minutes (0 to 60)")
+        raise InvalidInput("lag", f"{shown} is not a number of minutes (0 to 60)") from None
+    if not -1e6 <= value <= 1e6:  # NaN and infinities fail too; 1e308 minutes would overflow below
+        raise InvalidInput("lag", f"{shown} minutes is out of range: use 0 to 60 minutes")
     from seqexport_dagster.api import validate_lag_ms  # noqa: PLC0415 - see TYPE_CHECKING above
 
     return validate_lag_ms(int(round(value * 60_000)))
@@ -333,7 +365,7 @@ def _status(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
         out.line(f"  at          {_when(err.at)}")
         out.line(f"  attempts    {err.attempts}")
         out.line(f"  next retry  {_when(err.next_retry_at)}")
-        out.line(f"  message     {err.message}")
+        out.line(f"  message     {sanitize_error(err.message)}")
     if not errors:
         out.line()
         out.line("No errors.")
@@ -448,7 +480,7 @@ def _datasets(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 def _destination(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     needs_secret = args.access_key_id is not None or (args.provider is not None and args.provider != "local")
-    asked = needs_secret or args.secret_stdin or args.secret_env or args.secret_prompt
+    asked = needs_secret or args.secret_stdin or args.secret_env is not None or args.secret_prompt
     record = api.change_destination(
         args.export_id,
         provider=args.provider,
@@ -489,7 +521,7 @@ def _history(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
                     r.rows,
                     r.files,
                     _size(r.bytes),
-                    r.error or r.note or "",
+                    sanitize_error(r.error or r.note or "", 200),
                 )
                 for r in runs
             ],
@@ -504,12 +536,22 @@ def _rotate_keys(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
     with reporter(out.as_json) as shown:
         # Progress where the work happens: a remote rotation runs in the server.
-        changed = api.rotate_keys(progress=shown.advance) if isinstance(api, Exports) else api.rotate_keys()
+        report = api.rotate_keys(progress=shown.advance) if isinstance(api, Exports) else api.rotate_keys()
+    body = _shapes().resealed_json(report)
+    failed = body["failed"]
     if out.as_json:
-        out.json({"resealed": changed})
+        out.json(body)
     else:
-        out.line(f"Re-sealed {changed} secret(s). Old keys may now be dropped from SEQEXPORT_SECRET_KEYS.")
-    return EXIT_OK
+        out.line(f"Re-sealed {report.resealed} secret(s).")
+        for item in failed:
+            out.line(f"NOT re-sealed: export {item['export_id']}: {item['error']}")
+        if failed:
+            out.line(
+                "Keep the old keys in SEQEXPORT_SECRET_KEYS until these are fixed (or the destination re-entered)."
+            )
+        else:
+            out.line("Old keys may now be dropped from SEQEXPORT_SECRET_KEYS.")
+    return EXIT_UNAVAILABLE if failed else EXIT_OK
 
 
 def _add_secret_options(p: argparse.ArgumentParser, *, prompt_flag: bool) -> None:
@@ -939,7 +981,7 @@ def main(
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:
-        return out.error("invalid_input", str(exc), EXIT_BAD_INPUT)
+        return out.error("invalid_input", str(exc), EXIT_BAD_INPUT, field=_usage_field(str(exc)))
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     out.as_json = bool(args.json)
@@ -956,11 +998,11 @@ def main(
         return out.error("not_found", exc.message, EXIT_NOT_FOUND)
     except ConflictError as exc:
         return out.error("conflict", exc.message, EXIT_CONFLICT)
-    except (RetryableError, SecretKeyError) as exc:
+    except RateLimited as exc:
+        return out.error("rate_limited", exc.message, EXIT_RATE_LIMITED)
+    except (RetryableError, SecretKeyError, ConfigurationError) as exc:
         return out.error("unavailable", exc.message, EXIT_UNAVAILABLE)
     except ExportError as exc:
-        if type(exc).__name__ == "ConfigurationError":  # api.ConfigurationError, not imported for --help's sake
-            return out.error("unavailable", exc.message, EXIT_UNAVAILABLE)
         return out.error("error", exc.message, EXIT_INTERNAL)
     except KeyboardInterrupt:
         return out.error("interrupted", "interrupted", 130)

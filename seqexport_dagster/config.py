@@ -2,33 +2,41 @@
 
 ``SEQEXPORT_DATABASE_URL``  the control plane (default: SQLite under ``SEQEXPORT_HOME``)
 ``SEQEXPORT_SOURCE_URL``    Sequenzy's source database (default: SQLite under ``SEQEXPORT_HOME``)
-``SEQEXPORT_SECRET_KEYS``   credential keys, ``kid:base64`` comma-separated (default: a generated
-                            local key file under ``SEQEXPORT_HOME``, for local use only)
+``SEQEXPORT_SECRET_KEYS``   credential keys, ``kid:base64`` comma-separated. Required, except in the
+                            local mode, where a generated key file under ``SEQEXPORT_HOME`` is used
 ``SEQEXPORT_HOME``          local state folder (default ``./.seqexport``)
-``SEQEXPORT_ALLOW_LOCAL``   operator setting: ``1`` enables local folders and loopback endpoints
+``SEQEXPORT_ALLOW_LOCAL``   operator setting: ``1`` enables local folders, loopback endpoints and
+                            the generated local key file
+``SEQEXPORT_PUT_DEADLINE_SECONDS``  operator setting: wall-clock limit of one write to a customer's
+                            store, all attempts included (default 120)
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqexport_dagster.destination.base import OperatorPolicy
+from seqexport_dagster.errors import ConfigurationError, SecretKeyError
 from seqexport_dagster.store.crypto import SecretBox, local_key_spec
 from seqexport_dagster.store.database import normalize_url
+
+DEFAULT_PUT_DEADLINE_S = 120.0
 
 
 @dataclass(frozen=True)
 class Settings:
-    database_url: str
-    source_url: str
+    database_url: str = field(repr=False)  # may hold a database password
+    source_url: str = field(repr=False)
     secret_keys: str = field(repr=False)
     home: Path
     allow_local: bool = False
     #: The variable an operator fixes when ``database_url`` points at the wrong place.
     database_url_from: str = "SEQEXPORT_DATABASE_URL"
+    put_deadline_s: float = DEFAULT_PUT_DEADLINE_S
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -47,11 +55,37 @@ class Settings:
             home=home,
             allow_local=env.get("SEQEXPORT_ALLOW_LOCAL", "").lower() in ("1", "true", "yes"),
             database_url_from=url_from,
+            put_deadline_s=_deadline(env.get("SEQEXPORT_PUT_DEADLINE_SECONDS", "")),
         )
 
     def secret_box(self) -> SecretBox:
-        return SecretBox.parse(self.secret_keys or local_key_spec(self.home / "secret.key"))
+        """The credential keys; fails closed.
+
+        Outside the local mode a missing ``SEQEXPORT_SECRET_KEYS`` is a configuration error: a
+        key generated on the fly into the working directory would seal customers' secrets with a
+        key nobody backs up or shares with the run workers.
+        """
+        if self.secret_keys.strip():
+            return SecretBox.parse(self.secret_keys)
+        if not self.allow_local:
+            raise SecretKeyError(
+                "SEQEXPORT_SECRET_KEYS is not set: give the credential keys (kid:base64-32-bytes, comma-separated; "
+                "the first encrypts). A generated key file is used only in the local mode (SEQEXPORT_ALLOW_LOCAL=1)"
+            )
+        return SecretBox.parse(local_key_spec(self.home / "secret.key"))
 
     @property
     def policy(self) -> OperatorPolicy:
-        return OperatorPolicy(allow_local=self.allow_local)
+        return OperatorPolicy(allow_local=self.allow_local, put_deadline_s=self.put_deadline_s)
+
+
+def _deadline(text: str) -> float:
+    if not text.strip():
+        return DEFAULT_PUT_DEADLINE_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 1 <= value <= 3600:  # NaN fails too
+        raise ConfigurationError("SEQEXPORT_PUT_DEADLINE_SECONDS must be a number of seconds from 1 to 3600")
+    return value

@@ -8,6 +8,32 @@ the scheduler's backoff, with a message the customer can act on.
 
 from __future__ import annotations
 
+import re
+from typing import Final
+
+#: Stored and shown error text is at most this many bytes of UTF-8: a store may answer anything, and
+#: its words end up in the control plane, the ledger, the Dagster event log and a terminal.
+ERROR_TEXT_LIMIT: Final = 1024
+_TRUNCATED: Final = " [...]"
+_BLANKS: Final = re.compile(r"\s+")
+
+
+def sanitize_error(text: object, limit: int = ERROR_TEXT_LIMIT) -> str:
+    """One printable line of at most ``limit`` UTF-8 bytes.
+
+    Control characters (escape sequences included), line and paragraph separators and invisible
+    format characters (bidi overrides) each become a space, runs of blanks one space; a cut is marked
+    with ``[...]``. Applied where error text is stored (control plane, ledger) and again where it is
+    shown (CLI, Dagster), so a row written before this existed is shown safely too.
+    """
+    cleaned = "".join(ch if ch.isprintable() else " " for ch in str(text))
+    cleaned = _BLANKS.sub(" ", cleaned).strip()
+    data = cleaned.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return cleaned
+    room = limit - len(_TRUNCATED.encode())
+    return data[:room].decode("utf-8", "ignore").rstrip() + _TRUNCATED
+
 
 class ExportError(Exception):
     """Base of every error the export core raises on purpose."""
@@ -29,6 +55,10 @@ class InvalidInput(ExportError):
         super().__init__(f"{field}: {problem}")
         self.field = field
         self.problem = problem
+
+
+class ConfigurationError(ExportError):
+    """The operator's settings (``SEQEXPORT_DATABASE_URL`` and friends) are not usable."""
 
 
 class NotFound(ExportError):
@@ -77,6 +107,26 @@ class EndpointRefused(PermanentError):
 
 class EndpointUnreachable(RetryableError):
     """The endpoint did not answer (DNS failure, refused or timed-out connection)."""
+
+
+class EndpointTooSlow(PermanentError):
+    """The store did not finish answering within the request deadline (connect + whole response).
+
+    Permanent for the run: a store that drips its answer would hold the worker for every retry, so
+    the export waits for the scheduler's backoff instead.
+    """
+
+
+class ResponseTooLarge(PermanentError):
+    """The store's answer to a PutObject was far larger than any S3 answer; the connection was dropped."""
+
+
+class RateLimited(ExportError):
+    """Too many connection tests for one account in a short time; try again after ``retry_after_ms``."""
+
+    def __init__(self, message: str, retry_after_ms: int) -> None:
+        super().__init__(message)
+        self.retry_after_ms = retry_after_ms
 
 
 class DestinationError(PermanentError):

@@ -14,8 +14,9 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.history import RunHistory
-from seqexport_dagster.store.store import DatasetState, ExportRecord, RunSummary
+from seqexport_dagster.store.store import DatasetState, ExportRecord, RotationReport, RunSummary
 from seqexport_dagster.window import Window, iso_ms, parse_iso_ms
 
 
@@ -145,8 +146,15 @@ class TokenJson(TypedDict):
     revoked_at: str | None
 
 
+class RotationFailureJson(TypedDict):
+    export_id: str
+    error: str
+
+
 class ResealedJson(TypedDict):
     resealed: int
+    #: Secrets that did not open (their key is gone, or their row was altered); left as they were.
+    failed: list[RotationFailureJson]
 
 
 class ErrorDetail(TypedDict, total=False):
@@ -205,7 +213,7 @@ def last_error_json(err: Any) -> LastErrorJson | None:
     return {
         "dataset": err.dataset,
         "window": None if err.window is None else {"from_ms": err.window.from_ms, "to_ms": err.window.to_ms},
-        "message": err.message,
+        "message": sanitize_error(err.message),
         "at": _iso(err.at),
         "attempts": err.attempts,
         "next_retry_at": _iso(err.next_retry_at),
@@ -263,9 +271,20 @@ def run_json(r: RunSummary | RunHistory) -> RunJson:
         "rows": r.rows,
         "files": r.files,
         "bytes": r.bytes,
-        "error": r.error,
+        "error": None if r.error is None else sanitize_error(r.error),
         "note": getattr(r, "note", None),
     }
+
+
+def resealed_json(report: RotationReport) -> ResealedJson:
+    return {
+        "resealed": report.resealed,
+        "failed": [{"export_id": export_id, "error": sanitize_error(why)} for export_id, why in report.failed],
+    }
+
+
+def resealed_from_json(body: ResealedJson) -> RotationReport:
+    return RotationReport(int(body["resealed"]), [(f["export_id"], f["error"]) for f in body.get("failed", [])])
 
 
 def token_json(token: Any) -> TokenJson:

@@ -16,7 +16,7 @@ from typing import Any
 from seqexport_dagster.api import Exports, ExportStatus, validate_account
 from seqexport_dagster.errors import InvalidInput, NotFound
 from seqexport_dagster.history import RunHistory
-from seqexport_dagster.store.store import COMMITTED, ExportRecord, LedgerWindow
+from seqexport_dagster.store.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +117,7 @@ class ScopedExports:
         record = self._own(export_id)
         return [w for w in self.exports.store.ledger(record.id) if w.status == COMMITTED]
 
-    def rotate_keys(self) -> int:
+    def rotate_keys(self) -> RotationReport:
         if not self.caller.is_operator:
             raise NotFound("not found")
         return self.exports.rotate_keys()

@@ -319,7 +319,7 @@ def test_connection_test_against_moto(run: Cli, iam_moto: MotoServer) -> None:
 def test_rotate_keys_reseals_every_secret(run: Cli, moto: MotoServer) -> None:
     if run.remote:
         # The keys are the server's environment: remotely, rotate-keys is the operator endpoint.
-        assert run.ok("rotate-keys") == {"resealed": 0}
+        assert run.ok("rotate-keys") == {"resealed": 0, "failed": []}
         return
     moto.admin_client().create_bucket(Bucket="rotate-keys-test")
     created = run.ok(
@@ -337,8 +337,8 @@ def test_rotate_keys_reseals_every_secret(run: Cli, moto: MotoServer) -> None:
     )
     new_spec = new_key_spec("t2")
     both = {**run.env, "SEQEXPORT_SECRET_KEYS": f"{new_spec},{run.key_spec}"}
-    assert run.ok("rotate-keys", env=both) == {"resealed": 1}
-    assert run.ok("rotate-keys", env=both) == {"resealed": 0}
+    assert run.ok("rotate-keys", env=both) == {"resealed": 1, "failed": []}
+    assert run.ok("rotate-keys", env=both) == {"resealed": 0, "failed": []}
     only_new = {**run.env, "SEQEXPORT_SECRET_KEYS": new_spec}
     # The old key is gone and the stored secret still opens: the move re-uses it for its test.
     moved = run("destination", created["id"], "--prefix", "after-rotation", "--json", env=only_new)

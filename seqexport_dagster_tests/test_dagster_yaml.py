@@ -40,6 +40,9 @@ def test_production_instance_loads_with_postgres_and_ecs(tmp_path, monkeypatch):
             assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
             assert type(instance.run_launcher).__name__ == "EcsRunLauncher"
             assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+            # No run lives forever: at least a daily window's worth of work, at most a working day.
+            assert instance.run_monitoring_enabled
+            assert 2 * 3600 <= instance.run_monitoring_max_runtime_seconds <= 8 * 3600
             # The storage works: a dynamic partition round-trips through PostgreSQL.
             instance.add_dynamic_partitions("exports", ["exp_a"])
             assert instance.get_dynamic_partitions("exports") == ["exp_a"]

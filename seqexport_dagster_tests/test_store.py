@@ -118,8 +118,8 @@ def test_key_rotation(any_world: World) -> None:
     new_spec = new_key_spec("t2")
     rotating = ControlPlane(any_world.control_engine, SecretBox.parse(f"{new_spec},{old_spec}"))
     assert rotating.destination_config(a)[0].secret_access_key == SECRET, "old key still opens before rotation"
-    assert rotating.rotate_secrets() == 2
-    assert rotating.rotate_secrets() == 0
+    assert rotating.rotate_secrets().resealed == 2
+    assert rotating.rotate_secrets().resealed == 0
     rotated = ControlPlane(any_world.control_engine, SecretBox.parse(new_spec))
     assert rotated.destination_config(a)[0].secret_access_key == SECRET
     assert rotated.destination_config(b)[0].secret_access_key == "another-secret"

@@ -28,6 +28,7 @@ from seqexport_dagster.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, BatchRe
 from seqexport_dagster.defs.health import DATASET_CHECK, STATUS_ASSET, check_evaluation, day_metadata
 from seqexport_dagster.defs.partitions import exports_partitions
 from seqexport_dagster.defs.resources import ExporterResource
+from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.reconcile import Reconciled, reconcile
 from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
@@ -147,7 +148,8 @@ def log_outcomes(context: dg.AssetExecutionContext, report: BatchReport) -> None
     context.log.info(report.summary())
     for outcome in report.outcomes.values():
         for dataset, message in outcome.errors:
-            context.log.warning(f"export {outcome.export_id} {dataset}: {outcome.status}: {message}")
+            # A store's words reach the event log as one bounded printable line.
+            context.log.warning(sanitize_error(f"export {outcome.export_id} {dataset}: {outcome.status}: {message}"))
 
 
 def completed_days(

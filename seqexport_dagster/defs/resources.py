@@ -10,6 +10,7 @@ The clock is swappable (`FixedClock`): tests and the demo pin time by swapping t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,13 @@ from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.window import HOUR_MS
 
 
+def _hide_password(url: str) -> str:
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return "***"
+
+
 class ClockResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # generic only for its own factories
     """Wall-clock time in epoch milliseconds."""
 
@@ -46,9 +54,22 @@ class FixedClock(ClockResource):
 
 
 class _EngineResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # generic only for its own factories
-    """Owns one engine per run or sensor tick; disposed when Dagster tears the resource down."""
+    """Owns one engine per run or sensor tick; disposed when Dagster tears the resource down.
+
+    Its repr and str never show a key or a database password: once Dagster has resolved the
+    `dg.EnvVar` fields they hold the values, and a resource ends up in logs and error reports.
+    """
 
     _engine: sa.Engine | None = PrivateAttr(default=None)
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            if name and "secret_keys" in name and value:
+                yield name, "***"
+            elif name and name.endswith("_url") and isinstance(value, str) and value:
+                yield name, _hide_password(value)
+            else:
+                yield name, value
 
     def _url(self) -> str:
         raise NotImplementedError
@@ -114,9 +135,10 @@ class OperatorResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # ge
     reconcile_lookback_hours: int = 24
 
     def policy(self) -> OperatorPolicy:
+        policy = Settings.from_env().policy
         if not self.allow_local:
-            return Settings.from_env().policy
-        return OperatorPolicy(allow_local=self.allow_local.strip().lower() in ("1", "true", "yes"))
+            return policy
+        return replace(policy, allow_local=self.allow_local.strip().lower() in ("1", "true", "yes"))
 
     def reconcile_lateness_ms(self) -> int:
         return max(self.reconcile_lookback_hours, 0) * HOUR_MS

@@ -54,10 +54,12 @@ class OperatorPolicy:
     """Operator-level switches. Never set from a customer's input.
 
     ``allow_local`` enables the local-directory destination and loopback/private endpoints, for
-    tests and the demo only.
+    tests and the demo only. ``put_deadline_s`` bounds each write to a customer's store, all
+    attempts included (``SEQEXPORT_PUT_DEADLINE_SECONDS``).
     """
 
     allow_local: bool = False
+    put_deadline_s: float = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +103,15 @@ class DestinationConfig:
         return replace(self, secret_access_key=None)
 
 
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_IPV4_RE = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
-_PREFIX_SEGMENT_RE = re.compile(r"^[A-Za-z0-9!_.*'()=+,;:@ -]+$")
+# \Z, not $: "$" also matches before a trailing newline.
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
+_IPV4_RE = re.compile(r"^\d+\.\d+\.\d+\.\d+\Z")
+_PREFIX_SEGMENT_RE = re.compile(r"^[A-Za-z0-9!_.*'()=+,;:@ -]+\Z")
+_AWS_REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d\Z")
+# What botocore accepts as a region (a host label, not all digits); anything else fails inside it.
+_REGION_RE = re.compile(r"^(?![0-9]+\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z")
+# AWS (AKIA..., 16-128), GCS HMAC (GOOG1..., 61), R2 (32 hex), B2 (25 hex), MinIO (3+).
+_ACCESS_KEY_ID_RE = re.compile(r"^[A-Za-z0-9._+=@-]{1,128}\Z")
 
 
 def validate_bucket(bucket: str) -> str:
@@ -159,6 +167,16 @@ def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> Destin
     validate_bucket(config.bucket)
     if not config.access_key_id:
         raise InvalidInput("access_key_id", "is required")
+    if not _ACCESS_KEY_ID_RE.match(config.access_key_id):
+        raise InvalidInput(
+            "access_key_id",
+            "is not an access key id: use 1-128 letters, digits and ._+=@- (for example AKIAIOSFODNN7EXAMPLE)",
+        )
+    if config.region is not None and not _REGION_RE.match(config.region):
+        raise InvalidInput(
+            "region",
+            "is not a region name: use 1-63 letters, digits and '-' (for example us-east-1, auto, eu-central-003)",
+        )
     if not config.secret_access_key:
         raise InvalidInput("secret_access_key", "is required (prompt, stdin or environment variable)")
     from seqexport_dagster.destination.endpoint import validate_endpoint  # noqa: PLC0415 - avoids a cycle
@@ -178,7 +196,7 @@ def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> Destin
         region = region or ("auto" if endpoint.endswith(".r2.cloudflarestorage.com") else "us-east-1")
     elif not region:
         raise InvalidInput("region", "is required for Amazon S3 (for example us-east-1)")
-    elif not re.match(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$", region):
+    elif not _AWS_REGION_RE.match(region):
         raise InvalidInput("region", f"{region!r} is not an AWS region name such as us-east-1 or eu-west-2")
     return replace(config, prefix=prefix, endpoint=endpoint or None, region=region)
 

@@ -42,6 +42,65 @@ Connector = Callable[["ConnectRequest"], socket.socket]
 
 _ACCEPTED: Final = "use https://host or https://host:port with a public DNS name, for example https://<account-id>.r2.cloudflarestorage.com"
 
+#: Well-known ports of services that are not object stores. A connection test to one of them would
+#: only tell the customer whether that service is there (a port-probing oracle), so they are refused
+#: at save time. Ports below 1024 other than 443 (and 80 for operators' plain http) are all refused:
+#: they belong to system services. 9000 stays open: self-hosted MinIO listens there.
+_SERVICE_PORTS: Final = {
+    1080: "SOCKS",
+    1433: "Microsoft SQL Server",
+    1521: "Oracle",
+    2049: "NFS",
+    2375: "Docker",
+    2376: "Docker",
+    2379: "etcd",
+    2380: "etcd",
+    3306: "MySQL",
+    3389: "RDP",
+    4369: "Erlang port mapper",
+    5432: "PostgreSQL",
+    5672: "AMQP",
+    5900: "VNC",
+    5984: "CouchDB",
+    6379: "Redis",
+    6443: "Kubernetes API",
+    7000: "Cassandra",
+    8086: "InfluxDB",
+    8200: "Vault",
+    8300: "Consul",
+    8500: "Consul",
+    9042: "Cassandra",
+    9092: "Kafka",
+    9200: "Elasticsearch",
+    9300: "Elasticsearch",
+    10250: "kubelet",
+    11211: "memcached",
+    15672: "RabbitMQ",
+    25565: "Minecraft",
+    27017: "MongoDB",
+    27018: "MongoDB",
+}
+_SYSTEM_PORT_NAMES: Final = {
+    21: "FTP",
+    22: "SSH",
+    23: "Telnet",
+    25: "SMTP",
+    53: "DNS",
+    110: "POP3",
+    111: "RPC",
+    135: "RPC",
+    139: "NetBIOS",
+    143: "IMAP",
+    389: "LDAP",
+    445: "SMB",
+    465: "SMTP",
+    587: "SMTP",
+    636: "LDAP",
+    873: "rsync",
+    993: "IMAP",
+    995: "POP3",
+}
+
 _BLOCKED_NAMES: Final = frozenset({"localhost", "metadata.google.internal", "metadata", "instance-data"})
 _BLOCKED_SUFFIXES: Final = (".localhost", ".local", ".localdomain", ".internal", ".home.arpa", ".arpa")
 _LABEL_RE: Final = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
@@ -205,6 +264,8 @@ def validate_endpoint(endpoint: str, policy: OperatorPolicy) -> str:
         raise InvalidInput("endpoint", f"{endpoint!r} has no host name; {_ACCEPTED}")
     if port is not None and not 1 <= port <= 65535:
         raise InvalidInput("endpoint", f"{endpoint!r} has port {port}; ports are 1-65535")
+    if port is not None:
+        _check_port(port, scheme)
     bracketed = parts.netloc.rsplit("@", 1)[-1].startswith("[")
     if bracketed or ":" in host:
         if not policy.allow_local:
@@ -230,6 +291,18 @@ def validate_endpoint(endpoint: str, policy: OperatorPolicy) -> str:
     default_port = 443 if scheme == "https" else 80
     suffix = f":{port}" if port is not None and port != default_port else ""
     return f"{scheme}://{netloc_host}{suffix}"
+
+
+def _check_port(port: int, scheme: str) -> None:
+    service = _SERVICE_PORTS.get(port)
+    if service is None and port < 1024 and port not in (443, 80 if scheme == "http" else 443):
+        service = _SYSTEM_PORT_NAMES.get(port, "a system service")
+    if service is not None:
+        raise InvalidInput(
+            "endpoint",
+            f"port {port} is the port of {service}, not of an object store; use the port your store serves "
+            "HTTPS on (443 by default, for example 9000 for MinIO)",
+        )
 
 
 def _redact_userinfo(url: str) -> str:

@@ -23,6 +23,11 @@ What the client is allowed to do, and why:
   the signature covers it). A 412 is `PutOutcome.EXISTED`: an earlier attempt (or botocore's own
   retry after a lost answer) landed it. A store that answers 501 to the header is remembered as
   one without preconditions, and the write goes plain.
+* Every request is bounded, because the endpoint is the customer's and may be hostile: one deadline
+  per ``put`` covers name lookup, connect, TLS, sending and the whole answer across botocore's retries
+  (`_Watch` shuts the socket down when it passes, so an answer dripped a byte a second cannot keep
+  it open), and at most `MAX_RESPONSE_BYTES` of an answer are read (an S3 answer is a few hundred
+  bytes; past the cap the connection is dropped, so a 400 MB answer costs 16 KB of memory).
 * Bodies are sent as-is with an explicit ``Content-MD5``; flexible checksums are only calculated
   "when required", which ``PutObject`` is not, so there is no aws-chunked framing and no
   ``x-amz-checksum-*`` header or trailer that GCS, B2 or older MinIO would reject.
@@ -32,10 +37,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import heapq
+import itertools
 import os
 import socket
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 from urllib.parse import urlsplit
@@ -89,14 +97,22 @@ from seqexport_dagster.errors import (
     ClockSkew,
     DestinationError,
     EndpointRefused,
+    EndpointTooSlow,
     EndpointUnreachable,
     ExportError,
     InvalidInput,
     NoSuchBucket,
+    ResponseTooLarge,
     RetryableError,
 )
 
 GCS_ENDPOINT: Final = "https://storage.googleapis.com"
+#: Read at most this much of any answer. PutObject answers with an empty body, errors with about
+#: 300-2,000 bytes of XML (GCS's longest, with its string-to-sign); anything past this is not S3.
+MAX_RESPONSE_BYTES: Final = 16 * 1024
+#: Default wall-clock limit of one ``put`` (all attempts): connect, TLS, upload and the whole answer.
+#: A 50,000-line part is about 5 MB, so this still allows a 50 KB/s uplink.
+DEFAULT_PUT_DEADLINE_S: Final = 120.0
 
 _RETRYABLE_CODES: Final = frozenset(
     {
@@ -233,8 +249,155 @@ def _conn_timeout(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+class _Watch:
+    """Ends one request at its deadline, in whatever phase it is (connect, TLS, upload, answer).
+
+    Per-read timeouts cannot do this: a store that sends one byte a second never lets a read time
+    out. So when the deadline passes, `_watchdog` shuts the request's sockets down; the blocked read
+    or write then fails at once, and `PinnedSender` reports `EndpointTooSlow`. The sockets are the
+    ones the pinned connections open or reuse while the watch is current on this thread.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + max(seconds, 0.0)
+        self.expired = False
+        self.done = False
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._connections: list[Any] = []
+
+    def __enter__(self) -> _Watch:
+        _current.watch = self
+        _watchdog.arm(self)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        with self._lock:
+            self.done = True  # the watchdog drops it lazily; its sockets are no longer ours to shut
+        _current.watch = None
+
+    def add_socket(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.expired:
+                _shutdown(sock)
+
+    def add_connection(self, conn: Any) -> None:
+        with self._lock:
+            self._connections.append(conn)
+            if self.expired:
+                _shutdown(getattr(conn, "sock", None))
+
+    def fire(self) -> None:
+        with self._lock:
+            if self.done:
+                return
+            self.expired = True
+            for sock in [*self._sockets, *(getattr(c, "sock", None) for c in self._connections)]:
+                _shutdown(sock)
+
+
+class _Watchdog:
+    """One thread per process fires every `_Watch` whose deadline has passed.
+
+    Cheaper than a timer thread per request (a thread start costs about 1.5 ms, a PUT on a fast
+    network a few). Finished watches stay queued until their deadline or the next compaction.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._queue: list[tuple[float, int, _Watch]] = []
+        self._order = itertools.count()
+        self._pid = 0
+
+    def arm(self, watch: _Watch) -> None:
+        with self._cond:
+            if self._pid != os.getpid():  # first use, or a forked child: the parent's thread is not here
+                self._pid = os.getpid()
+                self._queue = []
+                threading.Thread(target=self._run, name="seqexport-put-deadlines", daemon=True).start()
+            if len(self._queue) > 4096:
+                self._queue = [entry for entry in self._queue if not entry[2].done]
+                heapq.heapify(self._queue)
+            heapq.heappush(self._queue, (watch.at, next(self._order), watch))
+            self._cond.notify()
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                while self._queue and (self._queue[0][2].done or self._queue[0][0] <= now):
+                    _, _, watch = heapq.heappop(self._queue)
+                    watch.fire()
+                self._cond.wait(self._queue[0][0] - now if self._queue else None)
+
+
+_watchdog = _Watchdog()
+_current = threading.local()
+
+
+def _watching() -> _Watch | None:
+    watch: _Watch | None = getattr(_current, "watch", None)
+    return watch
+
+
+def _shutdown(sock: socket.socket | None) -> None:
+    if sock is None:
+        return
+    try:
+        # The plain socket's shutdown even for TLS: SSLSocket.shutdown would also drop its SSL
+        # object under the reading thread's feet.
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def bounded_resolver(resolver: Resolver) -> Resolver:
+    """``resolver`` within the current request's deadline.
+
+    A name lookup cannot be interrupted like a socket, and the customer's DNS may answer slowly on
+    purpose. So under a `_Watch` the lookup runs on a helper thread and the request stops waiting
+    for it when the deadline passes (the thread ends when the system resolver gives up). Only new
+    connections look names up; a reused connection costs nothing here.
+    """
+
+    def resolve(host: str, port: int) -> Sequence[str]:
+        watch = _watching()
+        if watch is None:
+            return resolver(host, port)
+        result: list[Sequence[str]] = []
+        failure: list[BaseException] = []
+        done = threading.Event()
+
+        def lookup() -> None:
+            try:
+                result.append(resolver(host, port))
+            except BaseException as exc:  # handed to the waiting thread as is
+                failure.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=lookup, name="seqexport-resolve", daemon=True).start()
+        if not done.wait(max(watch.at - time.monotonic(), 0.0)):
+            watch.fire()
+            raise TimeoutError(f"looking up {host} did not finish within the request's deadline")
+        if failure:
+            raise failure[0]
+        return result[0]
+
+    return resolve
+
+
 def _pinned_new_conn(conn: Any, guard: ConnectGuard) -> socket.socket:
     """The body of urllib3's ``HTTPConnection._new_conn``, with the guard in place of DNS."""
+    sock = _guarded_connect(conn, guard)
+    watch = _watching()
+    if watch is not None:
+        watch.add_socket(sock)
+    return sock
+
+
+def _guarded_connect(conn: Any, guard: ConnectGuard) -> socket.socket:
     try:
         return guard.connect(
             conn.host,
@@ -262,6 +425,10 @@ def pinned_pool_classes(guard: ConnectGuard) -> dict[str, type[HTTPConnectionPoo
         def _new_conn(self) -> socket.socket:
             return _pinned_new_conn(self, guard)
 
+        def request(self, *args: Any, **kwargs: Any) -> Any:
+            _watch_connection(self)
+            return super().request(*args, **kwargs)
+
     class PinnedHTTPSConnectionPool(AWSHTTPSConnectionPool):
         ConnectionCls = PinnedHTTPSConnection
 
@@ -272,6 +439,10 @@ def pinned_pool_classes(guard: ConnectGuard) -> dict[str, type[HTTPConnectionPoo
             def _new_conn(self) -> socket.socket:
                 return _pinned_new_conn(self, guard)
 
+            def request(self, *args: Any, **kwargs: Any) -> Any:
+                _watch_connection(self)
+                return super().request(*args, **kwargs)
+
         class PinnedHTTPConnectionPool(AWSHTTPConnectionPool):
             ConnectionCls = PinnedHTTPConnection
 
@@ -279,11 +450,30 @@ def pinned_pool_classes(guard: ConnectGuard) -> dict[str, type[HTTPConnectionPoo
     return classes
 
 
+def _watch_connection(conn: Any) -> None:
+    """A reused keep-alive connection opens no socket: watch the one it has."""
+    watch = _watching()
+    if watch is not None:
+        watch.add_connection(conn)
+
+
+class _Body:
+    """The already-read answer, in the shape `AWSResponse` reads it from (``stream()``)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, *_: object, **__: object) -> Any:
+        return iter((self._data,))
+
+
 class PinnedSender:
-    """Sends botocore's prepared requests through guarded urllib3 pools.
+    """Sends botocore's prepared requests through guarded urllib3 pools, within a deadline.
 
     Raises botocore's own transport exceptions (so botocore's standard retry mode still retries
-    resets and timeouts) or `EndpointRefused`, which botocore does not retry.
+    resets and timeouts), or one of ours, which botocore does not retry: `EndpointRefused`,
+    `EndpointTooSlow` (the put's deadline passed; every later attempt of that put is refused at
+    once) and `ResponseTooLarge`.
     """
 
     def __init__(
@@ -295,8 +485,15 @@ class PinnedSender:
         connect_timeout: float = 10.0,
         read_timeout: float = 60.0,
         max_pool_connections: int = 4,
+        deadline_s: float = DEFAULT_PUT_DEADLINE_S,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self._allowed_hosts = allowed_hosts
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self.deadline_s = deadline_s
+        self._max_response_bytes = max_response_bytes
+        self._budget = threading.local()
         self._manager = PoolManager(
             num_pools=4,
             maxsize=max_pool_connections,
@@ -307,7 +504,36 @@ class PinnedSender:
         # Replaces the plain pools: every socket this manager opens goes through the guard.
         self._manager.pool_classes_by_scheme = pinned_pool_classes(guard)
 
+    def budget(self) -> _Budget:
+        """One deadline for everything sent inside the ``with`` (all attempts of one put)."""
+        return _Budget(self._budget, time.monotonic() + self.deadline_s)
+
     def send(self, request: AWSPreparedRequest) -> AWSResponse:
+        until: float | None = getattr(self._budget, "until", None)
+        remaining = (until if until is not None else time.monotonic() + self.deadline_s) - time.monotonic()
+        host = (urlsplit(request.url).hostname or "").lower()
+        if remaining <= 0:
+            raise self._too_slow(host)
+        with _Watch(remaining) as watch:
+            try:
+                response = self._send(request, remaining)
+            except ExportError:
+                raise
+            except Exception:
+                if watch.expired:
+                    raise self._too_slow(host) from None
+                raise
+        if watch.expired:  # an answer cut short by the shutdown may look complete
+            raise self._too_slow(host)
+        return response
+
+    def _too_slow(self, host: str) -> EndpointTooSlow:
+        return EndpointTooSlow(
+            f"{host} did not complete the request within {self.deadline_s:g} s (connect, upload and the whole "
+            "answer); the connection was dropped, and the export retries later with backoff"
+        )
+
+    def _send(self, request: AWSPreparedRequest, remaining: float) -> AWSResponse:
         url = urlsplit(request.url)
         host = (url.hostname or "").lower()
         if host not in self._allowed_hosts:
@@ -329,10 +555,12 @@ class PinnedSender:
                 preload_content=False,
                 decode_content=False,
                 chunked=False,
+                timeout=Timeout(connect=min(self._connect_timeout, remaining), read=min(self._read_timeout, remaining)),
             )
-            response = AWSResponse(request.url, raw.status, cast(Any, raw.headers), raw)
-            # Read the body now, as botocore's own session does for non-streaming operations.
-            response.content  # noqa: B018
+            # Read the body now, as botocore's own session does for non-streaming operations, but
+            # never more than the cap: past it the connection is closed, not drained.
+            body = self._read_capped(raw, host)
+            response = AWSResponse(request.url, raw.status, cast(Any, raw.headers), cast(Any, _Body(body)))
         except ExportError:
             raise
         except Urllib3SSLError as exc:
@@ -350,8 +578,40 @@ class PinnedSender:
             raise HTTPClientError(error=exc) from exc
         return response
 
+    def _read_capped(self, raw: Any, host: str) -> bytes:
+        cap = self._max_response_bytes
+        chunks: list[bytes] = []
+        size = 0
+        while size <= cap:
+            chunk = raw.read(min(8192, cap + 1 - size), decode_content=False)
+            if not chunk:
+                raw.release_conn()
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+        raw.close()  # the connection goes, so the rest of the answer is never read
+        raw.release_conn()
+        raise ResponseTooLarge(
+            f"{host} answered PutObject (HTTP {raw.status}) with more than {cap // 1024} KB; an S3 answer is a few "
+            "hundred bytes, so the connection was dropped and the rest was not read"
+        )
+
     def close(self) -> None:
         self._manager.clear()
+
+
+class _Budget:
+    """Sets (and clears) the put deadline on the sending thread."""
+
+    def __init__(self, slot: threading.local, until: float) -> None:
+        self._slot = slot
+        self._until = until
+
+    def __enter__(self) -> None:
+        self._slot.until = self._until
+
+    def __exit__(self, *_: object) -> None:
+        self._slot.until = None
 
 
 class S3Destination:
@@ -368,6 +628,7 @@ class S3Destination:
         connect_timeout: float = 10.0,
         read_timeout: float = 60.0,
         verify: bool | str = True,
+        deadline_s: float | None = None,
     ) -> None:
         if config.provider not in ("s3", "gcs"):
             raise InvalidInput("provider", f"{config.provider!r} is not an S3-family provider (s3, gcs)")
@@ -388,11 +649,12 @@ class S3Destination:
         if self.profile.name == "aws":
             allowed.add(f"{self.config.bucket}.{endpoint_host}")
         self._sender = PinnedSender(
-            ConnectGuard(policy, resolver, connector),
+            ConnectGuard(policy, bounded_resolver(resolver), connector),
             frozenset(allowed),
             verify=verify,
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
+            deadline_s=policy.put_deadline_s if deadline_s is None else deadline_s,
         )
         self.preconditions = self.profile.precondition is not None
         self._sends = 0
@@ -453,14 +715,15 @@ class S3Destination:
         extra: dict[str, str] = {"IfNoneMatch": "*"} if conditional else {}
         self._sends = 0
         try:
-            self._client.put_object(  # type: ignore[attr-defined]
-                Bucket=self.config.bucket,
-                Key=key,
-                Body=body,
-                ContentMD5=md5,
-                ContentType=_content_type(key),
-                **extra,
-            )
+            with self._sender.budget():
+                self._client.put_object(  # type: ignore[attr-defined]
+                    Bucket=self.config.bucket,
+                    Key=key,
+                    Body=body,
+                    ContentMD5=md5,
+                    ContentType=_content_type(key),
+                    **extra,
+                )
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)

@@ -288,7 +288,7 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
     @app.post("/v1/admin/rotate-keys", response_model=shapes.ResealedJson, responses=ERRORS, tags=["operators"])
     def rotate_keys(api: Scoped) -> Response:
         """Operators: re-seal stored secrets with the first key of SEQEXPORT_SECRET_KEYS."""
-        return ok({"resealed": api.rotate_keys()})
+        return ok(shapes.resealed_json(api.rotate_keys()))
 
     original_openapi = app.openapi
 

@@ -22,8 +22,10 @@ from seqexport_dagster.errors import (
     ExportError,
     InvalidInput,
     NotFound,
+    RateLimited,
     RetryableError,
     SecretKeyError,
+    sanitize_error,
 )
 
 RETRY_AFTER_S: Final = 5
@@ -42,7 +44,7 @@ class Unauthorized(ExportError):
 
 
 def error_response(status: int, kind: str, message: str, field: str | None = None, **headers: str) -> JSONResponse:
-    detail: dict[str, str] = {"type": kind, "message": message}
+    detail: dict[str, str] = {"type": kind, "message": sanitize_error(message)}
     if field:
         detail["field"] = field
     return JSONResponse({"error": detail}, status_code=status, headers=headers or None)
@@ -75,6 +77,9 @@ def to_response(exc: BaseException) -> JSONResponse:
         return error_response(422, "connection_test_failed", exc.message)
     if isinstance(exc, TooManyRequests):
         return error_response(429, "rate_limited", exc.message, **{"Retry-After": str(exc.retry_after_s)})
+    if isinstance(exc, RateLimited):  # the per-account connection-test limit (store.rate_limit)
+        retry_after = str(max(1, -(-exc.retry_after_ms // 1000)))
+        return error_response(429, "rate_limited", exc.message, **{"Retry-After": retry_after})
     if isinstance(exc, Unauthorized):
         return unauthorized()
     if isinstance(exc, RetryableError | SecretKeyError | ConfigurationError):

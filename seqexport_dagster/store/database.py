@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -34,3 +37,30 @@ def create_engine(url: str, **kwargs: Any) -> sa.Engine:
 
         return engine
     return sa.create_engine(url, pool_pre_ping=True, **kwargs)
+
+
+def secure_sqlite_file(url: sa.URL | str) -> None:
+    """Owner-only modes for a control plane kept in a SQLite file: the file 0600, its folder 0700.
+
+    The file holds sealed credentials and customers' bucket names; WAL and shared-memory files are
+    created by SQLite with the main file's mode. The folder is created 0700 when missing and
+    tightened when it is ours and open to others. Not for PostgreSQL or in-memory databases.
+    """
+    url = sa.make_url(url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return
+    path = Path(url.database).resolve()
+    folder = path.parent
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _owner_only(folder, 0o700)
+    if not path.exists():
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if file.exists():
+            _owner_only(file, 0o600)
+
+
+def _owner_only(path: Path, mode: int) -> None:
+    info = path.stat()
+    if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) & 0o077:
+        path.chmod(mode)

@@ -20,9 +20,10 @@ from typing import Any, ParamSpec, TypeVar
 import sqlalchemy as sa
 
 from seqexport_dagster.destination.base import DestinationConfig
-from seqexport_dagster.errors import ConflictError, NotFound, RetryableError
+from seqexport_dagster.errors import ConflictError, NotFound, RetryableError, SecretKeyError, sanitize_error
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
-from seqexport_dagster.store.crypto import SecretBox
+from seqexport_dagster.store.crypto import SealBinding, SecretBox
+from seqexport_dagster.store.database import secure_sqlite_file
 from seqexport_dagster.store.tables import export_datasets, exports, parts, windows
 from seqexport_dagster.window import Window, backoff_ms, date_key, day_of, day_start
 
@@ -167,6 +168,20 @@ def _part_record(r: Any) -> PartRecord:
     return PartRecord(r.part, r.key, r.kind, r.status, last, r.rows, r.bytes, r.md5, r.ids)
 
 
+@dataclass(slots=True)
+class RotationReport:
+    resealed: int = 0
+    #: (export id, why its secret did not open), for each row left as it was.
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+
+def seal_binding(export_id: str, destination: Any) -> SealBinding:
+    """A sealed secret opens only for this export's provider, endpoint, bucket and key id."""
+    return SealBinding(
+        export_id, destination.provider, destination.endpoint, destination.bucket, destination.access_key_id
+    )
+
+
 def location_of(provider: str, endpoint: str | None, bucket: str, prefix: str) -> str:
     material = "\0".join((provider, endpoint or "", bucket, prefix))
     return hashlib.sha256(material.encode()).hexdigest()[:16]
@@ -193,10 +208,12 @@ class ControlPlane:
         from alembic import command  # noqa: PLC0415
         from alembic.config import Config  # noqa: PLC0415
 
+        secure_sqlite_file(self.engine.url)
         cfg = Config()
         cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
         with self.engine.begin() as conn:
             cfg.attributes["connection"] = conn
+            cfg.attributes["secret_box"] = self.box  # data migrations re-seal secrets (0003)
             command.upgrade(cfg, "head")
 
     @_translate
@@ -237,7 +254,9 @@ class ControlPlane:
             "endpoint": d.endpoint,
             "prefix": d.prefix,
             "access_key_id": d.access_key_id,
-            "secret_ciphertext": self.box.encrypt(d.secret_access_key, export_id) if d.secret_access_key else None,
+            "secret_ciphertext": self.box.encrypt(d.secret_access_key, seal_binding(export_id, d))
+            if d.secret_access_key
+            else None,
         }
 
     def _add_dataset(self, conn: sa.Connection, export_id: str, name: str, now_ms: int) -> None:
@@ -325,7 +344,7 @@ class ControlPlane:
             r = conn.execute(sa.select(exports).where(exports.c.id == export_id)).first()
         if r is None:
             raise NotFound(f"export {export_id!r} not found")
-        secret = self.box.decrypt(r.secret_ciphertext, export_id) if r.secret_ciphertext else None
+        secret = self.box.decrypt(r.secret_ciphertext, seal_binding(export_id, r)) if r.secret_ciphertext else None
         config = DestinationConfig(
             provider=r.provider,
             bucket=r.bucket,
@@ -413,23 +432,33 @@ class ControlPlane:
             )
 
     @_translate
-    def rotate_secrets(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Re-seal every stored secret with the primary key; returns how many changed."""
-        changed = 0
-        with self.engine.begin() as conn:
-            stored = conn.execute(sa.select(exports.c.id, exports.c.secret_ciphertext)).all()
-            for done, r in enumerate(stored, 1):
-                if progress is not None:  # issue 17: `rotate-keys` shows how far it is
-                    progress(done, len(stored))
-                if r.secret_ciphertext and self.box.needs_rotation(r.secret_ciphertext):
-                    plain = self.box.decrypt(r.secret_ciphertext, r.id)
-                    conn.execute(
-                        exports.update()
-                        .where(exports.c.id == r.id)
-                        .values(secret_ciphertext=self.box.encrypt(plain, r.id))
-                    )
-                    changed += 1
-        return changed
+    def rotate_secrets(self, progress: Callable[[int, int], None] | None = None) -> RotationReport:
+        """Re-seal every stored secret with the primary key and the full binding.
+
+        A row that does not open (its key is gone, or its destination was altered after sealing) is
+        reported in ``failed`` and left as it is; the others are re-sealed all the same.
+        """
+        report = RotationReport()
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(exports).where(exports.c.secret_ciphertext.is_not(None))).all()
+        for done, r in enumerate(rows, 1):
+            if progress is not None:  # `rotate-keys` shows how far it is
+                progress(done, len(rows))
+            if not self.box.needs_rotation(r.secret_ciphertext):
+                continue
+            try:
+                sealed = self.box.reseal(r.secret_ciphertext, seal_binding(r.id, r))
+            except SecretKeyError as exc:
+                report.failed.append((r.id, exc.message))
+                continue
+            with self.engine.begin() as conn:
+                conn.execute(
+                    exports.update()
+                    .where(exports.c.id == r.id, exports.c.secret_ciphertext == r.secret_ciphertext)
+                    .values(secret_ciphertext=sealed)
+                )
+            report.resealed += 1
+        return report
 
     @_translate
     def start_window(
@@ -654,7 +683,7 @@ class ControlPlane:
             conn.execute(
                 windows.update()
                 .where(windows.c.id == window_id)
-                .values(status=CANCELED if canceled else FAILED, error=error, finished_at=now_ms)
+                .values(status=CANCELED if canceled else FAILED, error=sanitize_error(error), finished_at=now_ms)
             )
         if canceled:
             count_failure = False
@@ -683,7 +712,7 @@ class ControlPlane:
                 .values(
                     failures=failures,
                     next_retry_at=now_ms + backoff_ms(e.frequency, failures),
-                    last_error=error,
+                    last_error=sanitize_error(error),
                     last_error_at=now_ms,
                     last_error_from_ms=window.from_ms if window else None,
                     last_error_to_ms=window.to_ms if window else None,

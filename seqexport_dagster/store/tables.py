@@ -152,3 +152,14 @@ windows_dataset_from = sa.Index("ix_windows_dataset_from", windows.c.dataset, wi
 #: The sensor's "which exports changed since the last tick" (issue 14, migration 0004).
 windows_finished = sa.Index("ix_windows_finished", windows.c.finished_at)
 windows_started = sa.Index("ix_windows_started", windows.c.started_at)
+
+# One row per connection test (create, destination change), for the per-account rate limit
+# (`seqexport_dagster.store.rate_limit`). Rows older than the limit's window are deleted as it goes.
+connection_tests = sa.Table(
+    "connection_tests",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("account_id", sa.String(64), nullable=False),
+    sa.Column("tested_at", sa.BigInteger, nullable=False),
+    sa.Index("ix_connection_tests_account", "account_id", "tested_at"),
+)

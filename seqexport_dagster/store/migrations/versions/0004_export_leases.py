@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0004"
-down_revision = "0002"  # TEMPORARY (issue 14 worktree): "0003" once issue 13 lands
+down_revision = "0003"
 
 
 def upgrade() -> None:

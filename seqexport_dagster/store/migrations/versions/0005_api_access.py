@@ -10,7 +10,6 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-# 0004 (issue 14) has landed; it chains after 0002 until 0003 (issue 13) lands.
 down_revision = "0004"
 
 
