@@ -941,6 +941,7 @@ def _run(args: argparse.Namespace, out: Output, clock: Callable[[], int] | None)
             args.settings = settings
             args.existed = _control_plane_exists(settings)
         if not must_exist:
+            settings.secret_box()  # keys fail closed before any folder or file comes into being
             _make_sqlite_folder(settings.database_url)
         kwargs: dict[str, Any] = {"must_exist": must_exist}
         if clock:
@@ -956,7 +957,7 @@ def _run(args: argparse.Namespace, out: Output, clock: Callable[[], int] | None)
 def _make_sqlite_folder(url: str) -> None:
     """A new SQLite control plane's folder (SQLite makes the file, not the folder)."""
     if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 def _control_plane_exists(settings: Any) -> bool:

@@ -81,12 +81,15 @@ def test_missing_keys_outside_local_mode_exit_6_and_create_nothing(run_sqlite: C
     home = tmp_path / "fresh-home"
     env = {"SEQEXPORT_HOME": str(home)}  # no SEQEXPORT_SECRET_KEYS, no SEQEXPORT_ALLOW_LOCAL: production
     create_argv = ("create", "--account", "acme", "--bucket", "acme-exports", "--region", "us-east-1")
-    for argv in (create_argv + ("--access-key-id", "AKIAEXAMPLE", "--secret-stdin"), ("list",)):
-        result = run_sqlite(*argv, "--json", stdin=SECRET + "\n", env=env)
-        assert result.code == 6, result
-        message = result.json["error"]["message"]
-        assert "SEQEXPORT_SECRET_KEYS is not set" in message and "SEQEXPORT_ALLOW_LOCAL=1" in message
-        assert SECRET not in result.out + result.err
+    result = run_sqlite(
+        *create_argv, "--access-key-id", "AKIAEXAMPLE", "--secret-stdin", "--json", stdin=SECRET + "\n", env=env
+    )
+    assert result.code == 6, result
+    message = result.json["error"]["message"]
+    assert "SEQEXPORT_SECRET_KEYS is not set" in message and "SEQEXPORT_ALLOW_LOCAL=1" in message
+    assert SECRET not in result.out + result.err
+    # Any other command on a fresh home is refused as well (no control plane there, issue 17).
+    assert run_sqlite("list", "--json", env=env).code == 6
     assert not home.exists(), "no key file, no control plane, no folder"
     assert not Path(".seqexport").exists()
 
@@ -105,6 +108,7 @@ def test_missing_keys_outside_local_mode_exit_6_and_create_nothing(run_sqlite: C
 def test_local_mode_key_file_and_control_plane_are_owner_only(run_sqlite: Cli, tmp_path: Path) -> None:
     home = tmp_path / "local-home"
     env = {"SEQEXPORT_HOME": str(home), "SEQEXPORT_ALLOW_LOCAL": "1"}
+    assert run_sqlite("init", env=env).code == 0
     assert run_sqlite("list", env=env).code == 0
     key, db = home / "secret.key", home / "control.db"
     assert mode(home) == 0o700 and mode(key) == 0o600 and mode(db) == 0o600

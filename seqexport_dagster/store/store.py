@@ -440,11 +440,11 @@ class ControlPlane:
         """
         report = RotationReport()
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(exports).where(exports.c.secret_ciphertext.is_not(None))).all()
+            rows = conn.execute(sa.select(exports)).all()
         for done, r in enumerate(rows, 1):
-            if progress is not None:  # `rotate-keys` shows how far it is
+            if progress is not None:  # `rotate-keys` shows how far it is, over every export
                 progress(done, len(rows))
-            if not self.box.needs_rotation(r.secret_ciphertext):
+            if r.secret_ciphertext is None or not self.box.needs_rotation(r.secret_ciphertext):
                 continue
             try:
                 sealed = self.box.reseal(r.secret_ciphertext, seal_binding(r.id, r))
