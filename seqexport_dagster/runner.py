@@ -222,6 +222,13 @@ class _Tally:
     def landed(self, rows: int, size: int) -> None:
         self.rows, self.parts, self.bytes = self.rows + rows, self.parts + 1, self.bytes + size
 
+    def uploaded(self, part: Part) -> None:
+        self.sent_parts, self.sent_rows, self.sent_bytes = (
+            self.sent_parts + 1,
+            self.sent_rows + part.rows,
+            self.sent_bytes + part.size,
+        )
+
     def sent(self) -> Sent:
         return Sent(
             self.sent_parts,
@@ -530,8 +537,7 @@ class Runner:
                 self.store.mark_part_landed(window_id, p.number, self.clock())
                 tally.landed(p.rows, p.size)
                 if outcome == PutOutcome.CREATED:
-                    tally.sent_parts, tally.sent_rows = tally.sent_parts + 1, tally.sent_rows + part.rows
-                    tally.sent_bytes += part.size
+                    tally.uploaded(part)
             if p.kind == RANGE_PART and p.last is not None:
                 boundary = p.last
         if not committed:
@@ -595,18 +601,7 @@ class Runner:
         try:
             for part in writer.parts(batches, first=tally.next_number, empty=empty):
                 key = keys(part.number)
-                self.store.record_part_intent(
-                    window_id,
-                    number=part.number,
-                    key=key,
-                    kind=kind,
-                    last=part.last,
-                    rows=part.rows,
-                    size=part.size,
-                    md5=part.content_md5,
-                    ids=pack_ids(part.ids),
-                    now_ms=self.clock(),
-                )
+                self._record_intent(window_id, key, part, kind)
                 try:
                     outcome = attempt.create(key, part.body)
                 except PermanentError as exc:
@@ -619,8 +614,7 @@ class Runner:
                 tally.next_number = part.number + 1
                 tally.landed(part.rows, part.size)
                 if outcome == PutOutcome.CREATED:
-                    tally.sent_parts, tally.sent_rows = tally.sent_parts + 1, tally.sent_rows + part.rows
-                    tally.sent_bytes += part.size
+                    tally.uploaded(part)
                 else:
                     tally.existed += 1
         finally:
@@ -656,25 +650,25 @@ class Runner:
         return tally
 
     def _overwrite(self, attempt: _Attempt, window_id: int, key: str, part: Part, tally: _Tally) -> None:
+        self._record_intent(window_id, key, part, RANGE_PART)
+        attempt.overwrite(key, part.body)
+        self.store.mark_part_landed(window_id, part.number, self.clock())
+        tally.landed(part.rows, part.size)
+        tally.uploaded(part)
+
+    def _record_intent(self, window_id: int, key: str, part: Part, kind: str) -> None:
+        """The part ledger's record of ``part`` under ``key``, always before its PUT."""
         self.store.record_part_intent(
             window_id,
             number=part.number,
             key=key,
-            kind=RANGE_PART,
+            kind=kind,
             last=part.last,
             rows=part.rows,
             size=part.size,
             md5=part.content_md5,
             ids=pack_ids(part.ids),
             now_ms=self.clock(),
-        )
-        attempt.overwrite(key, part.body)
-        self.store.mark_part_landed(window_id, part.number, self.clock())
-        tally.landed(part.rows, part.size)
-        tally.sent_parts, tally.sent_rows, tally.sent_bytes = (
-            tally.sent_parts + 1,
-            tally.sent_rows + part.rows,
-            tally.sent_bytes + part.size,
         )
 
     def _abandon(self, window_id: int, why: str) -> None:

@@ -26,6 +26,7 @@ from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.destination.base import DestinationConfig
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
+from seqexport_dagster.store.store import ExportRecord
 from seqexport_dagster.verify import verify_location
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
 from seqexport_dagster_tests.bucket_audit import audit_export
@@ -62,11 +63,8 @@ def proxy(moto):
     server.close()
 
 
-def at(h: Harness, hours: float) -> None:
-    h.world.clock.now_ms = DAY0 + int(hours * HOUR_MS) + 3 * MINUTE_MS
-
-
-def test_gcs_creator_role_export_survives_a_fault_a_late_row_and_a_backfill(h, moto, proxy):
+def gcs_export(h: Harness, moto: Any, proxy: fp.FaultProxy) -> tuple[str, ExportRecord]:
+    """An hourly email export to a fresh bucket, as GCS with the Object Creator role (the proxy)."""
     bucket = f"gcs-{uuid.uuid4().hex[:12]}"
     moto.admin_client().create_bucket(Bucket=bucket)
     export = h.world.store.create_export(
@@ -79,6 +77,15 @@ def test_gcs_creator_role_export_survives_a_fault_a_late_row_and_a_backfill(h, m
         lag_ms=2 * MINUTE_MS,
         now_ms=DAY0,
     )
+    return bucket, export
+
+
+def at(h: Harness, hours: float) -> None:
+    h.world.clock.now_ms = DAY0 + int(hours * HOUR_MS) + 3 * MINUTE_MS
+
+
+def test_gcs_creator_role_export_survives_a_fault_a_late_row_and_a_backfill(h, moto, proxy):
+    bucket, export = gcs_export(h, moto, proxy)
     rows_w12 = h.world.source.count_window("email_events", "acme", W12)
     limit = math.ceil(rows_w12 / 3)
     assert 2 * limit < rows_w12, "three parts"
@@ -146,18 +153,7 @@ def test_gcs_creator_role_export_survives_a_fault_a_late_row_and_a_backfill(h, m
 
 
 def test_replace_is_explicit_and_fails_clearly_on_a_create_only_key(h, moto, proxy):
-    bucket = f"gcs-{uuid.uuid4().hex[:12]}"
-    moto.admin_client().create_bucket(Bucket=bucket)
-    export = h.world.store.create_export(
-        account_id="acme",
-        destination=DestinationConfig(
-            "gcs", bucket, prefix=PREFIX, endpoint=proxy.endpoint, access_key_id=KEY_ID, secret_access_key=SECRET
-        ),
-        datasets=("email_events",),
-        frequency="1h",
-        lag_ms=2 * MINUTE_MS,
-        now_ms=DAY0,
-    )
+    bucket, export = gcs_export(h, moto, proxy)
     at(h, 1)
     assert all(r.success for r in h.tick().results)
     result = h.run([export.id], D0, ["email_events"], tags={"dagster/backfill": "bf", REPLACE_TAG: "true"})
