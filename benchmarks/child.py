@@ -51,8 +51,8 @@ def timed(result: Result) -> Iterator[None]:
 
 
 def _window_sql(dialect: str = "sqlite") -> str:
-    from seqexport_dagster.schema import DATASETS  # noqa: PLC0415
-    from seqexport_dagster.source.reader import select_list  # noqa: PLC0415
+    from seqexport_dagster.schema import DATASETS
+    from seqexport_dagster.source.reader import select_list
 
     mark = "%s" if dialect == "postgresql" else "?"
     return (
@@ -62,7 +62,7 @@ def _window_sql(dialect: str = "sqlite") -> str:
 
 
 def _params(p: dict[str, Any]) -> tuple[str, str, str]:
-    from seqexport_dagster.window import iso_ms  # noqa: PLC0415
+    from seqexport_dagster.window import iso_ms
 
     return ACCOUNT, iso_ms(p.get("from_ms", DAY0)), iso_ms(p["to_ms"])
 
@@ -71,12 +71,12 @@ def _params(p: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def _world(p: dict[str, Any], work: Path, destination: Any) -> tuple[Any, str]:
-    from seqexport_dagster.destination.base import OperatorPolicy  # noqa: PLC0415
-    from seqexport_dagster.runner import Runner  # noqa: PLC0415
-    from seqexport_dagster.source.reader import SourceReader  # noqa: PLC0415
-    from seqexport_dagster.store.crypto import SecretBox, new_key_spec  # noqa: PLC0415
-    from seqexport_dagster.store.database import create_engine  # noqa: PLC0415
-    from seqexport_dagster.store.store import ControlPlane  # noqa: PLC0415
+    from seqexport_dagster.destination.base import OperatorPolicy
+    from seqexport_dagster.runner import Runner
+    from seqexport_dagster.source.reader import SourceReader
+    from seqexport_dagster.store.crypto import SecretBox, new_key_spec
+    from seqexport_dagster.store.database import create_engine
+    from seqexport_dagster.store.store import ControlPlane
 
     template = Path(p["tmp"]) / CONTROL_TEMPLATE if p.get("tmp") else None
     control = Path(p["control_path"]) if p.get("control_path") else work / "control.db"
@@ -100,8 +100,8 @@ def _world(p: dict[str, Any], work: Path, destination: Any) -> tuple[Any, str]:
 
 def engine(p: dict[str, Any]) -> Result:
     """Runner.write_window of one window into a local folder (or S3 when ``p['s3']`` is given)."""
-    from seqexport_dagster.destination.base import DestinationConfig  # noqa: PLC0415
-    from seqexport_dagster.window import Window, day_of  # noqa: PLC0415
+    from seqexport_dagster.destination.base import DestinationConfig
+    from seqexport_dagster.window import Window, day_of
 
     result = Result()
     with tempfile.TemporaryDirectory(dir=p.get("tmp")) as tmp:
@@ -131,7 +131,7 @@ def engine(p: dict[str, Any]) -> Result:
 
 
 def _timed_factory(result: Result) -> Callable[..., Any]:
-    from seqexport_dagster.destination.base import open_destination  # noqa: PLC0415
+    from seqexport_dagster.destination.base import open_destination
 
     result.extra["upload_s"] = 0.0
 
@@ -165,13 +165,13 @@ def floor(p: dict[str, Any]) -> Result:
     kept, so each batch stays in cache. What the engine would cost with no ledger, no destination
     and no bookkeeping. Each step is timed around its call, once per batch of 500 rows: the clock
     reads (a system call each, ~0.6 µs) cost ~5 ns a row, 0.2 % of the floor."""
-    import msgspec  # noqa: PLC0415
-    from isal import isal_zlib  # noqa: PLC0415
+    import msgspec
+    from isal import isal_zlib
 
-    from seqexport_dagster.schema import DATASETS  # noqa: PLC0415
-    from seqexport_dagster.source.reader import DEFAULT_BATCH  # noqa: PLC0415
-    from seqexport_dagster.window import PART_LIMIT  # noqa: PLC0415
-    from seqexport_dagster.writer import GZIP_WBITS, _row_builder  # noqa: PLC0415
+    from seqexport_dagster.schema import DATASETS
+    from seqexport_dagster.source.reader import DEFAULT_BATCH
+    from seqexport_dagster.window import PART_LIMIT
+    from seqexport_dagster.writer import GZIP_WBITS, _row_builder
 
     conn = sqlite3.connect(p["source_path"])
     build = _row_builder(DATASETS["email_events"])
@@ -221,15 +221,15 @@ def floor(p: dict[str, Any]) -> Result:
 def gzip_levels(p: dict[str, Any]) -> Result:
     """The engine's JSON lines compressed by isal level 1 and by zlib level 6 (gzip's default, and
     DuckDB's), batch by batch into 50k-line members, only the compression timed."""
-    import zlib  # noqa: PLC0415
+    import zlib
 
-    import msgspec  # noqa: PLC0415
-    from isal import isal_zlib  # noqa: PLC0415
+    import msgspec
+    from isal import isal_zlib
 
-    from seqexport_dagster.schema import DATASETS  # noqa: PLC0415
-    from seqexport_dagster.source.reader import DEFAULT_BATCH  # noqa: PLC0415
-    from seqexport_dagster.window import PART_LIMIT  # noqa: PLC0415
-    from seqexport_dagster.writer import GZIP_WBITS, _row_builder  # noqa: PLC0415
+    from seqexport_dagster.schema import DATASETS
+    from seqexport_dagster.source.reader import DEFAULT_BATCH
+    from seqexport_dagster.window import PART_LIMIT
+    from seqexport_dagster.writer import GZIP_WBITS, _row_builder
 
     build = _row_builder(DATASETS["email_events"])
     encode = msgspec.json.Encoder().encode_lines
@@ -277,10 +277,10 @@ def duckdb_copy(p: dict[str, Any]) -> Result:
     """DuckDB's COPY ... (FORMAT JSON, COMPRESSION GZIP) of the same rows. DuckDB's sqlite extension
     cannot be installed offline, so the rows are loaded into a DuckDB table first (not timed): the
     figure is DuckDB's best case, without its read."""
-    import duckdb  # noqa: PLC0415
-    import pyarrow as pa  # noqa: PLC0415
+    import duckdb
+    import pyarrow as pa
 
-    from seqexport_dagster.schema import DATASETS  # noqa: PLC0415
+    from seqexport_dagster.schema import DATASETS
 
     result = Result()
     names = list(DATASETS["email_events"].field_names)
@@ -313,7 +313,7 @@ def duckdb_copy(p: dict[str, Any]) -> Result:
 
 def pandas_json(p: dict[str, Any]) -> Result:
     """pandas read_sql + to_json(orient='records', lines=True, compression='gzip'), all timed."""
-    import pandas as pd  # noqa: PLC0415
+    import pandas as pd
 
     result = Result()
     conn = sqlite3.connect(p["source_path"])
@@ -329,9 +329,9 @@ def pandas_json(p: dict[str, Any]) -> Result:
 
 def source_read(p: dict[str, Any]) -> Result:
     """SourceReader.window_batches alone (the engine's read path), rows consumed and dropped."""
-    from seqexport_dagster.source.reader import SourceReader  # noqa: PLC0415
-    from seqexport_dagster.store.database import create_engine  # noqa: PLC0415
-    from seqexport_dagster.window import Window  # noqa: PLC0415
+    from seqexport_dagster.source.reader import SourceReader
+    from seqexport_dagster.store.database import create_engine
+    from seqexport_dagster.window import Window
 
     result = Result()
     reader = SourceReader(create_engine(p["source_url"]), **({"batch_size": p["batch"]} if "batch" in p else {}))
@@ -343,7 +343,7 @@ def source_read(p: dict[str, Any]) -> Result:
 
 def pg_copy(p: dict[str, Any]) -> Result:
     """``COPY (SELECT ...) TO STDOUT``: PostgreSQL's text stream, not parsed into rows (a floor)."""
-    import psycopg2  # noqa: PLC0415
+    import psycopg2
 
     result = Result()
     conn = psycopg2.connect(p["dsn"])
@@ -396,7 +396,7 @@ TASKS: dict[str, Callable[[dict[str, Any]], Result]] = {
 def main(argv: list[str]) -> int:
     task, params = argv[0], json.loads(argv[1]) if len(argv) > 1 else {}
     if task in ("tick", "worker", "runs"):
-        from benchmarks import control  # noqa: PLC0415
+        from benchmarks import control
 
         run = {"tick": control.tick, "worker": control.worker, "runs": control.runs_simulation}[task]
         found = run(params)

@@ -25,21 +25,21 @@ def tick(p: dict[str, Any]) -> dict[str, Any]:
     real Dagster instance on SQLite. The first tick registers the exports as partitions (not
     timed); the median of the next 5 is reported, and the pure policy part (list_exports +
     planner.due_work) separately."""
-    import dagster as dg  # noqa: PLC0415
+    import dagster as dg
 
-    from seqexport_dagster.definitions import exporter_resources  # noqa: PLC0415
-    from seqexport_dagster.defs.inline import evaluate_sensor  # noqa: PLC0415
-    from seqexport_dagster.defs.resources import (  # noqa: PLC0415
+    from seqexport_dagster.definitions import exporter_resources
+    from seqexport_dagster.defs.inline import evaluate_sensor
+    from seqexport_dagster.defs.resources import (
         ControlPlaneResource,
         FixedClock,
         OperatorResource,
         SourceResource,
     )
-    from seqexport_dagster.planner import due_work  # noqa: PLC0415
-    from seqexport_dagster.store.crypto import SecretBox, new_key_spec  # noqa: PLC0415
-    from seqexport_dagster.store.database import create_engine  # noqa: PLC0415
-    from seqexport_dagster.store.store import ControlPlane  # noqa: PLC0415
-    from seqexport_dagster.window import HOUR_MS  # noqa: PLC0415
+    from seqexport_dagster.planner import due_work
+    from seqexport_dagster.store.crypto import SecretBox, new_key_spec
+    from seqexport_dagster.store.database import create_engine
+    from seqexport_dagster.store.store import ControlPlane
+    from seqexport_dagster.window import HOUR_MS
 
     n = int(p["exports"])
     now = DAY0 + 26 * HOUR_MS
@@ -88,10 +88,10 @@ def _bulk_exports(store: Any, n: int, created: int) -> None:
     """``n`` exports of four datasets with the frequencies mixed: one made by ``create_export``
     (sealed secret and all), the others copied from it in one transaction (3,000 separate
     create_export transactions would take minutes on SQLite)."""
-    import sqlalchemy as sa  # noqa: PLC0415
+    import sqlalchemy as sa
 
-    from seqexport_dagster.destination.base import DestinationConfig  # noqa: PLC0415
-    from seqexport_dagster.store.tables import export_datasets, exports  # noqa: PLC0415
+    from seqexport_dagster.destination.base import DestinationConfig
+    from seqexport_dagster.store.tables import export_datasets, exports
 
     template = store.create_export(
         account_id="acct0",
@@ -128,17 +128,17 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
     (a batch; three event datasets, a small account each) in a fresh process, as the run launcher
     would start it. Includes the interpreter, importing Dagster and loading the definitions, which
     dominate for small days: the per-export cost falls as the batch grows."""
-    import json  # noqa: PLC0415
+    import json
 
-    import dagster as dg  # noqa: PLC0415
-    import sqlalchemy as sa  # noqa: PLC0415
+    import dagster as dg
+    import sqlalchemy as sa
 
-    from seqexport_dagster.destination.base import DestinationConfig  # noqa: PLC0415
-    from seqexport_dagster.source.generator import Scale, generate_account  # noqa: PLC0415
-    from seqexport_dagster.store.crypto import SecretBox, new_key_spec  # noqa: PLC0415
-    from seqexport_dagster.store.database import create_engine  # noqa: PLC0415
-    from seqexport_dagster.store.store import ControlPlane  # noqa: PLC0415
-    from seqexport_dagster.window import DAY_MS, day_of  # noqa: PLC0415
+    from seqexport_dagster.destination.base import DestinationConfig
+    from seqexport_dagster.source.generator import Scale, generate_account
+    from seqexport_dagster.store.crypto import SecretBox, new_key_spec
+    from seqexport_dagster.store.database import create_engine
+    from seqexport_dagster.store.store import ControlPlane
+    from seqexport_dagster.window import DAY_MS, day_of
 
     n = int(p.get("exports", 1))
     with tempfile.TemporaryDirectory(dir=p.get("tmp")) as tmp:
@@ -207,11 +207,11 @@ def runs_simulation(p: dict[str, Any]) -> dict[str, Any]:
     """Runs launched over one simulated hour by ``p['exports']`` exports at 15 minutes (default
     1,000): the sensor ticks every 30 s; each tick's work is assumed done before the next tick.
     Old layout: one run per export with work due. New: `planner.batch` of the same work items."""
-    from dataclasses import replace  # noqa: PLC0415
+    from dataclasses import replace
 
-    from seqexport_dagster.planner import batch, due_work, windows_due  # noqa: PLC0415
-    from seqexport_dagster.store.store import DatasetState, ExportRecord  # noqa: PLC0415
-    from seqexport_dagster.window import HOUR_MS, MINUTE_MS  # noqa: PLC0415
+    from seqexport_dagster.planner import batch, due_work, windows_due
+    from seqexport_dagster.store.store import DatasetState, ExportRecord
+    from seqexport_dagster.window import HOUR_MS, MINUTE_MS
 
     n = int(p.get("exports", 1000))
     start = DAY0 + 10 * HOUR_MS

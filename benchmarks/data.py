@@ -183,7 +183,7 @@ PG_ADMIN_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
 def ensure_postgres(source: Source, size: int, name: str = "seqexport_bench") -> str:
     """A scratch database holding the same rows as the ``size`` window (kept between runs; reloaded
     when its rows differ). Returns its SQLAlchemy URL."""
-    import psycopg2  # noqa: PLC0415
+    import psycopg2
 
     url = f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
     to_ms, expected = source.windows[size]

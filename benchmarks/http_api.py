@@ -51,14 +51,14 @@ def _measure(call: Callable[[], object], seconds: float) -> dict[str, float]:
 
 
 def run(exports_n: int, seconds: float) -> dict[str, Any]:
-    from seqexport_dagster import presentation as shapes  # noqa: PLC0415
-    from seqexport_dagster.api import Exports  # noqa: PLC0415
-    from seqexport_dagster.config import Settings  # noqa: PLC0415
-    from seqexport_dagster.store.crypto import new_key_spec  # noqa: PLC0415
-    from seqexport_dagster.store.token import TokenStore  # noqa: PLC0415
-    from seqexport_dagster_tests.api_server import wait_ready  # noqa: PLC0415
-    from seqexport_dagster_tests.moto_server import free_port  # noqa: PLC0415
-    from seqexport_dagster_tests.processes import stop_group  # noqa: PLC0415
+    from seqexport_dagster import presentation as shapes
+    from seqexport_dagster.api import Exports
+    from seqexport_dagster.config import Settings
+    from seqexport_dagster.store.crypto import new_key_spec
+    from seqexport_dagster.store.token import TokenStore
+    from seqexport_dagster_tests.api_server import wait_ready
+    from seqexport_dagster_tests.moto_server import free_port
+    from seqexport_dagster_tests.processes import stop_group
 
     name = f"seqexport_bench_api_{secrets.token_hex(4)}"
     admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")

@@ -70,16 +70,16 @@ class CpuSampler:
 
 def _setup(tmp: Path, n: int) -> tuple[str, str, str]:
     """Control plane and source with ``n`` exports of email_events, each 2 h behind (hourly)."""
-    import sqlalchemy as sa  # noqa: PLC0415
+    import sqlalchemy as sa
 
-    from seqexport_dagster.destination.base import DestinationConfig  # noqa: PLC0415
-    from seqexport_dagster.runner import wall_clock_ms  # noqa: PLC0415
-    from seqexport_dagster.source.generator import Scale, generate_account  # noqa: PLC0415
-    from seqexport_dagster.source.tables import create_source_tables  # noqa: PLC0415
-    from seqexport_dagster.store.crypto import SecretBox, new_key_spec  # noqa: PLC0415
-    from seqexport_dagster.store.database import create_engine  # noqa: PLC0415
-    from seqexport_dagster.store.store import ControlPlane  # noqa: PLC0415
-    from seqexport_dagster.window import HOUR_MS, MINUTE_MS  # noqa: PLC0415
+    from seqexport_dagster.destination.base import DestinationConfig
+    from seqexport_dagster.runner import wall_clock_ms
+    from seqexport_dagster.source.generator import Scale, generate_account
+    from seqexport_dagster.source.tables import create_source_tables
+    from seqexport_dagster.store.crypto import SecretBox, new_key_spec
+    from seqexport_dagster.store.database import create_engine
+    from seqexport_dagster.store.store import ControlPlane
+    from seqexport_dagster.window import HOUR_MS, MINUTE_MS
 
     keys, control, source = new_key_spec("bench"), f"sqlite:///{tmp}/control.db", f"sqlite:///{tmp}/source.db"
     created = (wall_clock_ms() - 2 * HOUR_MS) // MINUTE_MS * MINUTE_MS
@@ -101,8 +101,8 @@ def _setup(tmp: Path, n: int) -> tuple[str, str, str]:
 
 def measure(p: dict[str, Any]) -> dict[str, Any]:
     """One daemon, ``p['runs']`` due exports; ``p['threads']`` turns on ``dequeue_use_threads``."""
-    import dagster as dg  # noqa: PLC0415
-    from dagster import DagsterEventType  # noqa: PLC0415
+    import dagster as dg
+    from dagster import DagsterEventType
 
     n, threads = int(p.get("runs", 20)), bool(p.get("threads", False))
     with tempfile.TemporaryDirectory(dir=p.get("tmp")) as tmp_name:
@@ -203,7 +203,7 @@ def summary(r: dict[str, Any]) -> str:
 
 def main(argv: list[str]) -> int:
     """``python -m benchmarks.launch ['{"runs": 20, "threads": false}']``: the summary, then one JSON line."""
-    import json  # noqa: PLC0415
+    import json
 
     found = measure(json.loads(argv[0]) if argv else {})
     found["summary"] = summary(found)

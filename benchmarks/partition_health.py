@@ -70,9 +70,9 @@ def _storage(home: Path) -> None:
 
 def populate(home: Path, layout: str, n: int) -> int:
     """Write the materializations of the shape above; returns how many."""
-    import dagster as dg  # noqa: PLC0415
+    import dagster as dg
 
-    from benchmarks.partition_layouts import first_day  # noqa: PLC0415
+    from benchmarks.partition_layouts import first_day
 
     start = first_day()
     ids = [f"exp_{i:06d}" for i in range(n)]
@@ -101,8 +101,8 @@ def bulk_store(instance: Any, materializations: list[Any]) -> None:
     (about 90 events/s here), which would take hours for the old layout at 3,000 exports. The
     rows written are the same: the event, its partition tags and the asset's latest record.
     """
-    from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData  # noqa: PLC0415
-    from dagster._core.events.log import EventLogEntry  # noqa: PLC0415
+    from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+    from dagster._core.events.log import EventLogEntry
 
     storage = instance.event_log_storage
     for chunk in range(0, len(materializations), 20_000):
@@ -133,15 +133,15 @@ def bulk_store(instance: Any, materializations: list[Any]) -> None:
 
 
 def _days(d: int) -> Any:
-    import datetime as dt  # noqa: PLC0415
+    import datetime as dt
 
     return dt.timedelta(days=d)
 
 
 def add_export(home: Path, layout: str, n: int) -> None:
-    import dagster as dg  # noqa: PLC0415
+    import dagster as dg
 
-    from benchmarks.partition_layouts import first_day  # noqa: PLC0415
+    from benchmarks.partition_layouts import first_day
 
     export_id = f"exp_new{n:06d}"
     with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -160,7 +160,7 @@ def query(port: int) -> tuple[float, int]:
         f"http://127.0.0.1:{port}/graphql", data=body, headers={"Content-Type": "application/json"}
     )
     started = time.perf_counter()
-    with urllib.request.urlopen(request, timeout=600) as response:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(request, timeout=600) as response:
         data = response.read()
     elapsed = time.perf_counter() - started
     if b'"errors"' in data[:200]:
@@ -180,7 +180,7 @@ def serve(home: Path, layout: str) -> tuple[subprocess.Popen[bytes], int]:
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5):  # noqa: S310
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5):
                 return proc, port
         except OSError:
             if proc.poll() is not None:
@@ -199,10 +199,10 @@ def render_partitions_tab(port: int) -> float | None:
     """Seconds from navigating to ``email_events``'s Partitions tab in headless Chromium until the
     last day's key is on screen and the page's requests have settled; ``None`` without Playwright."""
     try:
-        from playwright.sync_api import sync_playwright  # noqa: PLC0415 - optional (bench extras)
+        from playwright.sync_api import sync_playwright
     except ImportError:
         return None
-    from benchmarks.partition_layouts import first_day  # noqa: PLC0415
+    from benchmarks.partition_layouts import first_day
 
     last = (first_day() + _days(DAYS - 1)).isoformat()
     with sync_playwright() as p:

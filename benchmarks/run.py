@@ -104,9 +104,9 @@ def children(tasks: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def migrated_control_plane(path: Path) -> None:
-    from seqexport_dagster.store.crypto import SecretBox, new_key_spec  # noqa: PLC0415
-    from seqexport_dagster.store.database import create_engine  # noqa: PLC0415
-    from seqexport_dagster.store.store import ControlPlane  # noqa: PLC0415
+    from seqexport_dagster.store.crypto import SecretBox, new_key_spec
+    from seqexport_dagster.store.database import create_engine
+    from seqexport_dagster.store.store import ControlPlane
 
     engine = create_engine(f"sqlite:///{path}")
     try:
@@ -150,8 +150,8 @@ def peer_child(python: Path, module: str, **params: Any) -> dict[str, Any]:
 def engine_section(
     rep: Report, src: data.Source, size: int, tmp: str, *, quick: bool, repeat: int, data_dir: Path
 ) -> None:
-    from seqexport_dagster.schema import DATASETS  # noqa: PLC0415
-    from seqexport_dagster.window import iso_ms  # noqa: PLC0415
+    from seqexport_dagster.schema import DATASETS
+    from seqexport_dagster.window import iso_ms
 
     to_ms, rows = src.windows[size]
     common = {"source_url": src.url, "source_path": str(src.path), "to_ms": to_ms, "tmp": tmp}
@@ -245,7 +245,7 @@ def postgres_section(rep: Report, src: data.Source, size: int, tmp: str, pg_name
 
 def s3_section(rep: Report, src: data.Source, size: int, tmp: str) -> None:
     sys.path.insert(0, str(ROOT))
-    from seqexport_dagster_tests import moto_server  # noqa: PLC0415
+    from seqexport_dagster_tests import moto_server
 
     print("3. S3 sink through moto's server")
     to_ms, _rows = src.windows[size]

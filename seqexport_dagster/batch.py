@@ -181,7 +181,7 @@ class BatchRunner:
             elif kind == "note" and on_note is not None:
                 on_note(payload)
             elif kind == "done":
-                assert isinstance(payload, ExportOutcome)  # noqa: S101 - the queue's own protocol
+                assert isinstance(payload, ExportOutcome)
                 if payload.export_id in pending:
                     pending.discard(payload.export_id)
                     report.outcomes[payload.export_id] = payload

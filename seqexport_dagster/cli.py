@@ -160,7 +160,7 @@ class Output:
 
 def _shapes() -> ModuleType:
     """`seqexport_dagster.presentation`, the JSON shapes shared with the HTTP API (imported late, see above)."""
-    import seqexport_dagster.presentation as shapes  # noqa: PLC0415 - see TYPE_CHECKING above
+    import seqexport_dagster.presentation as shapes
 
     return shapes
 
@@ -306,7 +306,7 @@ def _lag_ms(minutes: str) -> int:
         raise InvalidInput("lag", f"{shown} is not a number of minutes (0 to 60)") from None
     if not -1e6 <= value <= 1e6:  # NaN and infinities fail too; 1e308 minutes would overflow below
         raise InvalidInput("lag", f"{shown} minutes is out of range: use 0 to 60 minutes")
-    from seqexport_dagster.api import validate_lag_ms  # noqa: PLC0415 - see TYPE_CHECKING above
+    from seqexport_dagster.api import validate_lag_ms
 
     return validate_lag_ms(int(round(value * 60_000)))
 
@@ -395,7 +395,7 @@ def _export_now(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     if not hasattr(api, "export_now_plan"):  # the remote CLI: the HTTP API answers with the export
         return _changed("will run at the next scheduler tick (no backoff wait)")(api.export_now(args.export_id), out)
     plan = api.export_now_plan(args.export_id)
-    from seqexport_dagster.daemon_health import daemon_warning  # noqa: PLC0415 - imports dagster, slow
+    from seqexport_dagster.daemon_health import daemon_warning
 
     warning = daemon_warning(args.environ)
     if warning:
@@ -452,7 +452,7 @@ def _delete(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 
 def _init(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
-    from seqexport_dagster.api import shown_url  # noqa: PLC0415 - see TYPE_CHECKING above
+    from seqexport_dagster.api import shown_url
 
     where = shown_url(args.settings.database_url)
     if out.as_json:
@@ -532,7 +532,7 @@ def _history(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 def _rotate_keys(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     out.progress("re-sealing stored secrets with the first key of SEQEXPORT_SECRET_KEYS ...")
-    from seqexport_dagster.api import Exports  # noqa: PLC0415 - see TYPE_CHECKING above
+    from seqexport_dagster.api import Exports
 
     with reporter(out.as_json) as shown:
         # Progress where the work happens: a remote rotation runs in the server.
@@ -630,7 +630,7 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from seqexport_dagster.demo import run_demo  # noqa: PLC0415 - keep `seqexport --help` fast
+    from seqexport_dagster.demo import run_demo
 
     with reporter(bool(args.json)) as shown:
         summary = run_demo(
@@ -666,7 +666,7 @@ def _demo(args: argparse.Namespace) -> int:
     print("\nQuery the files with DuckDB:\n")
     print(f"  {summary.duckdb_query()}\n")
     try:
-        import duckdb  # noqa: PLC0415 - optional: installed with the test extras
+        import duckdb
     except ImportError:
         pass
     else:
@@ -684,7 +684,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     """Customer-side: checks a bucket with the customer's read key; the ledger only for operators."""
-    from seqexport_dagster.verify import verify_location  # noqa: PLC0415 - keep `seqexport --help` fast
+    from seqexport_dagster.verify import verify_location
 
     out = Output(bool(args.json))
     secret = _read_secret(args, out, required=bool(args.access_key_id))
@@ -692,13 +692,13 @@ def _verify(args: argparse.Namespace) -> int:
     api: AnyExports | None = None
     if args.ledger and args.environ.get("SEQEXPORT_API_URL"):
         # Customers: the ledger comes from the HTTP API (their token), the bucket from their read key.
-        from seqexport_dagster.remote import RemoteExports  # noqa: PLC0415 - see TYPE_CHECKING above
+        from seqexport_dagster.remote import RemoteExports
 
         api = RemoteExports.from_env(args.environ)
         ledger = (api, api.get_export(args.ledger).id)
     elif args.ledger:
-        from seqexport_dagster.api import Exports  # noqa: PLC0415 - see TYPE_CHECKING above
-        from seqexport_dagster.config import Settings  # noqa: PLC0415
+        from seqexport_dagster.api import Exports
+        from seqexport_dagster.config import Settings
 
         api = Exports.from_settings(Settings.from_env(args.environ), must_exist=True)
         ledger = (api.store, api.store.get_export(args.ledger).id)
@@ -732,9 +732,9 @@ def _local_only(args: argparse.Namespace, what: str) -> None:
 
 def _tokens(args: argparse.Namespace) -> int:
     """Operators mint, list and revoke API tokens; a token's value is printed once, at creation."""
-    from seqexport_dagster.api import Exports, validate_account, wall_clock_ms  # noqa: PLC0415
-    from seqexport_dagster.config import Settings  # noqa: PLC0415
-    from seqexport_dagster.store.token import TokenStore  # noqa: PLC0415
+    from seqexport_dagster.api import Exports, validate_account, wall_clock_ms
+    from seqexport_dagster.config import Settings
+    from seqexport_dagster.store.token import TokenStore
 
     _local_only(args, "managing tokens")
     out = Output(bool(args.json))
@@ -793,9 +793,9 @@ def _token_json(token: Any) -> dict[str, object]:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from seqexport_dagster.config import Settings  # noqa: PLC0415
-    from seqexport_dagster.service.guard import RateLimit  # noqa: PLC0415
-    from seqexport_dagster.service.server import serve  # noqa: PLC0415
+    from seqexport_dagster.config import Settings
+    from seqexport_dagster.service.guard import RateLimit
+    from seqexport_dagster.service.server import serve
 
     _local_only(args, "serving the API")
     if not 0 < args.port < 65536:
@@ -808,14 +808,14 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _backfill(args: argparse.Namespace) -> int:
     """Operators: re-deliver days for chosen exports (create-only; never before an export's start)."""
-    import uuid  # noqa: PLC0415
+    import uuid
 
-    from seqexport_dagster.api import Exports  # noqa: PLC0415 - see TYPE_CHECKING above
-    from seqexport_dagster.backfill import backfill  # noqa: PLC0415
-    from seqexport_dagster.config import Settings  # noqa: PLC0415
-    from seqexport_dagster.runner import wall_clock_ms  # noqa: PLC0415
-    from seqexport_dagster.source.reader import SourceReader  # noqa: PLC0415
-    from seqexport_dagster.store.database import create_engine  # noqa: PLC0415
+    from seqexport_dagster.api import Exports
+    from seqexport_dagster.backfill import backfill
+    from seqexport_dagster.config import Settings
+    from seqexport_dagster.runner import wall_clock_ms
+    from seqexport_dagster.source.reader import SourceReader
+    from seqexport_dagster.store.database import create_engine
 
     _local_only(args, "seqexport backfill")
     out = Output(bool(args.json))
@@ -925,12 +925,12 @@ def _run(args: argparse.Namespace, out: Output, clock: Callable[[], int] | None)
     plain: Callable[[argparse.Namespace], int] | None = getattr(args, "plain_handler", None)
     if plain is not None:
         return int(plain(args))
-    from seqexport_dagster.api import Exports  # noqa: PLC0415 - see TYPE_CHECKING above
-    from seqexport_dagster.config import Settings  # noqa: PLC0415
+    from seqexport_dagster.api import Exports
+    from seqexport_dagster.config import Settings
 
     api: AnyExports
     if args.environ.get("SEQEXPORT_API_URL"):
-        from seqexport_dagster.remote import RemoteExports  # noqa: PLC0415 - see TYPE_CHECKING above
+        from seqexport_dagster.remote import RemoteExports
 
         api = RemoteExports.from_env(args.environ)
     else:
@@ -961,7 +961,7 @@ def _make_sqlite_folder(url: str) -> None:
 
 
 def _control_plane_exists(settings: Any) -> bool:
-    from seqexport_dagster.api import ConfigurationError, require_control_plane  # noqa: PLC0415
+    from seqexport_dagster.api import ConfigurationError, require_control_plane
 
     try:
         require_control_plane(settings)

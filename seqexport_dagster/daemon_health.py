@@ -33,13 +33,13 @@ def daemon_warning(env: Mapping[str, str], *, now_s: float | None = None) -> str
             f"no Dagster instance in DAGSTER_HOME={home}: no daemon has run there, so nothing will "
             "launch the run; start `dagster-daemon run` (or `dagster dev`) with that DAGSTER_HOME"
         )
-    from dagster import DagsterInstance  # noqa: PLC0415 - slow import, only for this check
+    from dagster import DagsterInstance
 
     now = time.time() if now_s is None else now_s
     try:
         with DagsterInstance.from_config(home) as instance:
             beat = instance.get_daemon_heartbeats().get(SENSOR_DAEMON)
-    except Exception as exc:  # noqa: BLE001 - a check that cannot run must only say so
+    except Exception as exc:
         return f"could not read daemon heartbeats from DAGSTER_HOME={home} ({type(exc).__name__})"
     if beat is not None and now - beat.timestamp <= STALE_AFTER_S:
         return None

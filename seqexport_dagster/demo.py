@@ -210,11 +210,11 @@ def run_demo_dagster(
     The sensor is evaluated and its runs executed in this process (what the daemon and the run
     launcher do), with the clock pinned to the demo's "now".
     """
-    import dagster as dg  # noqa: PLC0415 - the core demo and `seqexport --help` need no dagster
+    import dagster as dg
 
-    from seqexport_dagster.definitions import build_definitions, exporter_resources  # noqa: PLC0415
-    from seqexport_dagster.defs.inline import tick  # noqa: PLC0415
-    from seqexport_dagster.defs.resources import (  # noqa: PLC0415
+    from seqexport_dagster.definitions import build_definitions, exporter_resources
+    from seqexport_dagster.defs.inline import tick
+    from seqexport_dagster.defs.resources import (
         ControlPlaneResource,
         FixedClock,
         OperatorResource,

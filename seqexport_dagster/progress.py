@@ -69,8 +69,8 @@ def reporter(as_json: bool, stream: IO[str] | None = None) -> Iterator[Reporter]
     if not bars_wanted(as_json, stream):
         yield _Plain(stream)
         return
-    from rich.console import Console  # noqa: PLC0415 - only a terminal needs it
-    from rich.progress import (  # noqa: PLC0415
+    from rich.console import Console
+    from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
         Progress,

@@ -160,7 +160,7 @@ DATASETS: Final[dict[str, Dataset]] = {d.name: d for d in (EMAIL_EVENTS, SMS_EVE
 EVENT_DATASETS: Final = tuple(name for name, d in DATASETS.items() if not d.is_snapshot)
 
 # A field named `date` would collide with the Hive partition column of every loader.
-assert all("date" not in d.field_names for d in DATASETS.values())  # noqa: S101
+assert all("date" not in d.field_names for d in DATASETS.values())
 
 
 def dataset(name: str) -> Dataset:

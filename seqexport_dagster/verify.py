@@ -175,8 +175,8 @@ class S3Bucket(Bucket):
         secret_access_key: str | None,
         region: str | None,
     ) -> None:
-        import boto3  # noqa: PLC0415 - boto3 is slow to import; local verification never needs it
-        from botocore.config import Config  # noqa: PLC0415
+        import boto3
+        from botocore.config import Config
 
         if scheme == "gs" and not endpoint:
             endpoint = "https://storage.googleapis.com"
@@ -515,7 +515,7 @@ def _check_events(
         if part.window != current:
             current, previous = part.window, None
         rows, previous = checker.check_rows(ds, part, body, previous, seen)
-        assert part.window is not None  # noqa: S101 - event parts always have a window
+        assert part.window is not None
         slot = (dataset, part.window)
         checker.rows_by_window[slot] = checker.rows_by_window.get(slot, 0) + rows
         summary.rows += rows
@@ -579,8 +579,7 @@ def _check_snapshots(
 
 
 def _day_window(day: str) -> Window:
-    start = int(dt.datetime.fromisoformat(day).replace(tzinfo=dt.UTC).timestamp()) * 1000
-    return Window(start, start + 24 * 3600 * 1000)
+    return Window.whole_day(dt.date.fromisoformat(day))
 
 
 def _check_ledger(checker: _Checker, store: ControlPlane, export_id: str) -> None:
@@ -589,7 +588,7 @@ def _check_ledger(checker: _Checker, store: ControlPlane, export_id: str) -> Non
     Only windows from the start of the bucket's chain on are compared: after a destination change
     the earlier windows live in the old location.
     """
-    from seqexport_dagster.store.store import COMMITTED  # noqa: PLC0415 - keeps the SQL stack optional
+    from seqexport_dagster.store.store import COMMITTED
 
     checker.report.ledger_checked = True
     latest: dict[tuple[str, Window], int] = {}
@@ -599,7 +598,7 @@ def _check_ledger(checker: _Checker, store: ControlPlane, export_id: str) -> Non
     starts: dict[str, int] = {}
     for dataset, window in checker.rows_by_window:
         starts[dataset] = min(starts.get(dataset, window.from_ms), window.from_ms)
-    from seqexport_dagster.ledger_scope import committed_elsewhere  # noqa: PLC0415 - issue 17: after a move
+    from seqexport_dagster.ledger_scope import committed_elsewhere
 
     elsewhere = committed_elsewhere(store, export_id, checker.report.source)
     for (dataset, window), rows in sorted(latest.items(), key=lambda kv: (kv[0][0], kv[0][1])):

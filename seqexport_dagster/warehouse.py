@@ -191,7 +191,7 @@ def _fail(message: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``WAREHOUSE DATASET [--bucket B] [--prefix P] [--stage S]``: one clear error per mistake, exit 2."""
-    import argparse  # noqa: PLC0415 - only the command line needs it
+    import argparse
 
     parser = argparse.ArgumentParser(
         prog="python -m seqexport_dagster.warehouse",

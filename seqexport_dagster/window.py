@@ -117,6 +117,12 @@ class Window:
     def date_key(self) -> str:
         return date_key(self.day)
 
+    @classmethod
+    def whole_day(cls, day: dt.date) -> Window:
+        """The whole UTC day: how the ledger records a subscriber snapshot."""
+        start = day_start_ms(day)
+        return cls(start, start + DAY_MS)
+
     def contains(self, recorded_ms: int) -> bool:
         return self.from_ms < recorded_ms <= self.to_ms
 

@@ -126,8 +126,8 @@ class HostileServer:
 @contextmanager
 def running(folder: Path) -> Iterator[HostileServer]:
     """The server in its own process group on a free port, in mode ``ok``; stopped by PID."""
-    from seqexport_dagster_tests.moto_server import free_port  # noqa: PLC0415 - the server itself needs none
-    from seqexport_dagster_tests.processes import ROOT, stop_group  # noqa: PLC0415
+    from seqexport_dagster_tests.moto_server import free_port
+    from seqexport_dagster_tests.processes import ROOT, stop_group
 
     port = free_port()
     server = HostileServer(f"http://127.0.0.1:{port}", folder / "hostile-mode")

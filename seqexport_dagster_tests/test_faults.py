@@ -565,7 +565,7 @@ def test_answer_lost_after_the_part_landed_is_recognised_not_rewritten(
 @pytest.mark.parametrize("write_once", [False, True], ids=["plain", "write-once"])
 def test_soak_loses_duplicates_and_overwrites_nothing(write_once: bool, capsys: pytest.CaptureFixture[str]) -> None:
     """The soak (benchmarks/soak.py) in small: random faults, outages and late rows over many exports."""
-    from benchmarks import soak  # noqa: PLC0415
+    from benchmarks import soak
 
     code = soak.main(["--exports", "6", "--minutes", "90", "--seed", "3", *(["--write-once"] if write_once else [])])
     out = capsys.readouterr().out

@@ -127,7 +127,7 @@ def test_local_mode_key_file_and_control_plane_are_owner_only(run_sqlite: Cli, t
 
 
 def test_dagster_resource_fails_closed_without_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from seqexport_dagster.defs.resources import ControlPlaneResource  # noqa: PLC0415
+    from seqexport_dagster.defs.resources import ControlPlaneResource
 
     for name in ("SEQEXPORT_SECRET_KEYS", "SEQEXPORT_ALLOW_LOCAL"):
         monkeypatch.delenv(name, raising=False)
@@ -223,10 +223,10 @@ def _seal_v1(box: SecretBox, plaintext: str, export_id: str) -> str:
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_migration_0003_reseals_old_rows_and_reports_the_rest(tmp_path: Path, backend: str) -> None:
-    from alembic import command  # noqa: PLC0415
-    from alembic.config import Config  # noqa: PLC0415
+    from alembic import command
+    from alembic.config import Config
 
-    from seqexport_dagster_tests.world import postgres_database  # noqa: PLC0415
+    from seqexport_dagster_tests.world import postgres_database
 
     box = SecretBox.parse(new_key_spec("t1"))
     lost = SecretBox.parse(new_key_spec("gone"))
@@ -305,7 +305,7 @@ def test_object_store_ports_are_accepted(port: int) -> None:
 
 
 def test_connection_tests_are_rate_limited_per_account(run_sqlite: Cli) -> None:
-    from seqexport_dagster.api import wall_clock_ms  # noqa: PLC0415
+    from seqexport_dagster.api import wall_clock_ms
 
     run = run_sqlite
     run.world.clock.now_ms = wall_clock_ms()  # the other process below counts on the wall clock
@@ -336,7 +336,7 @@ def test_connection_tests_are_rate_limited_per_account(run_sqlite: Cli) -> None:
 
 
 def test_rate_limit_counts_across_connections(world: World) -> None:
-    from seqexport_dagster.store.rate_limit import admit_connection_test  # noqa: PLC0415
+    from seqexport_dagster.store.rate_limit import admit_connection_test
 
     engines = [create_engine(world.control_url) for _ in range(2)]
     try:
@@ -410,18 +410,18 @@ def test_input_gaps_exit_2_name_the_field_and_save_nothing(run: Cli) -> None:
 
 
 def test_no_repr_or_str_shows_a_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from seqexport_dagster.api import Exports  # noqa: PLC0415
-    from seqexport_dagster.connection_test import ConnectionTestFailed  # noqa: PLC0415
-    from seqexport_dagster.definitions import default_resources  # noqa: PLC0415
-    from seqexport_dagster.defs.resources import (  # noqa: PLC0415
+    from seqexport_dagster.api import Exports
+    from seqexport_dagster.connection_test import ConnectionTestFailed
+    from seqexport_dagster.definitions import default_resources
+    from seqexport_dagster.defs.resources import (
         ClockResource,
         ControlPlaneResource,
         ExporterResource,
         OperatorResource,
         SourceResource,
     )
-    from seqexport_dagster.destination.s3 import S3Destination  # noqa: PLC0415
-    from seqexport_dagster.errors import BadCredentials  # noqa: PLC0415
+    from seqexport_dagster.destination.s3 import S3Destination
+    from seqexport_dagster.errors import BadCredentials
 
     key_spec = new_key_spec("planted")
     key_b64 = key_spec.split(":", 1)[1]
@@ -474,7 +474,7 @@ def test_no_repr_or_str_shows_a_secret(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_error_text_is_one_bounded_printable_line() -> None:
-    from seqexport_dagster.errors import sanitize_error  # noqa: PLC0415
+    from seqexport_dagster.errors import sanitize_error
 
     nasty = "a\nb\r\nc\x1b[31md\x00e\u202ef\u2028g\x85h\tz " + "é" * 3000
     out = sanitize_error(nasty)
@@ -491,9 +491,9 @@ def test_error_text_is_one_bounded_printable_line() -> None:
 )
 def test_every_region_that_validates_builds_a_client(region: str, provider: str) -> None:
     """What validation accepts, botocore accepts too: no InvalidRegionError (exit 1) behind it."""
-    from seqexport_dagster.destination.base import validate_config  # noqa: PLC0415
-    from seqexport_dagster.destination.s3 import S3Destination  # noqa: PLC0415
-    from seqexport_dagster.errors import InvalidInput  # noqa: PLC0415
+    from seqexport_dagster.destination.base import validate_config
+    from seqexport_dagster.destination.s3 import S3Destination
+    from seqexport_dagster.errors import InvalidInput
 
     endpoint = "https://minio.example.com:9000" if provider == "s3" else None
     try:

@@ -30,7 +30,7 @@ def test_idle_reason_says_nothing_due_paused_or_in_backoff(tmp_path: Any) -> Non
 
 
 def test_the_sensor_tick_carries_the_reason(tmp_path: Any, monkeypatch: Any) -> None:
-    from seqexport_dagster_tests.dagster_harness import harness  # noqa: PLC0415 - Dagster only here
+    from seqexport_dagster_tests.dagster_harness import harness
 
     with harness(tmp_path, monkeypatch) as h:
         paused = h.world.local_export(datasets=("email_events",), folder="p")

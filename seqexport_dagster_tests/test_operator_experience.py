@@ -196,8 +196,8 @@ def test_export_now_says_why_not_and_when(run_sqlite: Cli, tmp_path: Path) -> No
     assert committed(w, eid, "email_events") == [Window(created_at, w.clock() - LAG)]
 
     # A Dagster instance whose daemon never ran, then one whose sensor daemon beat just now.
-    from dagster import DagsterInstance  # noqa: PLC0415 - slow import, only here
-    from dagster._daemon.types import DaemonHeartbeat  # noqa: PLC0415
+    from dagster import DagsterInstance
+    from dagster._daemon.types import DaemonHeartbeat
 
     home = tmp_path / "dagster_home"
     home.mkdir()
@@ -296,7 +296,7 @@ def test_warehouse_command_line(tmp_path: Path) -> None:
 
 
 def test_generated_subscribers_never_change_in_the_future() -> None:
-    import random  # noqa: PLC0415
+    import random
 
     start = DAY0
     rows = subscribers(random.Random(3), "acme", 3000, start)
@@ -315,7 +315,7 @@ def snapshot_rows(root: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_demo_snapshot_holds_no_future_updated_at(tmp_path: Path) -> None:
-    from seqexport_dagster.demo import build_demo, run_demo_core  # noqa: PLC0415
+    from seqexport_dagster.demo import build_demo, run_demo_core
 
     world = build_demo(tmp_path / "demo", tmp_path / "dest", now_ms=DAY0 + 5 * HOUR_MS)
     try:

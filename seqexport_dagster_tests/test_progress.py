@@ -60,7 +60,7 @@ def test_verify_and_rotate_keys_show_progress_only_at_a_terminal(
 
 
 def test_demo_build_reports_progress(tmp_path: Any) -> None:
-    from seqexport_dagster.demo import build_demo  # noqa: PLC0415
+    from seqexport_dagster.demo import build_demo
 
     seen: list[tuple[str, int, int | None]] = []
     world = build_demo(tmp_path / "demo", now_ms=DAY0, advance=lambda *a: seen.append(a))

@@ -275,12 +275,12 @@ def test_awkward_text_is_written_identically_from_sqlite_and_postgresql(world: W
     """Edge-case text, NULLs, integers and nested JSON: the same gzip bytes from both databases; every
     line is one valid JSON object in the contract's field order that decodes to exactly what was stored
     and validates against the published schema. JSON-text fields are embedded verbatim."""
-    import gzip  # noqa: PLC0415
+    import gzip
 
-    import jsonschema  # noqa: PLC0415
+    import jsonschema
 
-    from seqexport_dagster.schema_publish import SCHEMA_DIR  # noqa: PLC0415
-    from seqexport_dagster.writer import PartWriter  # noqa: PLC0415
+    from seqexport_dagster.schema_publish import SCHEMA_DIR
+    from seqexport_dagster.writer import PartWriter
 
     props = [
         {"text": s, "nested": {"list": [s, 1, None, True, 2.5], "ключ": {"🔑": s}}, "n": -(2**53)} for s in AWKWARD

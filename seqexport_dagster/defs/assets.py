@@ -70,7 +70,7 @@ def window_metadata(export_id: str, report: WindowReport) -> dict[str, Any]:
 
 def reconciled_observation(export_id: str, result: Reconciled) -> dg.AssetObservation:
     """A rewritten window, on the partition of its own day (which may be before the run's)."""
-    assert result.report is not None  # noqa: S101 - only called for rewritten windows
+    assert result.report is not None
     metadata = {
         **window_metadata(export_id, result.report),
         "window": str(result.window),

@@ -179,7 +179,7 @@ def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> Destin
         )
     if not config.secret_access_key:
         raise InvalidInput("secret_access_key", "is required (prompt, stdin or environment variable)")
-    from seqexport_dagster.destination.endpoint import validate_endpoint  # noqa: PLC0415 - avoids a cycle
+    from seqexport_dagster.destination.endpoint import validate_endpoint
 
     endpoint = config.endpoint
     region = config.region
@@ -213,9 +213,9 @@ def open_destination(config: DestinationConfig, policy: OperatorPolicy) -> Desti
     if config.provider == "local":
         if not policy.allow_local:
             raise EndpointRefused("provider: local folders are disabled on this deployment (operator setting)")
-        from seqexport_dagster.destination.local import LocalDestination  # noqa: PLC0415
+        from seqexport_dagster.destination.local import LocalDestination
 
         return LocalDestination(config.bucket)
-    from seqexport_dagster.destination.s3 import S3Destination  # noqa: PLC0415 - boto3 is slow to import
+    from seqexport_dagster.destination.s3 import S3Destination
 
     return S3Destination(config, policy)

@@ -268,7 +268,7 @@ def insert_rows(engine: sa.Engine, table: str, rows: list[Row] | Iterator[Row], 
             if not buffer:
                 return
             if engine.dialect.name == "postgresql":
-                from psycopg2.extras import execute_values  # noqa: PLC0415
+                from psycopg2.extras import execute_values
 
                 execute_values(cur, f"INSERT INTO {table} ({', '.join(columns)}) VALUES %s", buffer, page_size=2000)
             else:

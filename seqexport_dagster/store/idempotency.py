@@ -16,8 +16,9 @@ import sqlalchemy as sa
 
 from seqexport_dagster.store.store import _translate
 from seqexport_dagster.store.tables import idempotency_keys
+from seqexport_dagster.window import DAY_MS
 
-KEEP_MS: Final = 24 * 3600 * 1000
+KEEP_MS: Final = DAY_MS
 
 
 @dataclass(frozen=True, slots=True)

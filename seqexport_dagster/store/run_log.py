@@ -13,31 +13,13 @@ from typing import Final
 
 import sqlalchemy as sa
 
-from seqexport_dagster.store.tables import metadata
+from seqexport_dagster.store.tables import run_log
 
 SCHEDULED: Final = "scheduled"
 EXPORT_NOW: Final = "export now"
 BACKFILL: Final = "backfill"
 MANUAL: Final = "manual"
 TRIGGERS: Final = (SCHEDULED, EXPORT_NOW, BACKFILL, MANUAL)
-
-run_log = sa.Table(
-    "run_log",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("run_id", sa.String(64), nullable=False),
-    sa.Column("export_id", sa.String(40), nullable=False),
-    sa.Column("dataset", sa.String(32), nullable=False),
-    sa.Column("date", sa.String(10), nullable=False),
-    sa.Column("trigger", sa.String(16), nullable=False),
-    # running, succeeded, failed, canceled: the words Dagster's run page uses.
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("message", sa.Text),
-    sa.Column("started_at", sa.BigInteger, nullable=False),
-    sa.Column("finished_at", sa.BigInteger),
-    sa.Index("ix_run_log_export_started", "export_id", "started_at"),
-    sa.Index("ix_run_log_run", "run_id", "export_id", "dataset"),
-)
 
 
 @dataclass(frozen=True, slots=True)

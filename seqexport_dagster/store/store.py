@@ -25,7 +25,7 @@ from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.store.crypto import SealBinding, SecretBox
 from seqexport_dagster.store.database import secure_sqlite_file
 from seqexport_dagster.store.tables import export_datasets, exports, parts, windows
-from seqexport_dagster.window import Window, backoff_ms, date_key, day_of, day_start
+from seqexport_dagster.window import DAY_MS, Window, backoff_ms, date_key, day_of, day_start
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -34,7 +34,7 @@ ACTIVE, PAUSED, DELETED = "active", "paused", "deleted"
 RUNNING, COMMITTED, FAILED, CANCELED = "running", "committed", "failed", "canceled"
 PART_INTENT, PART_LANDED = "intent", "landed"
 RANGE_PART, LATE_PART, LEGACY_PART, SUCCESS_MARK = "range", "late", "legacy", "success"
-HISTORY_MS = 14 * 24 * 3600 * 1000
+HISTORY_MS = 14 * DAY_MS
 WORKER_LOST = "the run writing this window ended without finishing (run worker lost); it was retried"
 
 
@@ -205,8 +205,8 @@ class ControlPlane:
     def migrate(self) -> None:
         # Imported here: only migrating needs Alembic (11 MB resident), so a process that just
         # exports need not load it. In a Dagster run worker Dagster's own storage loads it anyway.
-        from alembic import command  # noqa: PLC0415
-        from alembic.config import Config  # noqa: PLC0415
+        from alembic import command
+        from alembic.config import Config
 
         secure_sqlite_file(self.engine.url)
         cfg = Config()
@@ -487,7 +487,7 @@ class ControlPlane:
                 )
             )
             key = result.inserted_primary_key
-            assert key is not None  # noqa: S101 - an INSERT always has one
+            assert key is not None
             return int(key[0])
 
     def _part_number(self, export_id: str, dataset: str, window: Window, location: str) -> sa.ColumnElement[bool]:
@@ -827,8 +827,7 @@ def _dataset_state(d: Any) -> DatasetState:
 
 def snapshot_window(day_ms: int) -> Window:
     """The ledger records a snapshot as the whole day it describes."""
-    start = day_start(day_ms)
-    return Window(start, start + 24 * 3600 * 1000)
+    return Window.whole_day(day_of(day_ms))
 
 
 __all__ = [

@@ -163,3 +163,23 @@ connection_tests = sa.Table(
     sa.Column("tested_at", sa.BigInteger, nullable=False),
     sa.Index("ix_connection_tests_account", "account_id", "tested_at"),
 )
+
+# How each run was started and how it ended, per (run, export, dataset) (migration 0006;
+# `seqexport_dagster.store.run_log`).
+run_log = sa.Table(
+    "run_log",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("export_id", sa.String(40), nullable=False),
+    sa.Column("dataset", sa.String(32), nullable=False),
+    sa.Column("date", sa.String(10), nullable=False),
+    sa.Column("trigger", sa.String(16), nullable=False),
+    # running, succeeded, failed, canceled: the words Dagster's run page uses.
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("message", sa.Text),
+    sa.Column("started_at", sa.BigInteger, nullable=False),
+    sa.Column("finished_at", sa.BigInteger),
+    sa.Index("ix_run_log_export_started", "export_id", "started_at"),
+    sa.Index("ix_run_log_run", "run_id", "export_id", "dataset"),
+)

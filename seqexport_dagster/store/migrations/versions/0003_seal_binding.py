@@ -41,8 +41,8 @@ def downgrade() -> None:
 
 def _reseal() -> None:
     # Imported here: a migration module is loaded by Alembic's script directory, not by the package.
-    from seqexport_dagster.errors import SecretKeyError  # noqa: PLC0415
-    from seqexport_dagster.store.store import seal_binding  # noqa: PLC0415
+    from seqexport_dagster.errors import SecretKeyError
+    from seqexport_dagster.store.store import seal_binding
 
     box = context.config.attributes.get("secret_box")
     exports = sa.table(
