@@ -16,6 +16,10 @@ One run carries up to K exports of one day (`planner.batch`). Inside it:
    its lease is revoked (its thread stops before its next file), and a fresh worker thread takes
    its slot so the exports queued behind it start on time. Worker threads are daemons: a hung PUT
    cannot hold the run process open once the run is over.
+5. With a ``trigger`` (Dagster runs), every (export, dataset) the run takes on is written to the
+   run log (`store.run_log`) when it starts and when it ends: succeeded, failed (with the customer
+   message and "retries at <time> (attempt n)") or canceled (paused or deleted, even before the
+   first file). `seqexport history` reads it; `run_verdict` gives the run's own end state.
 """
 
 from __future__ import annotations
@@ -29,8 +33,11 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from seqexport_dagster.errors import ExportError, LeaseLost, NotFound, RunInterrupted
+from seqexport_dagster.idle import retry_note
 from seqexport_dagster.runner import DayReport, Runner, WindowReport
+from seqexport_dagster.store import run_log
 from seqexport_dagster.store.lease import Leases
+from seqexport_dagster.store.run_log import RunLog
 from seqexport_dagster.store.store import ACTIVE, ControlPlane
 
 DONE, FAILED, BUSY, INACTIVE, INTERRUPTED, TIMED_OUT = "done", "failed", "busy", "inactive", "interrupted", "timed out"
@@ -51,6 +58,8 @@ class ExportOutcome:
     reports: list[DayReport] = field(default_factory=list)
     #: (dataset, customer-readable message) of each dataset that failed in this run.
     errors: list[tuple[str, str]] = field(default_factory=list)
+    #: When each failed dataset is tried again: "retries at <time> (attempt n)", or "paused".
+    retries: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -93,6 +102,47 @@ class BatchReport:
         return f"{len(self.outcomes)} export(s): {parts}; {self.rows} rows, {self.files} files, {self.bytes} bytes"
 
 
+def run_verdict(report: BatchReport) -> str:
+    """How the run itself ends, in Dagster's words (`store.run_log`'s end states).
+
+    - succeeded: some export delivered its work, or there was nothing to do (every export busy
+      elsewhere). The exports that failed beside it are reported per export, never as the run's
+      failure: one export's failure must not make its neighbours' delivery look failed;
+    - failed: exports failed and none delivered (a run of one failing export, such as an
+      "export now", is exactly that export's outcome);
+    - canceled: every export taken on was paused or deleted (before or during its work).
+    """
+    statuses = {o.status for o in report.outcomes.values()}
+    if DONE in statuses:
+        return run_log.SUCCEEDED
+    if statuses & {FAILED, TIMED_OUT}:
+        return run_log.FAILED
+    if statuses & {INACTIVE, INTERRUPTED}:
+        return run_log.CANCELED
+    return run_log.SUCCEEDED
+
+
+@dataclass(frozen=True, slots=True)
+class RunNotes:
+    """The run log of one run: what each (export, dataset) was asked by which trigger, and how it ended."""
+
+    log: RunLog
+    run_id: str
+    trigger: Callable[[str], str]
+    clock: Callable[[], int]
+
+    def start(self, export_id: str, dataset: str, day: dt.date) -> None:
+        self.log.start(self.run_id, export_id, dataset, day.isoformat(), self.trigger(export_id), self.clock())
+
+    def finish(self, export_id: str, dataset: str, status: str, message: str | None = None) -> None:
+        self.log.finish(self.run_id, export_id, dataset, status, self.clock(), message)
+
+    def ended_before(self, export_id: str, dataset: str, day: dt.date, status: str, message: str) -> None:
+        """An entry for work the run never began (the export was paused or deleted first)."""
+        self.start(export_id, dataset, day)
+        self.finish(export_id, dataset, status, message)
+
+
 class BatchRunner:
     def __init__(
         self,
@@ -121,6 +171,7 @@ class BatchRunner:
         self.holder_ended = holder_ended
         self._revoked: set[str] = set()
         self._lock = threading.Lock()
+        self._notes: RunNotes | None = None
 
     def run(
         self,
@@ -134,13 +185,18 @@ class BatchRunner:
         on_window: Callable[[str, WindowReport], None] | None = None,
         after_export: Callable[[Runner, str], Iterable[object]] | None = None,
         on_note: Callable[[object], None] | None = None,
+        trigger: Callable[[str], str] | None = None,
     ) -> BatchReport:
         """Deliver ``days`` × ``datasets`` for each export; returns once each is done or past its deadline.
 
         ``after_export`` runs in the export's worker, still under its lease, once its datasets all
         succeeded (the scheduled runs' reconciliation); what it returns goes to ``on_note`` on the
-        caller's thread, like ``on_window``.
+        caller's thread, like ``on_window``. ``trigger`` (export id → `store.run_log` trigger) turns
+        on the run log for ``run_id``.
         """
+        self._notes = None
+        if trigger is not None and run_id is not None:
+            self._notes = RunNotes(RunLog(self.store.engine), run_id, trigger, self.clock)
         ids = list(dict.fromkeys(export_ids))
         wanted = tuple(datasets)
         jobs: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -218,9 +274,32 @@ class BatchRunner:
             f"did not finish within {self.deadline_s:.0f} s (the destination stopped answering); "
             "it will be retried after the backoff"
         )
+        outcome = ExportOutcome(export_id, TIMED_OUT, errors=[(dataset or "-", message)], seconds=seconds)
         if dataset is not None:
             self.store.record_failure(export_id, dataset, None, message, self.clock())
-        return ExportOutcome(export_id, TIMED_OUT, errors=[(dataset or "-", message)], seconds=seconds)
+            outcome.retries[dataset] = self._retry_note(export_id, dataset)
+            if self._notes is not None:
+                self._notes.finish(export_id, dataset, run_log.FAILED, f"{message} ({outcome.retries[dataset]})")
+        return outcome
+
+    def _retry_note(self, export_id: str, dataset: str) -> str:
+        """When a failed dataset is tried again, read back from the control plane after the failure."""
+        try:
+            export = self.store.get_export(export_id)
+        except ExportError:
+            return "retries at the next tick"
+        state = export.dataset_state(dataset)
+        if export.status != ACTIVE or state is None:
+            return export.status
+        return retry_note(state)
+
+    def _finish(self, export_id: str, dataset: str, status: str, message: str | None = None) -> None:
+        """The run log's end of one dataset, unless the export was given up at its deadline (that
+        entry is written by `_give_up`; the abandoned thread's later outcome is not this run's)."""
+        with self._lock:
+            revoked = export_id in self._revoked
+        if self._notes is not None and not revoked:
+            self._notes.finish(export_id, dataset, status, message)
 
     def _export(
         self,
@@ -243,9 +322,14 @@ class BatchRunner:
         except ExportError as exc:
             outcome.status, outcome.errors = FAILED, [("-", exc.message)]
             return outcome
+        names = [d.dataset for d in export.datasets if not datasets or d.dataset in datasets]
         if export.status != ACTIVE:
             # Queued work of a paused or deleted export ends here, without touching its bucket.
             outcome.status = INACTIVE
+            if self._notes is not None:
+                for dataset in names:
+                    message = f"export {export_id} is {export.status}; nothing written"
+                    self._notes.ended_before(export_id, dataset, days[0], run_log.CANCELED, message)
             return outcome
         try:
             claimed = self._claim(export_id)
@@ -255,28 +339,42 @@ class BatchRunner:
         if not claimed:
             outcome.status = BUSY
             return outcome
+        todo = [(day, dataset) for day in days for dataset in names]
         try:
-            names = [d.dataset for d in export.datasets if not datasets or d.dataset in datasets]
-            for day in days:
-                for dataset in names:
-                    current[export_id] = dataset
-                    self._dataset(outcome, export_id, dataset, day, run_id, mode, events)
+            while todo:
+                day, dataset = todo[0]
+                current[export_id] = dataset
+                self._dataset(outcome, export_id, dataset, day, run_id, mode, events)
+                todo.pop(0)
             if after_export is not None and not outcome.errors:
                 for note in after_export(self._runner(final=True), export_id):
                     events.put(("note", note))
         except RunInterrupted as exc:
             outcome.status = INTERRUPTED
             outcome.errors.append((current.get(export_id, "-"), exc.message))
+            # Canceled, not failed: the one in progress and those it never reached.
+            for i, (day, dataset) in enumerate(todo):
+                if i and self._notes is not None:
+                    self._notes.start(export_id, dataset, day)
+                self._finish(export_id, dataset, run_log.CANCELED, exc.message)
         except ExportError as exc:
             outcome.errors.append((current.get(export_id, "-"), exc.message))
+            self._close_rest(export_id, todo, exc.message)
         except Exception as exc:  # ours to fix; recorded, never allowed to stop the other exports
             outcome.errors.append((current.get(export_id, "-"), f"internal error ({type(exc).__name__})"))
+            self._close_rest(export_id, todo, f"internal error ({type(exc).__name__})")
         finally:
             self.leases.release(export_id, self.holder)
         if outcome.errors and outcome.status == DONE:
             outcome.status = FAILED
         outcome.seconds = time.monotonic() - began
         return outcome
+
+    def _close_rest(self, export_id: str, todo: list[tuple[dt.date, str]], message: str) -> None:
+        """An error outside a dataset's own run (lease renewal, reconciliation): the dataset in
+        progress, if any, failed with it."""
+        if todo:
+            self._finish(export_id, todo[0][1], run_log.FAILED, message)
 
     def _claim(self, export_id: str) -> bool:
         if self.leases.claim(export_id, self.holder, self.clock()):
@@ -304,6 +402,8 @@ class BatchRunner:
         def relay(report: WindowReport) -> None:
             events.put(("window", (export_id, report)))
 
+        if self._notes is not None:
+            self._notes.start(export_id, dataset, day)
         attempts = len(self.retry_delays_s) + 1
         for attempt in range(attempts):
             final = attempt == attempts - 1
@@ -317,10 +417,16 @@ class BatchRunner:
                 if exc.retryable and not final:
                     self.sleep(self.retry_delays_s[attempt])
                     continue
-                outcome.errors.append((dataset, exc.message))
+                self._failed(outcome, export_id, dataset, exc.message)
                 return
             except Exception as exc:  # the runner recorded it in the ledger; keep the type only
-                outcome.errors.append((dataset, f"internal error ({type(exc).__name__})"))
+                self._failed(outcome, export_id, dataset, f"internal error ({type(exc).__name__})")
                 return
             outcome.reports.append(report)
+            self._finish(export_id, dataset, run_log.SUCCEEDED)
             return
+
+    def _failed(self, outcome: ExportOutcome, export_id: str, dataset: str, message: str) -> None:
+        outcome.errors.append((dataset, message))
+        outcome.retries[dataset] = note = self._retry_note(export_id, dataset)
+        self._finish(export_id, dataset, run_log.FAILED, f"{message} ({note})")

@@ -1,14 +1,25 @@
 """Issue 17, items 1 and 2: history is the truth (the merge of the windows ledger and the run log).
 
-The end-to-end check against real Dagster runs (scheduled, moved mid-window, canceled before
-writing, backfill; statuses compared with Dagster's) was written against the export x day runs and
-is on branch `issue17-before-batched-runs`; it awaits re-wiring onto the batched runs.
+Through the CLI against real Dagster runs on a real instance (batched runs): every trigger
+(scheduled, export now, backfill, manual) with its day, a run canceled before its first file, a
+failed run, and a batch with one failing export; each status compared with Dagster's own.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
 from seqexport_dagster.history import RESTARTED_NOTE
-from seqexport_dagster.window import HOUR_MS
+from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS
+from seqexport_dagster_tests.cli_harness import env_for
+from seqexport_dagster_tests.dagster_harness import KEYS_ENV
 from seqexport_dagster_tests.world import DAY0
 
 D0 = "2026-09-30"
@@ -51,3 +62,168 @@ def test_summarize_rules() -> None:
     assert runs["lost"].status == "failed" and runs["lost"].error == WORKER_LOST
     assert runs["later"].trigger == "export now" and runs["later"].status == "succeeded"
     assert [r.run_id for r in summarize(ledger, log)][0] == "later"  # newest first
+
+
+DAGSTER_WORDS = {"SUCCESS": "succeeded", "FAILURE": "failed", "CANCELED": "canceled"}
+
+
+def cli_history(h: Any, capsys: Any, export_id: str) -> tuple[list[dict[str, Any]], str]:
+    """`seqexport history` as a customer runs it: the JSON rows and the table."""
+    from seqexport_dagster import cli
+
+    env = env_for(h.world, os.environ[KEYS_ENV])
+    capsys.readouterr()
+    assert cli.main(["history", export_id, "--json"], env=env, clock=h.world.clock) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert cli.main(["history", export_id], env=env, clock=h.world.clock) == 0
+    return rows, capsys.readouterr().out
+
+
+def dagster_status(h: Any, run_id: str) -> str:
+    run = h.instance.get_run_by_id(run_id)
+    assert run is not None
+    return DAGSTER_WORDS[run.status.value]
+
+
+@pytest.fixture
+def h(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from seqexport_dagster.source.generator import Scale, generate_account
+    from seqexport_dagster_tests.dagster_harness import harness
+
+    with harness(tmp_path, monkeypatch) as value:
+        generate_account(value.world.source_engine, "acme", DAY0, DAY0 + DAY_MS, scale=Scale(20, 10, 1, 2))
+        yield value
+
+
+def test_history_through_the_cli_agrees_with_dagster_scheduled_export_now_backfill_manual(h: Any, capsys: Any) -> None:
+    """Four triggers, each a real Dagster run on a real instance: the day, the trigger and Dagster's
+    run status per run, as `seqexport history` shows them (JSON and the table)."""
+    export = h.world.local_export(datasets=("email_events",))
+    h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
+    scheduled = h.tick().run_ids
+    assert len(scheduled) == 1
+    h.world.clock.now_ms = DAY0 + HOUR_MS + 30 * MINUTE_MS
+    h.world.store.request_export_now(export.id, h.world.clock())
+    outcome = h.tick()
+    assert len(outcome.run_ids) == 1 and outcome.requested[0].tags.get(f"export-now/{export.id}") == "yes"
+    export_now = outcome.run_ids
+    backfill = h.run([export.id], D0, ["email_events"], tags={"dagster/backfill": "bkfl0001"}).run_id
+    manual = h.run([export.id], D0, ["email_events"]).run_id
+
+    rows, table = cli_history(h, capsys, export.id)
+    by_run = {r["run_id"]: r for r in rows}
+    expected = {scheduled[0]: "scheduled", export_now[0]: "export now", backfill: "backfill", manual: "manual"}
+    assert set(by_run) == set(expected)
+    for run_id, trigger in expected.items():
+        row = by_run[run_id]
+        assert (row["trigger"], row["days"]) == (trigger, [D0]), row
+        assert row["status"] == dagster_status(h, run_id) == "succeeded", row
+    assert by_run[scheduled[0]]["windows"] == 1 and by_run[export_now[0]]["windows"] == 1
+    header = table.splitlines()[0].split()
+    assert header[:6] == ["STARTED", "(UTC)", "DAY", "TRIGGER", "STATUS", "DATASETS"]
+    assert table.count(f" {D0} ") == 4 and "export now" in table and "backfill" in table and "manual" in table
+
+
+def test_history_shows_a_run_canceled_before_its_first_file_and_dagster_says_canceled(h: Any, capsys: Any) -> None:
+    """Paused before the run reached it: nothing is written, the run ends canceled in Dagster, and
+    history lists it (day, trigger, canceled, why) although the ledger never saw it."""
+    export = h.world.local_export(datasets=("email_events", "custom_events"))
+    h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
+    h.world.store.set_status(export.id, "paused", h.world.clock())
+    result = h.run([export.id], D0, ["email_events", "custom_events"])
+    assert dagster_status(h, result.run_id) == "canceled"
+    assert not h.world.store.ledger(export.id, since_ms=0)
+
+    rows, table = cli_history(h, capsys, export.id)
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["run_id"], row["status"], row["trigger"], row["days"]) == (result.run_id, "canceled", "manual", [D0])
+    assert row["datasets"] == ["custom_events", "email_events"] and row["windows"] == 0
+    assert row["error"] == f"export {export.id} is paused; nothing written"
+    assert "canceled" in table and "is paused; nothing written" in table
+
+
+def test_history_shows_a_failed_run_with_its_retry_and_dagster_failed_it_plainly(h: Any, moto: Any, capsys: Any) -> None:
+    """A run whose only export fails (its bucket does not exist): Dagster fails the run with the
+    customer message first (not a stack trace), the run says when the scheduler retries, and run
+    retries are off for it (no "Not retrying since ..."); history shows the same, with the retry."""
+    from seqexport_dagster.destination.base import DestinationConfig
+    from seqexport_dagster.idle import retry_note
+
+    export = h.world.store.create_export(
+        account_id="acme",
+        destination=DestinationConfig(
+            "s3",
+            f"missing-{uuid.uuid4().hex[:12]}",
+            prefix="sequenzy",
+            region="us-east-1",
+            endpoint=moto.endpoint,
+            access_key_id="AKIAHISTORYTEST",
+            secret_access_key="history-test-secret",
+        ),
+        datasets=("email_events",),
+        frequency="1h",
+        lag_ms=2 * MINUTE_MS,
+        now_ms=DAY0,
+    )
+    h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
+    outcome = h.tick()
+    (run_id,) = outcome.run_ids
+    assert dagster_status(h, run_id) == "failed"
+    state = h.world.store.get_export(export.id).dataset_state("email_events")
+    assert state is not None and state.failures == 1
+    retry = retry_note(state)
+    assert retry.startswith("retries at ") and retry.endswith("(attempt 2)")
+
+    failure = next(e for e in outcome.results[0].all_events if e.event_type_value == "STEP_FAILURE")
+    data = failure.step_failure_data
+    assert data.user_failure_data is not None
+    first = (data.user_failure_data.description or "").splitlines()[0]
+    assert "does not exist" in first and "Traceback" not in first, first
+    assert retry in data.user_failure_data.description
+    run = h.instance.get_run_by_id(run_id)
+    assert run is not None
+    assert run.tags["seqexport/retry"] == retry and "does not exist" in run.tags["seqexport/error"]
+    assert run.tags["dagster/max_retries"] == "0"
+    assert "history-test-secret" not in str(run.tags) + (data.user_failure_data.description or "")
+
+    rows, table = cli_history(h, capsys, export.id)
+    (row,) = rows
+    assert (row["run_id"], row["status"], row["trigger"], row["days"]) == (run_id, "failed", "scheduled", [D0])
+    assert "does not exist" in row["error"] and row["error"].endswith(f"({retry})")
+    assert "failed" in table and "scheduled" in table
+
+
+def test_a_batch_with_one_failing_export_succeeds_and_shows_the_failure_on_the_run(
+    h: Any, moto: Any, capsys: Any
+) -> None:
+    """One run, two exports, one failing: the run succeeds (the other delivered), its observations
+    name the failing export with its message and next retry; each history shows its own outcome."""
+    from seqexport_dagster.destination.base import DestinationConfig
+
+    good = h.world.local_export(datasets=("email_events",))
+    bad = h.world.store.create_export(
+        account_id="acme",
+        destination=DestinationConfig(
+            "s3",
+            f"missing-{uuid.uuid4().hex[:12]}",
+            region="us-east-1",
+            endpoint=moto.endpoint,
+            access_key_id="AKIAHISTORYTEST",
+            secret_access_key="history-test-secret",
+        ),
+        datasets=("email_events",),
+        frequency="1h",
+        lag_ms=2 * MINUTE_MS,
+        now_ms=DAY0,
+    )
+    h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
+    (run_id,) = h.tick().run_ids
+    assert dagster_status(h, run_id) == "succeeded"
+    observed = [o.asset_observation.metadata for o in h.observations("email_events")]
+    failed = [m for m in observed if "next_retry" in m]
+    assert len(failed) == 1 and failed[0]["export_id"].value == bad.id
+    assert failed[0]["next_retry"].value.startswith("retries at ") and "(attempt 2)" in failed[0]["next_retry"].value
+    assert "does not exist" in failed[0]["error"].value
+    assert cli_history(h, capsys, good.id)[0][0]["status"] == "succeeded"
+    assert cli_history(h, capsys, bad.id)[0][0]["status"] == "failed"

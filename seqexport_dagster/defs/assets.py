@@ -8,8 +8,14 @@ datasets it writes). Its body is wiring over one core call, `BatchRunner.run`:
 - a scheduled run (tagged by the sensor) writes what is due; any other run (UI launch, backfill)
   delivers what the day lacks (write-once), never before a dataset's start; with the tag
   ``seqexport/replace=true`` it replaces the day's files instead (an operator's explicit choice);
-- one export's failure never fails the run: it is recorded for that export (last error, backoff)
-  and shows in the status asset and the ``exports_healthy`` check;
+- one export's failure never fails the run its neighbours delivered in: it is recorded for that
+  export (last error, backoff), shows on the run page as an observation whose metadata carries the
+  customer message and "retries at <time> (attempt n)", and in the status asset and the
+  ``exports_healthy`` check. A run whose exports all failed (an "export now" of one export, say)
+  fails with a `dg.Failure` whose description is the customer message; a run whose exports were all
+  paused or deleted ends canceled, as Dagster's terminate does (`batch.run_verdict`);
+- every (export, dataset) the run takes on is in the run log with its trigger (scheduled, export
+  now, backfill, manual: `run_trigger`), day and end state, for `seqexport history`;
 - a day's cell turns green when every active export has finished it: the sensor materializes it
   for scheduled work; a backfill run materializes the days it re-delivered once they are complete.
 """
@@ -17,14 +23,15 @@ datasets it writes). Its body is wiring over one core call, `BatchRunner.run`:
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
-from typing import Any, Final
+import re
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final, NoReturn
 
 import dagster as dg
 from pydantic import Field
 
 from seqexport_dagster import planner
-from seqexport_dagster.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, BatchReport
+from seqexport_dagster.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, FAILED, TIMED_OUT, BatchReport, run_verdict
 from seqexport_dagster.defs.health import DATASET_CHECK, STATUS_ASSET, check_evaluation, day_metadata
 from seqexport_dagster.defs.partitions import exports_partitions
 from seqexport_dagster.defs.resources import ExporterResource
@@ -32,7 +39,9 @@ from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.reconcile import Reconciled, reconcile
 from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
+from seqexport_dagster.store import run_log
 from seqexport_dagster.store.fleet import day_totals
+from seqexport_dagster.store.run_log import RunLog
 from seqexport_dagster.store.store import ACTIVE, ControlPlane
 from seqexport_dagster.window import iso_ms, parse_date_key
 
@@ -44,6 +53,34 @@ SCHEDULED: Final = "scheduler"
 REPLACE_TAG: Final = "seqexport/replace"
 GROUP: Final = "exports"
 OP_NAME: Final = "deliveries"
+#: Set by the sensor, one per export of the run whose work is an "export now" (value "yes").
+EXPORT_NOW_TAG_PREFIX: Final = "export-now/"
+#: Dagster's own tag on the runs of a backfill.
+BACKFILL_TAG: Final = "dagster/backfill"
+#: On a run that failed: the first failed export's customer message and when it is retried.
+ERROR_TAG: Final = "seqexport/error"
+RETRY_TAG: Final = "seqexport/retry"
+#: Dagster's run-retry tags, set on a run we fail on purpose: the scheduler retries it (backoff), so
+#: run_retries must not, and must not log that it does not ("Not retrying since ...").
+NO_RUN_RETRY: Final = {"dagster/max_retries": "0", "dagster/retry_on_asset_or_op_failure": "true"}
+_TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def tag_safe(value: str) -> str:
+    """An id as a tag key segment (Dagster allows letters, digits, ``_.-`` and 63 characters)."""
+    return _TAG_UNSAFE.sub("_", value)[:63]
+
+
+def export_now_tag(export_id: str) -> str:
+    return EXPORT_NOW_TAG_PREFIX + tag_safe(export_id)
+
+
+def run_trigger(tags: Mapping[str, str]) -> Callable[[str], str]:
+    """How the run was started, per export: the run log's trigger words."""
+    if tags.get(TRIGGER_TAG) == SCHEDULED:
+        return lambda export_id: run_log.EXPORT_NOW if export_now_tag(export_id) in tags else run_log.SCHEDULED
+    fixed = run_log.BACKFILL if BACKFILL_TAG in tags else run_log.MANUAL
+    return lambda export_id: fixed
 
 
 class DeliveryConfig(dg.Config):
@@ -82,7 +119,7 @@ def reconciled_observation(export_id: str, result: Reconciled) -> dg.AssetObserv
 
 def deliver(
     context: dg.AssetExecutionContext, config: DeliveryConfig, exporter: ExporterResource
-) -> Iterator[dg.MaterializeResult[Any] | dg.AssetCheckResult]:
+) -> Iterator[dg.MaterializeResult[Any] | dg.AssetCheckResult | dg.AssetObservation]:
     day = parse_date_key(context.partition_key)
     datasets = [key.path[-1] for key in context.selected_asset_keys]
     scheduled = context.run.tags.get(TRIGGER_TAG) == SCHEDULED
@@ -120,12 +157,31 @@ def deliver(
         deadline_s=config.deadline_seconds,
         holder_ended=holder_ended,
     )
-    report = batch.run(export_ids, [day], datasets, run_id=context.run.run_id, rewrite=not scheduled, replace=replace,
-                       on_window=on_window, after_export=after_export, on_note=context.log_event)  # fmt: skip
+    try:
+        report = batch.run(export_ids, [day], datasets, run_id=context.run.run_id, rewrite=not scheduled,
+                           replace=replace, on_window=on_window, after_export=after_export,
+                           on_note=context.log_event, trigger=run_trigger(context.run.tags))  # fmt: skip
+    except BaseException as exc:
+        # Terminated from the UI or the CLI (Dagster interrupts the step), or our own bug: close
+        # the run log's open entries with the run's end state.
+        interrupted = isinstance(exc, KeyboardInterrupt | dg.DagsterExecutionInterruptedError)
+        status, why = (
+            (run_log.CANCELED, "the run was canceled in Dagster before it finished")
+            if interrupted
+            else (run_log.FAILED, f"internal error ({type(exc).__name__})")
+        )
+        RunLog(store.engine).close_run(context.run.run_id, status, exporter.clock.now_ms(), why)
+        raise
     log_outcomes(context, report)
+    yield from failure_observations(context.partition_key, datasets, report)
     if not scheduled:
         yield from completed_days(store, datasets, day, report)
     yield from health_results(context, store)
+    verdict = run_verdict(report)
+    if verdict == run_log.FAILED:
+        fail_run(context, report)
+    if verdict == run_log.CANCELED:
+        cancel_run(context, report)
 
 
 def health_results(context: dg.AssetExecutionContext, store: ControlPlane) -> Iterator[dg.AssetCheckResult]:
@@ -150,6 +206,52 @@ def log_outcomes(context: dg.AssetExecutionContext, report: BatchReport) -> None
         for dataset, message in outcome.errors:
             # A store's words reach the event log as one bounded printable line.
             context.log.warning(sanitize_error(f"export {outcome.export_id} {dataset}: {outcome.status}: {message}"))
+
+
+def failures(report: BatchReport) -> list[tuple[str, str, str, str]]:
+    """(export, dataset, customer message, "retries at <time> (attempt n)") of each failed dataset."""
+    return [
+        (o.export_id, dataset, sanitize_error(message, 500), o.retries.get(dataset, "retries at the next tick"))
+        for o in report.outcomes.values()
+        if o.status in (FAILED, TIMED_OUT)
+        for dataset, message in o.errors
+    ]
+
+
+def failure_observations(partition: str, datasets: list[str], report: BatchReport) -> Iterator[dg.AssetObservation]:
+    """One per failed (export, dataset): on the run page, its message and next retry show without a click."""
+    for export_id, dataset, message, retry in failures(report):
+        yield dg.AssetObservation(
+            asset_key=dataset if dataset in datasets else datasets[0],
+            partition=partition,
+            metadata={"export_id": export_id, "status": "failed", "error": message, "next_retry": retry},
+            description=f"{message} ({retry})",
+        )
+
+
+def fail_run(context: dg.AssetExecutionContext, report: BatchReport) -> NoReturn:
+    """Every export of the run failed: the run fails, leading with the customer message."""
+    found = failures(report)
+    export_id, dataset, message, retry = found[0]
+    others = f"\n{len(found) - 1} more failed dataset(s): see the observations above" if len(found) > 1 else ""
+    tags = {**NO_RUN_RETRY, ERROR_TAG: sanitize_error(message, 200), RETRY_TAG: retry}
+    context.instance.add_run_tags(context.run.run_id, tags)
+    raise dg.Failure(
+        description=f"{message}\nExport {export_id}, {dataset}: {retry}.{others}",
+        metadata={"export_id": export_id, "dataset": dataset, "error": message, "next_retry": retry},
+        allow_retries=False,
+    )
+
+
+def cancel_run(context: dg.AssetExecutionContext, report: BatchReport) -> NoReturn:
+    """Every export of the run was paused or deleted: the run ends canceled, as a termination does."""
+    why = (
+        "; ".join(m for o in report.outcomes.values() for _, m in o.errors)
+        or "every export of this run is paused or deleted"
+    )
+    context.log.info(sanitize_error(why, 500))
+    context.instance.report_run_canceling(context.run, message=sanitize_error(why, 500))
+    raise dg.DagsterExecutionInterruptedError(why)
 
 
 def completed_days(

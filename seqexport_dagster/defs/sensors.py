@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -31,7 +30,7 @@ import dagster as dg
 from dagster import SensorEvaluationContext
 
 from seqexport_dagster import planner
-from seqexport_dagster.defs.assets import OP_NAME, SCHEDULED, TRIGGER_TAG
+from seqexport_dagster.defs.assets import OP_NAME, SCHEDULED, TRIGGER_TAG, export_now_tag, tag_safe
 from seqexport_dagster.defs.health import check_evaluation, day_event, failing_digest, status_event
 from seqexport_dagster.defs.partitions import EXPORTS
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
@@ -58,15 +57,14 @@ EXPORT_JOB: Final = "export_job"
 TICK_SECONDS: Final = 30
 MAX_DAYS_PER_TICK: Final = 31
 ROTATION: Final = 120
-_TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def export_tag(export_id: str) -> str:
-    return EXPORT_TAG_PREFIX + _TAG_UNSAFE.sub("_", export_id)[:63]
+    return EXPORT_TAG_PREFIX + tag_safe(export_id)
 
 
 def account_tag(account_id: str) -> str:
-    return ACCOUNT_TAG_PREFIX + _TAG_UNSAFE.sub("_", account_id)[:63]
+    return ACCOUNT_TAG_PREFIX + tag_safe(account_id)
 
 
 def busy_exports(instance: dg.DagsterInstance) -> set[str]:
@@ -83,6 +81,8 @@ def run_request(b: planner.Batch) -> dg.RunRequest:
     for item in b.items:
         tags[export_tag(item.export_id)] = TAG_VALUE
         tags[account_tag(item.account_id)] = TAG_VALUE
+        if item.export_now:
+            tags[export_now_tag(item.export_id)] = TAG_VALUE
     return dg.RunRequest(
         run_key=b.run_key,
         partition_key=b.day.isoformat(),

@@ -20,6 +20,11 @@ EXPORT_NOW: Final = "export now"
 BACKFILL: Final = "backfill"
 MANUAL: Final = "manual"
 TRIGGERS: Final = (SCHEDULED, EXPORT_NOW, BACKFILL, MANUAL)
+#: End states, in the words of Dagster's run page.
+RUNNING: Final = "running"
+SUCCEEDED: Final = "succeeded"
+FAILED: Final = "failed"
+CANCELED: Final = "canceled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +50,7 @@ class RunLog:
         try:
             with self.engine.begin() as conn:
                 if conn.execute(sa.select(run_log.c.id).where(where)).first():
-                    conn.execute(run_log.update().where(where).values(status="running", finished_at=None))
+                    conn.execute(run_log.update().where(where).values(status=RUNNING, finished_at=None))
                     return
                 conn.execute(
                     run_log.insert().values(
@@ -54,7 +59,7 @@ class RunLog:
                         dataset=dataset,
                         date=date,
                         trigger=trigger,
-                        status="running",
+                        status=RUNNING,
                         started_at=now_ms,
                     )
                 )
@@ -72,6 +77,16 @@ class RunLog:
                 conn.execute(run_log.update().where(where).values(status=status, message=message, finished_at=now_ms))
         except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.ProgrammingError):
             return  # the outcome is in the ledger and in Dagster; losing this line only loses a note
+
+    def close_run(self, run_id: str, status: str, now_ms: int, message: str) -> None:
+        """End every entry of the run still open: the run itself ended (terminated, or crashed in
+        our wiring) while those datasets were in progress or queued."""
+        where = sa.and_(run_log.c.run_id == run_id, run_log.c.status == RUNNING)
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(run_log.update().where(where).values(status=status, message=message, finished_at=now_ms))
+        except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.ProgrammingError):
+            return
 
     def entries(self, export_id: str, since_ms: int) -> list[RunLogEntry]:
         query = (
