@@ -126,8 +126,11 @@ def test_backoff_of_a_15_minute_export_then_export_now_skips_the_wait(h):
     for _ in range(8):
         outcome = h.tick()
         (result,) = outcome.results
-        # The export's failure is the export's: the batch run itself succeeds.
-        assert result.success
+        # The run carries only this export, so it fails as the export did (issue 17: Dagster's
+        # status and the history agree), leading with the customer's message.
+        assert not result.success
+        (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+        assert "cannot write" in failure.step_failure_data.user_failure_data.description.splitlines()[0]
         state = h.world.store.get_export(export.id).dataset_state("email_events")
         assert state.last_error and "cannot write" in state.last_error
         waits.append((state.next_retry_at - h.world.clock()) // MINUTE_MS)
@@ -188,7 +191,9 @@ def test_pause_mid_window_stops_the_export_and_resume_catches_up_without_gap_or_
     h.world.clock.now_ms = DAY0 + 3 * HOUR_MS + 2 * MINUTE_MS
     outcome = h.tick()
     (result,) = outcome.results
-    assert result.success, "a pause stops that export; it is not a failure of the batch"
+    # A pause stops that export; not a failure: the run, which carried only it, ends canceled.
+    assert not result.success
+    assert h.instance.get_run_by_id(result.run_id).status.value == "CANCELED"
     state = h.world.store.get_export(export.id).dataset_state("email_events")
     assert state.failures == 0 and state.next_retry_at is None and state.position_ms == DAY0
     assert [w.status for w in h.world.store.ledger(export.id)] == [CANCELED]
