@@ -229,6 +229,17 @@ def failure_observations(partition: str, datasets: list[str], report: BatchRepor
         )
 
 
+class ExportFailed(dg.Failure):
+    """The run's exports failed, for the reason in the description (a customer-readable message).
+
+    Dagster prints a failure as ``<module>.<class>: <description>``; as ``builtins`` the run page's
+    first line reads ``ExportFailed: <message>`` instead of ``dagster._core.definitions.events.Failure:``.
+    """
+
+
+ExportFailed.__module__ = "builtins"
+
+
 def fail_run(context: dg.AssetExecutionContext, report: BatchReport) -> NoReturn:
     """Every export of the run failed: the run fails, leading with the customer message."""
     found = failures(report)
@@ -236,7 +247,7 @@ def fail_run(context: dg.AssetExecutionContext, report: BatchReport) -> NoReturn
     others = f"\n{len(found) - 1} more failed dataset(s): see the observations above" if len(found) > 1 else ""
     tags = {**NO_RUN_RETRY, ERROR_TAG: sanitize_error(message, 200), RETRY_TAG: retry}
     context.instance.add_run_tags(context.run.run_id, tags)
-    raise dg.Failure(
+    raise ExportFailed(
         description=f"{message}\nExport {export_id}, {dataset}: {retry}.{others}",
         metadata={"export_id": export_id, "dataset": dataset, "error": message, "next_retry": retry},
         allow_retries=False,

@@ -95,12 +95,15 @@ def run_request(b: planner.Batch) -> dg.RunRequest:
 
 @dataclass
 class Cursor:
-    """What the sensor carries between ticks (small: a few dates, a time, a counter, a digest)."""
+    """What the sensor carries between ticks (small: a few dates, a time, a counter, a digest), and
+    ``why``: this tick's outcome in words. Dagster's sensor page shows the cursor in full without a
+    click (the skip reason only behind "View logs"), so "why" comes first."""
 
     through: dict[str, str] = field(default_factory=dict)
     since_ms: int | None = None
     tick: int = 0
     failing: str = ""
+    why: str = ""
 
     @classmethod
     def parse(cls, text: str | None) -> Cursor:
@@ -119,7 +122,13 @@ class Cursor:
 
     def dump(self) -> str:
         return json.dumps(
-            {"through": self.through, "since_ms": self.since_ms, "tick": self.tick, "failing": self.failing}
+            {
+                "why": self.why,
+                "through": self.through,
+                "since_ms": self.since_ms,
+                "tick": self.tick,
+                "failing": self.failing,
+            }
         )
 
 
@@ -171,10 +180,12 @@ def evaluate(
     if digest != cursor.failing or cursor.tick % ROTATION == 0:
         events += [check_evaluation(records, dataset) for dataset in DATASETS]
     cursor.failing, cursor.since_ms, cursor.tick = digest, watermark, cursor.tick + 1
+    # Issue 17: a tick that requests nothing says why (nothing due, paused, retries at <time> (attempt n)).
+    why = None if requests else idle_reason(records, now_ms, busy=busy)
+    cursor.why = why or f"{len(requests)} run(s) requested"
     return dg.SensorResult(
         run_requests=requests,
-        # Issue 17: a tick that requests nothing says why (nothing due, paused, retries at <time> (attempt n)).
-        skip_reason=None if requests else idle_reason(records, now_ms, busy=busy),
+        skip_reason=why,
         dynamic_partitions_requests=[dg.AddDynamicPartitionsRequest(EXPORTS, new)] if new else [],
         asset_events=events,
         cursor=cursor.dump(),
