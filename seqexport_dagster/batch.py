@@ -224,6 +224,26 @@ class BatchRunner:
 
         for _ in range(min(self.workers, len(ids))):
             spawn()
+        try:
+            return self._watch(ids, events, started, current, spawn, on_window, on_note)
+        except BaseException:
+            # The run is being stopped (Dagster's terminate interrupts this thread): every export's
+            # worker stops before its next file, and writes nothing more to the run log.
+            with self._lock:
+                self._revoked |= set(ids)
+            raise
+
+    def _watch(
+        self,
+        ids: list[str],
+        events: queue.SimpleQueue[tuple[str, object]],
+        started: dict[str, float],
+        current: dict[str, str],
+        spawn: Callable[[], None],
+        on_window: Callable[[str, WindowReport], None] | None,
+        on_note: Callable[[object], None] | None,
+    ) -> BatchReport:
+        """The run's own thread: relays windows and notes, collects outcomes, enforces deadlines."""
         report = BatchReport()
         pending = set(ids)
         while pending:

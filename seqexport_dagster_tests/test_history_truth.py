@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -227,3 +229,61 @@ def test_a_batch_with_one_failing_export_succeeds_and_shows_the_failure_on_the_r
     assert "does not exist" in failed[0]["error"].value
     assert cli_history(h, capsys, good.id)[0][0]["status"] == "succeeded"
     assert cli_history(h, capsys, bad.id)[0][0]["status"] == "failed"
+
+
+def test_a_run_terminated_in_dagster_mid_run_is_canceled_in_history_too(h: Any, capsys: Any) -> None:
+    """The operator terminates the run after its first window (Dagster marks it canceling and
+    interrupts the step, as the UI's Terminate does): Dagster says canceled, and so does history,
+    for a dataset whose first window landed and for one the run never reached."""
+    import dagster as dg
+
+    from seqexport_dagster.batch import BatchRunner
+    from seqexport_dagster.defs.resources import ExporterResource
+
+    instance = h.instance
+
+    relayed = threading.Event()
+
+    class Terminated(BatchRunner):
+        """Terminates the run when its first window is relayed; the worker holds its second file
+        until then, so the termination lands mid-run (as an operator's would, on a longer run)."""
+
+        files = 0
+
+        def _renew(self, export_id: str) -> None:
+            Terminated.files += 1
+            if Terminated.files > 1:
+                assert relayed.wait(10)
+                deadline = time.monotonic() + 10
+                while export_id not in self._revoked and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            super()._renew(export_id)
+
+        def run(self, *args: Any, **kwargs: Any) -> Any:
+            def on_window(export_id: str, report: Any) -> None:
+                run = instance.get_run_by_id(self.holder)
+                instance.report_run_canceling(run, message="terminated from the UI")
+                relayed.set()
+                raise dg.DagsterExecutionInterruptedError("terminated")
+
+            kwargs["on_window"] = on_window
+            return super().run(*args, **kwargs)
+
+    class TerminatingExporter(ExporterResource):
+        def batch(self, *, holder: str, **kwargs: Any) -> BatchRunner:
+            return Terminated(
+                self.runner, self.control_plane.store(), self.leases(), holder=holder, clock=self.clock.now_ms,
+                workers=1, **{k: v for k, v in kwargs.items() if k != "workers"},
+            )  # fmt: skip
+
+    export = h.world.local_export(datasets=("email_events", "sms_events"))
+    h.world.clock.now_ms = DAY0 + 3 * HOUR_MS + 3 * MINUTE_MS
+    h.exporter_class = TerminatingExporter
+    (result,) = h.tick().results
+    assert dagster_status(h, result.run_id) == "canceled"
+    rows, table = cli_history(h, capsys, export.id)
+    (row,) = rows
+    assert (row["run_id"], row["status"], row["trigger"], row["days"]) == (result.run_id, "canceled", "scheduled", [D0])
+    assert row["error"] == "the run was canceled in Dagster before it finished"
+    assert row["windows"] == 1, "the window that landed before the termination counts as delivered"
+    assert "canceled" in table
