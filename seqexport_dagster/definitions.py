@@ -26,7 +26,7 @@ from seqexport_dagster.defs.resources import (
     OperatorResource,
     SourceResource,
 )
-from seqexport_dagster.defs.sensors import EXPORT_JOB, scheduler_sensor
+from seqexport_dagster.defs.sensors import EXPORT_JOB, run_log_canceled_sensor, run_log_failed_sensor, scheduler_sensor
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.fleet import first_export_day
@@ -110,7 +110,7 @@ def build_definitions(
     return dg.Definitions(
         assets=[deliveries, status_asset],
         jobs=[export_job],
-        sensors=[scheduler_sensor],
+        sensors=[scheduler_sensor, run_log_canceled_sensor, run_log_failed_sensor],
         resources=dict(resources) if resources is not None else default_resources(),
         # In-process: the batch runs its exports on its own bounded thread pool.
         executor=dg.in_process_executor,

@@ -287,3 +287,43 @@ def test_a_run_terminated_in_dagster_mid_run_is_canceled_in_history_too(h: Any, 
     assert row["error"] == "the run was canceled in Dagster before it finished"
     assert row["windows"] == 1, "the window that landed before the termination counts as delivered"
     assert "canceled" in table
+
+
+def test_a_run_canceled_while_queued_appears_in_history_as_canceled(h: Any, capsys: Any) -> None:
+    """Canceled in Dagster before it started (queued, then Terminate): no code of ours ran, so the
+    run-status sensor writes the run log from the run's config and tags; history shows it."""
+    import dagster as dg
+
+    from seqexport_dagster.defs.sensors import run_log_canceled_sensor, run_request
+    from seqexport_dagster.planner import batch, due_work
+
+    export = h.world.local_export(datasets=("email_events",))
+    h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
+    (work,) = batch(due_work(h.world.store.list_exports(), h.world.clock()))
+    request = run_request(work)
+    job = h.definitions().resolve_job_def("export_job")
+    run = h.instance.create_run_for_job(
+        job_def=job,
+        run_config=request.run_config,
+        tags={**request.tags, "dagster/partition": request.partition_key},
+        asset_selection=frozenset(request.asset_selection or []),
+        status=dg.DagsterRunStatus.NOT_STARTED,  # queued needs a code-server origin; the same for us
+    )
+    event = h.instance.report_run_canceled(run)
+    canceled = h.instance.get_run_by_id(run.run_id)
+    assert canceled is not None and dagster_status(h, run.run_id) == "canceled"
+    with dg.build_run_status_sensor_context(
+        sensor_name=run_log_canceled_sensor.name,
+        dagster_event=event,
+        dagster_instance=h.instance,
+        dagster_run=canceled,
+        resources=h.resources(),
+    ) as context:
+        run_log_canceled_sensor(context)
+        run_log_canceled_sensor(context)  # at most once per run
+
+    rows, table = cli_history(h, capsys, export.id)
+    (row,) = rows
+    assert (row["run_id"], row["status"], row["trigger"], row["days"]) == (run.run_id, "canceled", "scheduled", [D0])
+    assert row["datasets"] == ["email_events"] and row["windows"] == 0
+    assert row["error"] == "the run was canceled in Dagster before it finished"

@@ -30,14 +30,17 @@ import dagster as dg
 from dagster import SensorEvaluationContext
 
 from seqexport_dagster import planner
-from seqexport_dagster.defs.assets import OP_NAME, SCHEDULED, TRIGGER_TAG, export_now_tag, tag_safe
+from seqexport_dagster.defs.assets import OP_NAME, SCHEDULED, TRIGGER_TAG, export_now_tag, run_trigger, tag_safe
 from seqexport_dagster.defs.health import check_evaluation, day_event, failing_digest, status_event
 from seqexport_dagster.defs.partitions import EXPORTS
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
+from seqexport_dagster.errors import ExportError
 from seqexport_dagster.idle import idle_reason
 from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.store import run_log
 from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
+from seqexport_dagster.store.run_log import RunLog
 from seqexport_dagster.store.store import ExportRecord
 from seqexport_dagster.window import day_of
 
@@ -203,3 +206,63 @@ def scheduler_sensor(
     context: SensorEvaluationContext, control_plane: ControlPlaneResource, clock: ClockResource
 ) -> dg.SensorResult:
     return evaluate(context.instance, control_plane, clock.now_ms(), context.cursor)
+
+
+#: Why the run log says what it says when Dagster, not the run, ended the run.
+ENDED_BY_DAGSTER: Final = {
+    run_log.CANCELED: "the run was canceled in Dagster before it finished",
+    run_log.FAILED: "the run ended in Dagster before it finished (run worker lost); the scheduler retries it",
+}
+
+
+def settle_run(control_plane: ControlPlaneResource, run: dg.DagsterRun, status: str, now_ms: int) -> int:
+    """Make the run log agree with Dagster about a run that ended without our code closing it.
+
+    The run names its exports in its config and its day in its partition tag; a run launched for
+    "every active export" (empty list) that never started cannot say which exports it would have
+    written, and is left out.
+    """
+    run_config: dict[str, Any] = dict(run.run_config or {})
+    config = run_config.get("ops", {}).get(OP_NAME, {}).get("config", {})
+    export_ids = list(config.get("exports") or [])
+    day = run.tags.get("dagster/partition")
+    datasets = {key.path[-1] for key in run.asset_selection or []}
+    if not export_ids or not day:
+        return 0
+    store = control_plane.store()
+    work = []
+    for export_id in export_ids:
+        try:
+            export = store.get_export(export_id)
+        except ExportError:
+            continue
+        work += [(export_id, s.dataset) for s in export.datasets if not datasets or s.dataset in datasets]
+    trigger = run_trigger(run.tags)
+    return RunLog(control_plane.engine()).settle(
+        run.run_id, work, day, trigger(work[0][0]) if work else "", status, now_ms,
+        ENDED_BY_DAGSTER[status],
+    )  # fmt: skip
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.CANCELED,
+    name="run_log_canceled_sensor",
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Keeps `seqexport history` in step with Dagster: runs canceled before or while writing.",
+)
+def run_log_canceled_sensor(
+    context: dg.RunStatusSensorContext, control_plane: ControlPlaneResource, clock: ClockResource
+) -> None:
+    settle_run(control_plane, context.dagster_run, run_log.CANCELED, clock.now_ms())
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.FAILURE,
+    name="run_log_failed_sensor",
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Keeps `seqexport history` in step with Dagster: runs whose worker was lost.",
+)
+def run_log_failed_sensor(
+    context: dg.RunStatusSensorContext, control_plane: ControlPlaneResource, clock: ClockResource
+) -> None:
+    settle_run(control_plane, context.dagster_run, run_log.FAILED, clock.now_ms())

@@ -88,6 +88,44 @@ class RunLog:
         except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.ProgrammingError):
             return
 
+    def settle(
+        self,
+        run_id: str,
+        work: list[tuple[str, str]],
+        date: str,
+        trigger: str,
+        status: str,
+        now_ms: int,
+        message: str,
+    ) -> int:
+        """Dagster ended the run (``status``) on its own: close the entries still open, or, when the
+        run wrote none (canceled while queued, its worker lost before it began), add one per
+        (export, dataset) of ``work``. Returns how many entries changed."""
+        where = run_log.c.run_id == run_id
+        try:
+            with self.engine.begin() as conn:
+                if conn.execute(sa.select(run_log.c.id).where(where).limit(1)).first() is None:
+                    for export_id, dataset in work:
+                        conn.execute(
+                            run_log.insert().values(
+                                run_id=run_id,
+                                export_id=export_id,
+                                dataset=dataset,
+                                date=date,
+                                trigger=trigger,
+                                status=status,
+                                message=message,
+                                started_at=now_ms,
+                                finished_at=now_ms,
+                            )
+                        )
+                    return len(work)
+                values = {"status": status, "message": message, "finished_at": now_ms}
+                changed = conn.execute(run_log.update().where(where, run_log.c.status == RUNNING).values(**values))
+                return int(changed.rowcount or 0)
+        except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.ProgrammingError):
+            return 0
+
     def entries(self, export_id: str, since_ms: int) -> list[RunLogEntry]:
         query = (
             sa.select(run_log)
