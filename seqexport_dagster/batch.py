@@ -20,6 +20,9 @@ One run carries up to K exports of one day (`planner.batch`). Inside it:
    run log (`store.run_log`) when it starts and when it ends: succeeded, failed (with the customer
    message and "retries at <time> (attempt n)") or canceled (paused or deleted, even before the
    first file). `seqexport history` reads it; `run_verdict` gives the run's own end state.
+
+Over 400 lines on purpose: the workers, the watching thread, deadlines and revocation share one
+concurrency protocol (the lock, the revoked set, the event queue); split, it would be read in halves.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from seqexport_dagster.idle import retry_note
 from seqexport_dagster.runner import DayReport, Runner, WindowReport
 from seqexport_dagster.store import run_log
 from seqexport_dagster.store.lease import Leases
-from seqexport_dagster.store.run_log import RunLog
+from seqexport_dagster.store.run_log import RunLog, RunNotes
 from seqexport_dagster.store.store import ACTIVE, ControlPlane
 
 DONE, FAILED, BUSY, INACTIVE, INTERRUPTED, TIMED_OUT = "done", "failed", "busy", "inactive", "interrupted", "timed out"
@@ -120,27 +123,6 @@ def run_verdict(report: BatchReport) -> str:
     if statuses & {INACTIVE, INTERRUPTED}:
         return run_log.CANCELED
     return run_log.SUCCEEDED
-
-
-@dataclass(frozen=True, slots=True)
-class RunNotes:
-    """The run log of one run: what each (export, dataset) was asked by which trigger, and how it ended."""
-
-    log: RunLog
-    run_id: str
-    trigger: Callable[[str], str]
-    clock: Callable[[], int]
-
-    def start(self, export_id: str, dataset: str, day: dt.date) -> None:
-        self.log.start(self.run_id, export_id, dataset, day.isoformat(), self.trigger(export_id), self.clock())
-
-    def finish(self, export_id: str, dataset: str, status: str, message: str | None = None) -> None:
-        self.log.finish(self.run_id, export_id, dataset, status, self.clock(), message)
-
-    def ended_before(self, export_id: str, dataset: str, day: dt.date, status: str, message: str) -> None:
-        """An entry for work the run never began (the export was paused or deleted first)."""
-        self.start(export_id, dataset, day)
-        self.finish(export_id, dataset, status, message)
 
 
 class BatchRunner:

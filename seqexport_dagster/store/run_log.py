@@ -8,6 +8,8 @@ opened a window (paused or deleted before their first file).
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -147,3 +149,24 @@ class RunLog:
                 )
                 for r in conn.execute(query)
             ]
+
+
+@dataclass(frozen=True, slots=True)
+class RunNotes:
+    """The run log of one run: what each (export, dataset) was asked by which trigger, and how it ended."""
+
+    log: RunLog
+    run_id: str
+    trigger: Callable[[str], str]
+    clock: Callable[[], int]
+
+    def start(self, export_id: str, dataset: str, day: dt.date) -> None:
+        self.log.start(self.run_id, export_id, dataset, day.isoformat(), self.trigger(export_id), self.clock())
+
+    def finish(self, export_id: str, dataset: str, status: str, message: str | None = None) -> None:
+        self.log.finish(self.run_id, export_id, dataset, status, self.clock(), message)
+
+    def ended_before(self, export_id: str, dataset: str, day: dt.date, status: str, message: str) -> None:
+        """An entry for work the run never began (the export was paused or deleted first)."""
+        self.start(export_id, dataset, day)
+        self.finish(export_id, dataset, status, message)
