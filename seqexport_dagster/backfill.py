@@ -18,6 +18,7 @@ from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import SourceReader
+from seqexport_dagster.store import run_log
 from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.window import day_of
@@ -43,6 +44,11 @@ def backfill_days(start: str, end: str, today: dt.date) -> list[dt.date]:
     if count > MAX_DAYS:
         raise InvalidInput("to", f"{count} days requested: use at most {MAX_DAYS} days per command")
     return [first + dt.timedelta(days=i) for i in range(count)]
+
+
+def _backfill(export_id: str) -> str:
+    """Every export of `seqexport backfill` is in the run log (history) as a backfill."""
+    return run_log.BACKFILL
 
 
 def backfill(
@@ -71,7 +77,9 @@ def backfill(
     batch = BatchRunner(make_runner, store, Leases(store.engine), holder=holder, clock=clock)
     report = BatchReport()
     for day in days:
-        day_report = batch.run(export_ids, [day], datasets or tuple(DATASETS), run_id=holder, rewrite=True)
+        day_report = batch.run(
+            export_ids, [day], datasets or tuple(DATASETS), run_id=holder, rewrite=True, trigger=_backfill
+        )
         for export_id, outcome in day_report.outcomes.items():
             merged = report.outcomes.setdefault(export_id, outcome)
             if merged is not outcome:

@@ -20,7 +20,7 @@ import pytest
 
 from seqexport_dagster.history import RESTARTED_NOTE
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS
-from seqexport_dagster_tests.cli_harness import env_for
+from seqexport_dagster_tests.cli_harness import env_for, run_sqlite_fixture  # noqa: F401 - fixture
 from seqexport_dagster_tests.dagster_harness import KEYS_ENV
 from seqexport_dagster_tests.world import DAY0
 
@@ -327,3 +327,17 @@ def test_a_run_canceled_while_queued_appears_in_history_as_canceled(h: Any, caps
     assert (row["run_id"], row["status"], row["trigger"], row["days"]) == (run.run_id, "canceled", "scheduled", [D0])
     assert row["datasets"] == ["email_events"] and row["windows"] == 0
     assert row["error"] == "the run was canceled in Dagster before it finished"
+
+
+def test_a_cli_backfill_is_a_backfill_in_history(run_sqlite: Any) -> None:
+    """`seqexport backfill` runs without Dagster; history still shows it, as a backfill of its day."""
+    from seqexport_dagster.source.generator import Scale, generate_account
+
+    w = run_sqlite.world
+    generate_account(w.source_engine, "acme", DAY0, DAY0 + DAY_MS, scale=Scale(20, 10, 1, 2))
+    export = w.local_export(datasets=("email_events",))
+    w.clock.now_ms = DAY0 + 3 * HOUR_MS
+    run_sqlite.ok("backfill", "--export", export.id, "--from", D0, "--to", D0)
+    (row,) = run_sqlite.ok("history", export.id)
+    assert (row["trigger"], row["days"], row["status"]) == ("backfill", [D0], "succeeded")
+    assert row["run_id"].startswith("seqexport-backfill-") and row["windows"] >= 1
