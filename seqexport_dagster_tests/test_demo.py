@@ -1,4 +1,4 @@
-"""The README's first command: `seqexport demo` builds, exports and prints a usable summary."""
+"""The README's first command (`make demo`): `seqexport demo` builds, exports and prints a usable summary."""
 
 from __future__ import annotations
 
