@@ -28,10 +28,12 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
-# Browse the demo's Dagster instance (after `make demo`); the sensor keeps the demo exports running.
+# Browse the demo's Dagster instance at http://127.0.0.1:3000 (runs `make demo` first if there is none);
+# the UI and the daemon run until Ctrl-C, and the sensor keeps the demo exports running meanwhile.
 dev: $(STAMP)
+	test -f .demo/dagster_home/dagster.yaml || $(BIN)/seqexport demo
 	SEQEXPORT_HOME=$(CURDIR)/.demo SEQEXPORT_ALLOW_LOCAL=1 DAGSTER_HOME=$(CURDIR)/.demo/dagster_home \
-		$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+		$(BIN)/dg dev -w $(CURDIR)/workspace.yaml -h 127.0.0.1 -p 3000
 
 clean:
 	rm -rf .demo .seqexport

@@ -110,7 +110,7 @@ def measure(p: dict[str, Any]) -> dict[str, Any]:
         keys, control, source = _setup(tmp, n)
         home = tmp / "dagster_home"
         home.mkdir()
-        config = yaml.safe_load((ROOT / "dagster.yaml").read_text())
+        config = yaml.safe_load((ROOT / "deploy" / "dagster.yaml").read_text())
         queue = config["run_coordinator"]["config"]
         queue["max_concurrent_runs"] = n
         if threads:

@@ -675,10 +675,7 @@ def _demo(args: argparse.Namespace) -> int:
         print()
     if summary.dagster_home:
         print(f"{summary.runs} Dagster runs are recorded in {summary.dagster_home}. Browse them with:\n")
-        print(
-            f"  SEQEXPORT_HOME={summary.home} SEQEXPORT_ALLOW_LOCAL=1 DAGSTER_HOME={summary.dagster_home} \\\n"
-            "    .venv/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000\n"
-        )
+        print(f"  {summary.browse_command()}\n")
     return 0
 
 

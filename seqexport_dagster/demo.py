@@ -7,12 +7,15 @@ run, so the demo is repeatable.
 
 from __future__ import annotations
 
+import shlex
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import seqexport_dagster
 from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.runner import Runner, wall_clock_ms
@@ -46,7 +49,7 @@ class DemoSummary:
     seconds: float = 0.0
     runs: int = 0
     source_rows: dict[str, dict[str, int]] = field(default_factory=dict)
-    #: The demo's Dagster instance, when the demo ran through Dagster (``dagster dev`` on it).
+    #: The demo's Dagster instance, when the demo ran through Dagster (``dg dev`` on it).
     dagster_home: Path | None = None
 
     def duckdb_query(self, dataset: str = "email_events") -> str:
@@ -54,6 +57,28 @@ class DemoSummary:
         return (
             f"SELECT event_type, COUNT(DISTINCT id) FROM read_json_auto('{root}/{dataset}/*/*.jsonl.gz', "
             "hive_partitioning = true) GROUP BY event_type ORDER BY 2 DESC;"
+        )
+
+    def browse_command(self) -> str:
+        """`dg dev` on the demo's instance, with absolute paths only, so it works from any folder.
+
+        The code location is the checkout's ``workspace.yaml`` (the one `make dev` and production load);
+        an install without a checkout names the same entry point by module.
+        """
+        workspace = Path(seqexport_dagster.__file__).resolve().parent.parent / "workspace.yaml"
+        target = (
+            ["-w", str(workspace)] if workspace.is_file() else ["-m", "seqexport_dagster.definitions", "-a", "defs"]
+        )
+        env = {
+            "SEQEXPORT_HOME": self.home.resolve(),
+            "SEQEXPORT_ALLOW_LOCAL": "1",
+            "DAGSTER_HOME": (self.dagster_home or self.home / "dagster_home").resolve(),
+        }
+        dg_dev = [str(Path(sys.executable).absolute().parent / "dg"), "dev", *target, "-h", "127.0.0.1", "-p", "3000"]
+        return (
+            " ".join(f"{name}={shlex.quote(str(value))}" for name, value in env.items())
+            + " \\\n    "
+            + shlex.join(dg_dev)
         )
 
 
@@ -161,7 +186,7 @@ def demo_instance_yaml(dagster_home: Path) -> str:
     One consolidated SQLite event log instead of a database per run: the demo's runs are small, and
     creating a database file per run costs more than the run itself on a slow-fsync disk.
     """
-    return f"""# Written by `seqexport demo`. Open with: DAGSTER_HOME={dagster_home} dagster dev -w workspace.yaml
+    return f"""# Written by `seqexport demo`. Browse with the `dg dev` command that `seqexport demo` prints.
 run_storage:
   module: dagster.core.storage.runs
   class: SqliteRunStorage

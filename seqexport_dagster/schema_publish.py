@@ -1,7 +1,7 @@
-"""Regenerate the published schema files and README tables from `seqexport_dagster.schema`.
+"""Regenerate the published schema files and the row-schema tables of ``docs/customers.md``.
 
 Run ``python -m seqexport_dagster.schema_publish`` after changing a dataset; a test fails if the
-committed files drift from the definition.
+committed files drift from the definition in `seqexport_dagster.schema`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from pathlib import Path
 from seqexport_dagster.schema import DATASETS, README_BEGIN, README_END, json_schema_text, readme_section
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
-README = Path(__file__).parent.parent / "README.md"
+#: The customers' document: its "Row schemas" section holds the generated tables between the markers.
+CUSTOMER_DOC = Path(__file__).parent.parent / "docs" / "customers.md"
 
 
-def render_readme(text: str) -> str:
+def render_tables(text: str) -> str:
+    """``text`` with the generated tables between its markers replaced by the current ones."""
     start, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
     return text[:start] + readme_section() + text[end:]
 
@@ -24,8 +26,8 @@ def main() -> int:
     SCHEMA_DIR.mkdir(exist_ok=True)
     for ds in DATASETS.values():
         (SCHEMA_DIR / f"{ds.name}.json").write_text(json_schema_text(ds))
-    README.write_text(render_readme(README.read_text()))
-    sys.stdout.write(f"wrote {len(DATASETS)} schema files and the README tables\n")
+    CUSTOMER_DOC.write_text(render_tables(CUSTOMER_DOC.read_text()))
+    sys.stdout.write(f"wrote {len(DATASETS)} schema files and the tables in {CUSTOMER_DOC.name}\n")
     return 0
 
 

@@ -102,7 +102,7 @@ class Daemon:
 
 def instance_yaml(home: Path) -> None:
     """The repository's dagster.yaml, with run monitoring shortened so the test stays short."""
-    config = yaml.safe_load((ROOT / "dagster.yaml").read_text())
+    config = yaml.safe_load((ROOT / "deploy" / "dagster.yaml").read_text())
     assert config["run_monitoring"]["enabled"] and config["run_monitoring"]["max_runtime_seconds"] > 0
     config["run_monitoring"].update(poll_interval_seconds=1, max_runtime_seconds=MAX_RUNTIME_S)
     (home / "dagster.yaml").write_text(yaml.safe_dump(config))

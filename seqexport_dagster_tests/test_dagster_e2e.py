@@ -81,7 +81,7 @@ def test_daemon_two_accounts_many_exports_one_failing_and_no_secret_leaks(tmp_pa
     home = tmp_path / "dagster_home"
     home.mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
     key_spec = new_key_spec("e2e")
     planted = f"PLANTED-{uuid.uuid4().hex}"
     bucket = f"e2e-{uuid.uuid4().hex[:12]}"

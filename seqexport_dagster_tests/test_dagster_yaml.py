@@ -1,7 +1,12 @@
-"""dagster.yaml and the production variant load into a real instance (storage, coordinator, launcher)."""
+"""deploy/dagster.yaml and the production variant load into a real instance (storage, coordinator, launcher).
+
+Neither lives in the checkout's root: `dg dev` (and `dagster dev`) warn about a dagster.yaml in the
+current folder that is not DAGSTER_HOME, and the instance's settings belong in DAGSTER_HOME anyway.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -14,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_local_instance_loads_with_sqlite_and_no_per_export_tag_limit(tmp_path, monkeypatch):
-    config = yaml.safe_load((ROOT / "dagster.yaml").read_text())
+    config = yaml.safe_load((ROOT / "deploy" / "dagster.yaml").read_text())
     with dg.instance_for_test(overrides=config, temp_dir=str(tmp_path)) as instance:
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
         assert type(instance.run_storage).__name__ == "SqliteRunStorage"
@@ -23,6 +28,13 @@ def test_local_instance_loads_with_sqlite_and_no_per_export_tag_limit(tmp_path, 
         assert not instance.run_coordinator.get_run_queue_config().tag_concurrency_limits
     # Storage really lives under DAGSTER_HOME (the temp dir here).
     assert any(p.suffix == ".db" for p in tmp_path.rglob("*"))
+
+
+def test_no_instance_file_in_the_checkout_root_and_make_dev_uses_dg() -> None:
+    assert not (ROOT / "dagster.yaml").exists() and not (ROOT / "dagster.yml").exists()
+    dev = re.search(r"^dev:.*?(?=\n\n|\Z)", (ROOT / "Makefile").read_text(), re.M | re.S)
+    assert dev is not None
+    assert "$(BIN)/dg dev -w $(CURDIR)/workspace.yaml" in dev[0] and "dagster dev" not in dev[0]
 
 
 @pytest.mark.postgres

@@ -1,15 +1,18 @@
-"""The README's first command: `seqexport demo` builds, exports and prints a usable summary."""
+"""The README's first command (`make demo`): `seqexport demo` builds, exports and prints a usable summary."""
 
 from __future__ import annotations
 
 import datetime as dt
 import gzip
 import json
+import shlex
 import sqlite3
+from pathlib import Path
 
 import duckdb
 
 from seqexport_dagster import cli
+from seqexport_dagster.demo import DemoSummary
 from seqexport_dagster.window import iso_ms
 from seqexport_dagster_tests.layout import check_layout
 
@@ -53,3 +56,25 @@ def test_demo_exports_a_valid_layout_that_duckdb_reads(tmp_path, capsys):
         (iso_ms(first_from_ms), iso_ms(last_to_ms)),
     ).fetchall()
     assert dict(exported) == dict(expected)
+
+
+def test_the_printed_browse_command_works_from_any_folder(tmp_path, monkeypatch):
+    """`dg dev` on the demo's instance: absolute paths only, nothing relative to the checkout."""
+    monkeypatch.chdir(tmp_path)
+    summary = DemoSummary(home=Path("demo"), dagster_home=Path("demo") / "dagster_home")
+    command = summary.browse_command()
+    words = shlex.split(command.replace("\\\n", " "))
+    env = dict(w.split("=", 1) for w in words[:3])
+    assert env == {
+        "SEQEXPORT_HOME": str(tmp_path / "demo"),
+        "SEQEXPORT_ALLOW_LOCAL": "1",
+        "DAGSTER_HOME": str(tmp_path / "demo" / "dagster_home"),
+    }
+    dg, dev, flag, workspace = words[3:7]
+    assert (Path(dg).is_absolute() and Path(dg).is_file(), dev) == (True, "dev")
+    assert (
+        flag == "-w"
+        and Path(workspace).is_absolute()
+        and Path(workspace).read_text().count("seqexport_dagster.definitions")
+    )
+    assert "dagster dev" not in command and words[-4:] == ["-h", "127.0.0.1", "-p", "3000"]

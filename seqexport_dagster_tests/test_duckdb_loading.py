@@ -79,7 +79,7 @@ def test_hive_date_column_is_distinct_from_every_field(export: tuple[World, Path
 
 @pytest.mark.parametrize("dataset", list(DATASETS))
 def test_typed_view_has_the_contract_types(export: tuple[World, Path], dataset: str) -> None:
-    """The README's DuckDB view: declared column types, timestamps parsed exactly, one row per id."""
+    """The DuckDB view of docs/customers.md: declared column types, timestamps parsed exactly, one row per id."""
     world, root = export
     ds = DATASETS[dataset]
     con = duckdb.connect()

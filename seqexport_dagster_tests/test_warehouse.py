@@ -1,4 +1,4 @@
-"""Warehouse statements are generated from the contract, and the README shows exactly those."""
+"""Warehouse statements are generated from the contract, and docs/customers.md shows exactly those."""
 
 from __future__ import annotations
 
@@ -11,20 +11,20 @@ from seqexport_dagster import warehouse
 from seqexport_dagster.schema import DATASETS, TIMESTAMP_PATTERN, Field
 from seqexport_dagster.window import iso_ms, parse_iso_ms
 
-README = (Path(__file__).parent.parent / "README.md").read_text()
+CUSTOMER_DOC = (Path(__file__).parent.parent / "docs" / "customers.md").read_text()
 
 #: Redshift's documented example for ISO 8601 under TIMEFORMAT 'auto' (automatic-recognition page).
 REDSHIFT_AUTO_ISO_EXAMPLE = "2019-02-11T05:09:12.195Z"
 
 
 @pytest.mark.parametrize("name", ["snowflake", "bigquery", "redshift", "duckdb"])
-def test_readme_shows_the_generated_statements(name: str) -> None:
+def test_customer_doc_shows_the_generated_statements(name: str) -> None:
     statement = warehouse.GENERATORS[name](DATASETS["email_events"])
-    assert statement in README, f"README's {name} block drifted from seqexport_dagster.warehouse"
+    assert statement in CUSTOMER_DOC, f"docs/customers.md's {name} block drifted from seqexport_dagster.warehouse"
 
 
-def test_readme_shows_the_generated_type_table() -> None:
-    assert warehouse.type_table() in README
+def test_customer_doc_shows_the_generated_type_table() -> None:
+    assert warehouse.type_table() in CUSTOMER_DOC
 
 
 def _declared(statement: str) -> dict[str, str]:
