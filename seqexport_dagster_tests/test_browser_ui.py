@@ -73,7 +73,7 @@ def test_failed_run_page_and_sensor_tick_show_message_and_next_retry(tmp_path: P
     home = tmp_path / "dagster_home"
     home.mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
     key_spec = new_key_spec("ui")
     now = wall_clock_ms()
     # Created 20 minutes before the last quarter-hour: a 15-minute window is due at once.
