@@ -33,13 +33,7 @@ from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 from seqexport_dagster import planner
-from seqexport_dagster.destination.base import (
-    Destination,
-    DestinationConfig,
-    OperatorPolicy,
-    PutOutcome,
-    open_destination,
-)
+from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome, open_destination
 from seqexport_dagster.errors import AccessDenied, ExportError, PermanentError, RunInterrupted
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import Row, SourceReader

@@ -24,13 +24,10 @@ from botocore.exceptions import ClientError
 
 from seqexport_dagster.api import Exports
 from seqexport_dagster.connection_test import ConnectionTestFailed
-from seqexport_dagster.destination.base import (
-    Destination,
-    DestinationConfig,
-    OperatorPolicy,
-    PutOutcome,
-    open_destination,
-)
+from seqexport_dagster.destination.base import Destination, PutOutcome
+from seqexport_dagster.destination.config import DestinationConfig
+from seqexport_dagster.destination.factory import open_destination
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import AccessDenied, RetryableError
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.store import COMMITTED

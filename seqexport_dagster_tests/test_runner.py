@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy, PutOutcome
+from seqexport_dagster.destination.base import Destination, PutOutcome
+from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.local import LocalDestination
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import AccessDenied, RetryableError, RunInterrupted, SecretKeyError
 from seqexport_dagster.runner import DayReport, Runner
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
