@@ -170,8 +170,7 @@ def floor(p: dict[str, Any]) -> Result:
 
     from seqexport_dagster.schema import DATASETS
     from seqexport_dagster.source.reader import DEFAULT_BATCH
-    from seqexport_dagster.window import PART_LIMIT
-    from seqexport_dagster.writer import GZIP_WBITS, _row_builder
+    from seqexport_dagster.writer import GZIP_WBITS, PART_LIMIT, _row_builder
 
     conn = sqlite3.connect(p["source_path"])
     build = _row_builder(DATASETS["email_events"])
@@ -228,8 +227,7 @@ def gzip_levels(p: dict[str, Any]) -> Result:
 
     from seqexport_dagster.schema import DATASETS
     from seqexport_dagster.source.reader import DEFAULT_BATCH
-    from seqexport_dagster.window import PART_LIMIT
-    from seqexport_dagster.writer import GZIP_WBITS, _row_builder
+    from seqexport_dagster.writer import GZIP_WBITS, PART_LIMIT, _row_builder
 
     build = _row_builder(DATASETS["email_events"])
     encode = msgspec.json.Encoder().encode_lines

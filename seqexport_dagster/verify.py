@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import msgspec
 
 from seqexport_dagster.errors import ExportError, InvalidInput
+from seqexport_dagster.keys import SUCCESS_NAME, parse_key
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.schema import DATASETS, TIMESTAMP_PATTERN, Dataset, Field
-from seqexport_dagster.window import PART_LIMIT, SUCCESS_NAME, Window, iso_ms, parse_key
+from seqexport_dagster.window import Window, iso_ms
+from seqexport_dagster.writer import PART_LIMIT
 
 if TYPE_CHECKING:
     from seqexport_dagster.store.store import ControlPlane

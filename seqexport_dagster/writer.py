@@ -23,8 +23,9 @@ from isal import isal_zlib
 from seqexport_dagster.destination.base import content_md5
 from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.schema import Dataset
-from seqexport_dagster.window import PART_LIMIT
 
+#: At most this many lines (rows) per part, so a part stays a few MB whatever the window holds.
+PART_LIMIT: Final = 50_000
 GZIP_WBITS: Final = 31  # zlib convention for "gzip container"
 DEFAULT_LEVEL: Final = 1
 

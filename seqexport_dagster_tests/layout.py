@@ -3,7 +3,7 @@
 ``check_layout(root)`` reads a local export root (the folder that holds ``<dataset>/date=.../``)
 and returns a list of problems; an empty list means the layout is what the customer docs promise:
 
-- every file in a dataset folder is a name we write (`window.parse_key`), in the right ``date=``
+- every file in a dataset folder is a name we write (`keys.parse_key`), in the right ``date=``
   folder, and nothing else is there;
 - the windows of each event dataset form one chain, with no gap and no overlap;
 - part numbers of each window (and each snapshot) run 0000.. without holes;
@@ -23,8 +23,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seqexport_dagster.keys import SNAPSHOT_DATASET, SUCCESS_NAME, parse_key
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.window import PART_LIMIT, SNAPSHOT_DATASET, SUCCESS_NAME, Window, parse_iso_ms, parse_key
+from seqexport_dagster.window import Window, parse_iso_ms
+from seqexport_dagster.writer import PART_LIMIT
 
 #: Folders the exporter may create at the root besides dataset folders.
 ALLOWED_ROOT_EXTRAS = {"_sequenzy", ".seqexport-tmp"}

@@ -20,10 +20,11 @@ from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.local import LocalDestination
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import AccessDenied, RetryableError, RunInterrupted, SecretKeyError
+from seqexport_dagster.keys import part_key
 from seqexport_dagster.runner import DayReport, Runner
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
-from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, frequency_ms, parse_iso_ms, part_key
+from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, frequency_ms, parse_iso_ms
 from seqexport_dagster.writer import EMPTY_GZIP
 from seqexport_dagster_tests.layout import check_layout
 from seqexport_dagster_tests.world import DAY0, World
