@@ -292,6 +292,31 @@ def test_s3_prefix_on_moto(export: tuple[Path, str], moto) -> None:
     assert "secret" not in broken.to_json() and "read-secret" not in broken.render()
 
 
+def test_s3_storage_failures_leave_verify_as_our_errors(moto) -> None:
+    """A bucket that cannot be listed is one `ExportError` naming the store's answer; a part that
+    cannot be read is one problem of the report, named the same way (never a botocore type)."""
+    from seqexport_dagster.errors import ExportError
+    from seqexport_dagster.verify import S3Bucket
+
+    options = {"s3_endpoint": moto.endpoint, "access_key_id": "reader", "secret_access_key": "read-secret"}
+    with pytest.raises(ExportError) as listed:
+        verify_location("s3://no-such-bucket-here/sequenzy", **options)
+    assert type(listed.value) is ExportError
+    assert str(listed.value).startswith("cannot list s3://no-such-bucket-here/sequenzy: NoSuchBucket")
+
+    s3 = moto.admin_client()
+    bucket = f"verify-gone-{secrets.token_hex(4)}"
+    s3.create_bucket(Bucket=bucket)
+    reader = S3Bucket(bucket, "", scheme="s3", endpoint=moto.endpoint, access_key_id="reader",
+                      secret_access_key="read-secret", region=None)  # fmt: skip
+    try:
+        with pytest.raises(ExportError) as read:
+            reader.read("sms_events/date=2026-09-30/gone.jsonl.gz")
+    finally:
+        reader.close()
+    assert type(read.value) is ExportError and str(read.value) == "NoSuchKey: The specified key does not exist."
+
+
 def test_cli_verify_exit_codes_and_json(export: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
     from seqexport_dagster.cli import EXIT_VERIFY_FAILED, main
 
