@@ -71,7 +71,7 @@ def _params(p: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def _world(p: dict[str, Any], work: Path, destination: Any) -> tuple[Any, str]:
-    from seqexport_dagster.destination.base import OperatorPolicy
+    from seqexport_dagster.destination.policy import OperatorPolicy
     from seqexport_dagster.runner import Runner
     from seqexport_dagster.source.reader import SourceReader
     from seqexport_dagster.store.crypto import SecretBox, new_key_spec
@@ -100,7 +100,7 @@ def _world(p: dict[str, Any], work: Path, destination: Any) -> tuple[Any, str]:
 
 def engine(p: dict[str, Any]) -> Result:
     """Runner.write_window of one window into a local folder (or S3 when ``p['s3']`` is given)."""
-    from seqexport_dagster.destination.base import DestinationConfig
+    from seqexport_dagster.destination.config import DestinationConfig
     from seqexport_dagster.window import Window, day_of
 
     result = Result()
@@ -131,7 +131,7 @@ def engine(p: dict[str, Any]) -> Result:
 
 
 def _timed_factory(result: Result) -> Callable[..., Any]:
-    from seqexport_dagster.destination.base import open_destination
+    from seqexport_dagster.destination.factory import open_destination
 
     result.extra["upload_s"] = 0.0
 
@@ -170,8 +170,7 @@ def floor(p: dict[str, Any]) -> Result:
 
     from seqexport_dagster.schema import DATASETS
     from seqexport_dagster.source.reader import DEFAULT_BATCH
-    from seqexport_dagster.window import PART_LIMIT
-    from seqexport_dagster.writer import GZIP_WBITS, _row_builder
+    from seqexport_dagster.writer import GZIP_WBITS, PART_LIMIT, _row_builder
 
     conn = sqlite3.connect(p["source_path"])
     build = _row_builder(DATASETS["email_events"])
@@ -228,8 +227,7 @@ def gzip_levels(p: dict[str, Any]) -> Result:
 
     from seqexport_dagster.schema import DATASETS
     from seqexport_dagster.source.reader import DEFAULT_BATCH
-    from seqexport_dagster.window import PART_LIMIT
-    from seqexport_dagster.writer import GZIP_WBITS, _row_builder
+    from seqexport_dagster.writer import GZIP_WBITS, PART_LIMIT, _row_builder
 
     build = _row_builder(DATASETS["email_events"])
     encode = msgspec.json.Encoder().encode_lines

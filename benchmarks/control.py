@@ -90,7 +90,7 @@ def _bulk_exports(store: Any, n: int, created: int) -> None:
     create_export transactions would take minutes on SQLite)."""
     import sqlalchemy as sa
 
-    from seqexport_dagster.destination.base import DestinationConfig
+    from seqexport_dagster.destination.config import DestinationConfig
     from seqexport_dagster.store.tables import export_datasets, exports
 
     template = store.create_export(
@@ -133,7 +133,7 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
     import dagster as dg
     import sqlalchemy as sa
 
-    from seqexport_dagster.destination.base import DestinationConfig
+    from seqexport_dagster.destination.config import DestinationConfig
     from seqexport_dagster.source.generator import Scale, generate_account
     from seqexport_dagster.store.crypto import SecretBox, new_key_spec
     from seqexport_dagster.store.database import create_engine

@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from seqexport_dagster.destination import s3 as s3_module
-from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
+from seqexport_dagster.destination import s3_transport
+from seqexport_dagster.destination.config import DestinationConfig
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.destination.s3 import S3Destination
 from seqexport_dagster_tests.hostile_server import running
 
@@ -57,8 +58,8 @@ def main() -> None:
     parser.add_argument("--kib", type=int, default=200)
     args = parser.parse_args()
     body = os.urandom(args.kib * 1024)
-    seams = vars(s3_module)  # the one seam measured: the module's `_Watch`
-    watch: Any = seams["_Watch"]
+    seams = vars(s3_transport)  # the one seam measured: the module's `Watch`
+    watch: Any = seams["Watch"]
     times: dict[str, list[float]] = {"with deadline": [], "without": []}
     with tempfile.TemporaryDirectory() as folder, running(Path(folder)) as server:
         config = DestinationConfig(
@@ -67,10 +68,10 @@ def main() -> None:
         try:
             for _ in range(args.rounds):
                 for label in times:
-                    seams["_Watch"] = watch if label == "with deadline" else _NoWatch
+                    seams["Watch"] = watch if label == "with deadline" else _NoWatch
                     times[label].append(_per_put_ms(config, body, args.puts))
         finally:
-            seams["_Watch"] = watch
+            seams["Watch"] = watch
     with_deadline, without = (statistics.median(times[k]) for k in times)
     print(
         f"PUT of {args.kib} KiB over loopback, median of {args.rounds} rounds x {args.puts}: "

@@ -21,7 +21,8 @@ from typing import Any, cast
 import boto3
 from botocore.config import Config
 
-from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
+from seqexport_dagster.destination.config import DestinationConfig
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.destination.s3 import S3Destination
 from seqexport_dagster_tests import moto_server
 

@@ -21,7 +21,7 @@ import dagster as dg
 from seqexport_dagster.definitions import exporter_resources
 from seqexport_dagster.defs.inline import evaluate_sensor
 from seqexport_dagster.defs.resources import ControlPlaneResource, FixedClock, OperatorResource, SourceResource
-from seqexport_dagster.destination.base import DestinationConfig
+from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.database import create_engine

@@ -22,8 +22,10 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy, PutOutcome
+from seqexport_dagster.destination.base import Destination, PutOutcome
+from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.local import LocalDestination
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import RetryableError
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.tables import parts

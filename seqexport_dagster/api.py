@@ -35,13 +35,12 @@ from seqexport_dagster.connection_test import (
     DestinationFactory,
     run_connection_test,
 )
-from seqexport_dagster.destination.base import (
-    PROVIDERS,
+from seqexport_dagster.destination import (
     DestinationConfig,
     OperatorPolicy,
-    Provider,
     open_destination,
     validate_config,
+    validate_provider,
 )
 from seqexport_dagster.errors import ConfigurationError, ConflictError, InvalidInput
 from seqexport_dagster.history import RunHistory
@@ -227,18 +226,6 @@ def validate_lag_ms(lag_ms: int) -> int:
     if not 0 <= lag_ms <= MAX_LAG_MS:
         raise InvalidInput("lag", f"{lag_ms // MINUTE_MS} minutes is out of range: use 0 to 60 minutes")
     return lag_ms
-
-
-def validate_provider(provider: str, policy: OperatorPolicy) -> Provider:
-    accepted = PROVIDERS if policy.allow_local else tuple(p for p in PROVIDERS if p != "local")
-    if provider not in accepted:
-        # `local` is an operator's test switch, never offered to a customer, whatever the setting.
-        offered = [p for p in PROVIDERS if p != "local"]
-        raise InvalidInput(
-            "provider",
-            f"{provider!r} is not one of {', '.join(offered)} (for R2, MinIO or B2 choose s3 and set the endpoint)",
-        )
-    return provider
 
 
 class Exports:

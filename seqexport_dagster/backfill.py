@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from seqexport_dagster.batch import BatchReport, BatchRunner
-from seqexport_dagster.destination.base import OperatorPolicy
+from seqexport_dagster.destination import OperatorPolicy
 from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.schema import DATASETS

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from seqexport_dagster.connection_test import ConnectionTestFailed
+from seqexport_dagster.destination.config import describe_location
 from seqexport_dagster.errors import (
     ConfigurationError,
     ConflictError,
@@ -218,9 +219,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def _where(e: ExportRecord) -> str:
-    scheme = {"s3": "s3", "gcs": "gs", "local": "file"}.get(e.provider, e.provider)
-    where = f"{scheme}://{e.bucket}/{e.prefix}".rstrip("/")
-    return f"{where} via {e.endpoint}" if e.endpoint and e.provider != "gcs" else where
+    return describe_location(e.provider, e.bucket, e.prefix, e.endpoint if e.provider != "gcs" else None)
 
 
 def _describe(out: Output, e: ExportRecord) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seqexport_dagster.destination.base import OperatorPolicy
+from seqexport_dagster.destination import OperatorPolicy
 from seqexport_dagster.errors import ConfigurationError, SecretKeyError
 from seqexport_dagster.store.crypto import SecretBox, local_key_spec
 from seqexport_dagster.store.database import normalize_url

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import seqexport_dagster
-from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
+from seqexport_dagster.destination import DestinationConfig, OperatorPolicy
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.runner import Runner, wall_clock_ms
 from seqexport_dagster.schema import DATASETS

@@ -27,10 +27,9 @@ from seqexport_dagster.api import (
     _quiet,
     validate_account,
     validate_lag_ms,
-    validate_provider,
 )
 from seqexport_dagster.connection_test import ConnectionTestFailed
-from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy, validate_config
+from seqexport_dagster.destination import DestinationConfig, OperatorPolicy, validate_config, validate_provider
 from seqexport_dagster.errors import ConflictError, ExportError, InvalidInput, NotFound, RetryableError
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.schema import parse_datasets

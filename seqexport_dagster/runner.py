@@ -33,14 +33,9 @@ from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 from seqexport_dagster import planner
-from seqexport_dagster.destination.base import (
-    Destination,
-    DestinationConfig,
-    OperatorPolicy,
-    PutOutcome,
-    open_destination,
-)
+from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome, open_destination
 from seqexport_dagster.errors import AccessDenied, ExportError, PermanentError, RunInterrupted
+from seqexport_dagster.keys import SNAPSHOT_DATASET, connection_test_key, part_key, snapshot_part_key, success_key
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import Row, SourceReader
 from seqexport_dagster.store.store import (
@@ -57,19 +52,8 @@ from seqexport_dagster.store.store import (
     location_of,
     snapshot_window,
 )
-from seqexport_dagster.window import (
-    DAY_MS,
-    PART_LIMIT,
-    SNAPSHOT_DATASET,
-    Window,
-    connection_test_key,
-    day_start,
-    day_start_ms,
-    part_key,
-    snapshot_part_key,
-    success_key,
-)
-from seqexport_dagster.writer import EMPTY_GZIP, Part, PartWriter, SortKey, pack_ids, unpack_ids
+from seqexport_dagster.window import DAY_MS, Window, day_start, day_start_ms
+from seqexport_dagster.writer import EMPTY_GZIP, PART_LIMIT, Part, PartWriter, SortKey, pack_ids, unpack_ids
 
 _Report = TypeVar("_Report", "WindowReport", "SnapshotReport")
 

@@ -13,8 +13,6 @@ Memory is bounded by one compressed part plus one source batch, whatever the win
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -22,10 +20,12 @@ from typing import Any, Final
 import msgspec
 from isal import isal_zlib
 
+from seqexport_dagster.destination.base import content_md5
 from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.schema import Dataset
-from seqexport_dagster.window import PART_LIMIT
 
+#: At most this many lines (rows) per part, so a part stays a few MB whatever the window holds.
+PART_LIMIT: Final = 50_000
 GZIP_WBITS: Final = 31  # zlib convention for "gzip container"
 DEFAULT_LEVEL: Final = 1
 
@@ -59,7 +59,8 @@ class Part:
 
     @property
     def content_md5(self) -> str:
-        return base64.b64encode(hashlib.md5(self.body, usedforsecurity=False).digest()).decode()
+        """What the part ledger records before the PUT: the same ``Content-MD5`` the destination sends."""
+        return content_md5(self.body)
 
 
 def pack_ids(ids: Iterable[str]) -> bytes:

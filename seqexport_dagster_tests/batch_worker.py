@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 from seqexport_dagster.batch import BatchRunner
-from seqexport_dagster.destination.base import OperatorPolicy, open_destination
+from seqexport_dagster.destination.factory import open_destination
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store.crypto import SecretBox

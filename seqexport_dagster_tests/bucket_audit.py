@@ -1,13 +1,16 @@
-"""Reads a bucket back and checks it against the source and the control plane.
+"""Reads a bucket back and checks it against the source and the control plane, layered on `verify`.
 
 The checks are the delivery contract, asserted on what a customer's loader would actually read
-(every object below the prefix, gunzipped), not on what the runner says it did:
+(every object below the prefix, gunzipped), not on what the runner says it did. The product's own
+`verify` is the oracle for everything the objects alone show (names and folders, the window chain,
+part numbering, gzip, schema, order, rows inside their window, duplicate ids, ``_SUCCESS``); its
+problems come back as ``verify [kind] ...`` lines. On top, this audit checks what needs the source
+and the control plane:
 
 * every source row up to the export's position is present (events: ``added_at < recorded_at <=
-  position``; the snapshot: every subscriber of the account, once ``_SUCCESS`` exists);
-* the windows in the bucket chain from the dataset's start with no gap and no overlap, and each row
-  sits in the window its ``recorded_at`` belongs to, in ``(recorded_at, id)`` order;
-* no id appears twice (stale parts of a shorter retry were blanked);
+  position``; the snapshot: every subscriber of the account, once ``_SUCCESS`` exists), counted as
+  expected / found / duplicated / missing / extra;
+* the bucket's chain reaches from the dataset's start to its position;
 * ``_SUCCESS`` exists only for a committed snapshot, and its last write came after the last write of
   every part of its folder (checked against the proxy's ordered request log when given);
 * the position is never ahead of what was written: every part the ledger committed is in the bucket;
@@ -24,9 +27,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from seqexport_dagster.keys import parse_key, part_key
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store.store import COMMITTED, ControlPlane
-from seqexport_dagster.window import Window, iso_ms, parse_iso_ms, parse_key, part_key
+from seqexport_dagster.verify import Bucket, StoredObject, verify_bucket
+from seqexport_dagster.window import Window, iso_ms
 
 
 @dataclass
@@ -86,12 +91,33 @@ class AuditReport:
 
 def read_objects(s3: Any, bucket: str, prefix: str) -> dict[str, bytes]:
     """Every object below ``prefix`` (a plain admin client straight to moto, not through the proxy)."""
-    out: dict[str, bytes] = {}
+    return {obj.key: body for obj, body in _read_listing(s3, bucket, prefix)}
+
+
+def _read_listing(s3: Any, bucket: str, prefix: str) -> list[tuple[StoredObject, bytes]]:
+    out: list[tuple[StoredObject, bytes]] = []
     start = f"{prefix}/" if prefix else ""
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=start):
         for obj in page.get("Contents", []):
-            out[obj["Key"][len(start) :]] = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+            modified_ns = int(obj["LastModified"].timestamp() * 1e9)
+            out.append((StoredObject(obj["Key"][len(start) :], int(obj["Size"]), modified_ns), body))
     return out
+
+
+class _ReadBucket(Bucket):
+    """What `verify` reads: the objects this audit already read (none of the exporter's ``_sequenzy/``)."""
+
+    def __init__(self, source: str, listing: list[tuple[StoredObject, bytes]]) -> None:
+        self.source = source
+        self._listing = [(obj, body) for obj, body in listing if not obj.key.startswith("_sequenzy/")]
+        self._bodies = {obj.key: body for obj, body in self._listing}
+
+    def list(self) -> list[StoredObject]:
+        return [obj for obj, _ in self._listing]
+
+    def read(self, key: str) -> bytes:
+        return self._bodies[key]
 
 
 def _lines(body: bytes) -> list[dict[str, Any]]:
@@ -123,13 +149,11 @@ def audit_export(
     """Audit one export's bucket. ``put_order``: keys (relative to the bucket) in the order written."""
     export = store.get_export(export_id)
     config, _ = store.destination_config(export_id)
-    objects = read_objects(s3, config.bucket, config.prefix)
+    listing = _read_listing(s3, config.bucket, config.prefix)
+    objects = {obj.key: body for obj, body in listing}
     report = AuditReport(export_id)
-    for key in objects:
-        if key.startswith("_sequenzy/"):
-            continue
-        if parse_key(key) is None:
-            report.problems.append(f"unexpected object in a dataset folder: {key}")
+    checked = verify_bucket(_ReadBucket(config.describe(), listing), workers=1)
+    report.problems += [f"verify [{p.kind}] {p.dataset}: {p.key}: {p.detail}" for p in checked.problems]
     for state in export.datasets:
         ds = DatasetAudit(state.dataset)
         report.datasets[state.dataset] = ds
@@ -158,31 +182,13 @@ def _audit_events(
         parsed = parse_key(key)
         if parsed is None or parsed.dataset != name or parsed.window is None or parsed.part is None:
             continue
-        if parsed.date != parsed.window.date_key:
-            ds.problems.append(f"{key} is in the wrong date= folder")
         by_window.setdefault(parsed.window, {})[parsed.part] = _lines(body)
-    ids: Counter[str] = Counter()
-    for window, part_rows in by_window.items():
-        numbers = sorted(part_rows)
-        if numbers != list(range(len(numbers))):
-            ds.problems.append(f"window {window} has part numbers {numbers}: a hole")
-        for n in numbers:
-            previous: tuple[str, str] | None = None  # ordered inside each file (late rows append parts)
-            for row in part_rows[n]:
-                ids[row["id"]] += 1
-                if not window.contains(parse_iso_ms(row["recorded_at"])):
-                    ds.problems.append(f"row {row['id']} recorded {row['recorded_at']} lies outside {window}")
-                current = (row["recorded_at"], row["id"])
-                if previous is not None and current < previous:
-                    ds.problems.append(f"rows out of (recorded_at, id) order in {window} part {n}")
-                previous = current
-    # The chain: windows holding rows never overlap, and windows from the start to the position
-    # leave no gap. Windows beyond the position (an attempt not yet committed) may exist.
+    ids: Counter[str] = Counter(
+        row["id"] for part_rows in by_window.values() for rows in part_rows.values() for row in rows
+    )
+    # verify checks the chain has no gap or overlap; here, that it reaches from the start to the
+    # position. Windows beyond the position (an attempt not yet committed) may exist.
     ordered = sorted(by_window)
-    with_rows = [w for w in ordered if any(by_window[w].values())]
-    for a, b in zip(with_rows, with_rows[1:], strict=False):
-        if b.from_ms < a.to_ms:
-            ds.problems.append(f"windows {a} and {b} overlap and both hold rows")
     cursor = state.added_at
     for w in ordered:
         if w.from_ms == cursor and w.to_ms <= state.position_ms:
@@ -222,8 +228,6 @@ def _audit_snapshot(
             continue
         if parsed.is_success:
             success.add(parsed.date)
-            if body:
-                ds.problems.append(f"_SUCCESS of {parsed.date} is not empty")
         elif parsed.part is not None:
             days.setdefault(parsed.date, {})[parsed.part] = _lines(body)
     committed = {lw.window.date_key for lw in store.ledger(export_id, dataset="subscribers") if lw.status == COMMITTED}
@@ -246,8 +250,6 @@ def _audit_snapshot(
     for day in sorted(success):
         parts = days.get(day, {})
         numbers = sorted(parts)
-        if numbers != list(range(len(numbers))):
-            ds.problems.append(f"snapshot {day} has part numbers {numbers}: a hole")
         day_ids: Counter[str] = Counter(row["id"] for n in numbers for row in parts[n])
         # Each day's snapshot is complete on its own: count it per day, keyed by day.
         for rid, n in day_ids.items():

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from seqexport_dagster.destination.base import (
-    DestinationConfig,
-    OperatorPolicy,
-    validate_bucket,
-    validate_config,
-    validate_prefix,
-)
+from seqexport_dagster.destination.config import DestinationConfig, validate_bucket, validate_config, validate_prefix
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.schema import parse_datasets
 from seqexport_dagster.window import frequency_ms

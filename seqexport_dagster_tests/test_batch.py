@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from seqexport_dagster.batch import BUSY, DONE, FAILED, TIMED_OUT, BatchRunner
-from seqexport_dagster.destination.base import DestinationConfig
+from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.errors import LeaseLost
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.crypto import new_key_spec

@@ -25,7 +25,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from seqexport_dagster.destination.base import DestinationConfig
+from seqexport_dagster.destination import DestinationConfig
 from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import MINUTE_MS, floor_to_grid

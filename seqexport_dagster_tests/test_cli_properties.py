@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seqexport_dagster.connection_test import ConnectionTestResult, run_connection_test
-from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
+from seqexport_dagster.destination.config import DestinationConfig
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.destination.s3 import S3Destination
 from seqexport_dagster_tests.cli_harness import Cli, cli_world, env_for
 

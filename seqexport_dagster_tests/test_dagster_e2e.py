@@ -20,7 +20,7 @@ import pytest
 from dagster import serialize_value
 
 from seqexport_dagster import cli
-from seqexport_dagster.destination.base import DestinationConfig
+from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.crypto import new_key_spec

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy, validate_config
+from seqexport_dagster.destination.config import DestinationConfig, validate_config
 from seqexport_dagster.destination.endpoint import (
     ConnectGuard,
     ConnectRequest,
@@ -17,6 +17,7 @@ from seqexport_dagster.destination.endpoint import (
     socket_connector,
     validate_endpoint,
 )
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import EndpointRefused, InvalidInput
 
 STRICT = OperatorPolicy()

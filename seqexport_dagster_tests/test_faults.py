@@ -23,10 +23,11 @@ import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster.errors import AccessDenied, ClockSkew, ExportError, RetryableError
+from seqexport_dagster.keys import part_key
 from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.store.crypto import new_key_spec
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms, part_key
+from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
 from seqexport_dagster_tests.bucket_audit import audit_export
 from seqexport_dagster_tests.faults import proxy as fp
 from seqexport_dagster_tests.faults.scene import Outcome, Stopwatch, format_table, minutes, s3_export, s3_runner

@@ -21,8 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqexport_dagster.config import Settings
-from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
+from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.endpoint import validate_endpoint
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import RateLimited, SecretKeyError
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.database import create_engine
@@ -491,7 +492,7 @@ def test_error_text_is_one_bounded_printable_line() -> None:
 )
 def test_every_region_that_validates_builds_a_client(region: str, provider: str) -> None:
     """What validation accepts, botocore accepts too: no InvalidRegionError (exit 1) behind it."""
-    from seqexport_dagster.destination.base import validate_config
+    from seqexport_dagster.destination.config import validate_config
     from seqexport_dagster.destination.s3 import S3Destination
     from seqexport_dagster.errors import InvalidInput
 

@@ -149,7 +149,7 @@ def test_history_shows_a_failed_run_with_its_retry_and_dagster_failed_it_plainly
     """A run whose only export fails (its bucket does not exist): Dagster fails the run with the
     customer message first (not a stack trace), the run says when the scheduler retries, and run
     retries are off for it (no "Not retrying since ..."); history shows the same, with the retry."""
-    from seqexport_dagster.destination.base import DestinationConfig
+    from seqexport_dagster.destination import DestinationConfig
     from seqexport_dagster.idle import retry_note
 
     export = h.world.store.create_export(
@@ -201,7 +201,7 @@ def test_a_batch_with_one_failing_export_succeeds_and_shows_the_failure_on_the_r
 ) -> None:
     """One run, two exports, one failing: the run succeeds (the other delivered), its observations
     name the failing export with its message and next retry; each history shows its own outcome."""
-    from seqexport_dagster.destination.base import DestinationConfig
+    from seqexport_dagster.destination import DestinationConfig
 
     good = h.world.local_export(datasets=("email_events",))
     bad = h.world.store.create_export(

@@ -155,7 +155,7 @@ def test_dagster_event_log_gets_one_bounded_line_and_a_drip_ends_in_time(
     """Through a real Dagster instance: what the run logs about the failing export is the sanitised
     message, no event carries the store's control characters, and a store that drips its answer
     costs the run one deadline."""
-    from seqexport_dagster.destination.base import DestinationConfig
+    from seqexport_dagster.destination.config import DestinationConfig
     from seqexport_dagster_tests.dagster_harness import harness
 
     monkeypatch.setenv("SEQEXPORT_PUT_DEADLINE_SECONDS", str(DEADLINE_S))
@@ -204,7 +204,8 @@ def test_dagster_event_log_gets_one_bounded_line_and_a_drip_ends_in_time(
 @pytest.mark.parametrize("mode", ["drip", "dripbody", "stall", "huge", "bigerror"])
 def test_each_put_ends_within_its_deadline(hostile: HostileServer, mode: str) -> None:
     """The destination itself, every attempt included: one deadline, whatever phase the store holds."""
-    from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
+    from seqexport_dagster.destination.config import DestinationConfig
+    from seqexport_dagster.destination.policy import OperatorPolicy
     from seqexport_dagster.destination.s3 import S3Destination
     from seqexport_dagster.errors import EndpointTooSlow, ResponseTooLarge
 
@@ -227,7 +228,8 @@ def test_each_put_ends_within_its_deadline(hostile: HostileServer, mode: str) ->
 
 def test_a_slow_name_lookup_is_inside_the_deadline() -> None:
     """The customer's DNS answering slowly (on purpose) does not stretch the PUT either."""
-    from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
+    from seqexport_dagster.destination.config import DestinationConfig
+    from seqexport_dagster.destination.policy import OperatorPolicy
     from seqexport_dagster.destination.s3 import S3Destination
     from seqexport_dagster.errors import EndpointTooSlow
 

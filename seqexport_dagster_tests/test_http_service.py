@@ -13,7 +13,8 @@ import sqlalchemy as sa
 
 from seqexport_dagster import presentation as shapes
 from seqexport_dagster.api import Exports
-from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
+from seqexport_dagster.destination.config import DestinationConfig
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.service.errors import TooManyRequests
 from seqexport_dagster.service.guard import RateLimit

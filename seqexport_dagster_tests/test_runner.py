@@ -15,13 +15,16 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy, PutOutcome
+from seqexport_dagster.destination.base import Destination, PutOutcome
+from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.local import LocalDestination
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import AccessDenied, RetryableError, RunInterrupted, SecretKeyError
+from seqexport_dagster.keys import part_key
 from seqexport_dagster.runner import DayReport, Runner
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
-from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, frequency_ms, parse_iso_ms, part_key
+from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, frequency_ms, parse_iso_ms
 from seqexport_dagster.writer import EMPTY_GZIP
 from seqexport_dagster_tests.layout import check_layout
 from seqexport_dagster_tests.world import DAY0, World
@@ -501,7 +504,7 @@ def test_layout_check_catches_broken_layouts(world: World) -> None:
         zero.write_bytes(gzip.compress(b"".join(reversed(lines))))
 
     assert any(
-        "gap" in p
+        "[gap]" in p
         for p in damaged(
             "gap",
             lambda r: [
@@ -510,29 +513,29 @@ def test_layout_check_catches_broken_layouts(world: World) -> None:
         )
     )
     assert any(
-        "already read" in p
+        "[duplicate_id]" in p
         for p in damaged(
             "dup",
             lambda r: shutil.copy(events(r)[0], events(r)[2].with_name(events(r)[2].name[:-13] + "0003.jsonl.gz")),
         )
     )
-    assert any("holes" in p for p in damaged("hole", lambda r: events(r)[1].unlink()))
-    assert any("not valid gzip" in p for p in damaged("gzip", lambda r: events(r)[0].write_bytes(b"not gzip")))
+    assert any("[missing_part]" in p for p in damaged("hole", lambda r: events(r)[1].unlink()))
+    assert any("[corrupt_gzip]" in p for p in damaged("gzip", lambda r: events(r)[0].write_bytes(b"not gzip")))
     assert any(
-        "not ordered" in p
+        "[out_of_order]" in p
         for p in damaged(
             "order",
             reverse_first_part,
         )
     )
     assert any(
-        "not a contract name" in p
+        "[unexpected_object]" in p
         for p in damaged("stray", lambda r: (r / "custom_events/date=2026-09-30/notes.txt").write_text("x"))
     )
-    assert any("not empty" in p for p in damaged("success", lambda r: (r / snap / "_SUCCESS").write_bytes(b"ok")))
-    assert any("no _SUCCESS" in p for p in damaged("nosuccess", lambda r: (r / snap / "_SUCCESS").unlink()))
+    assert any("[success_not_empty]" in p for p in damaged("success", lambda r: (r / snap / "_SUCCESS").write_bytes(b"ok")))
+    assert any("[missing_success]" in p for p in damaged("nosuccess", lambda r: (r / snap / "_SUCCESS").unlink()))
     assert any(
-        "after _SUCCESS" in p
+        "[success_not_last]" in p
         for p in damaged(
             "late",
             lambda r: os.utime(
@@ -541,10 +544,10 @@ def test_layout_check_catches_broken_layouts(world: World) -> None:
         )
     )
     assert any(
-        "fields" in p for p in damaged("fields", lambda r: events(r)[0].write_bytes(gzip.compress(b'{"id":"x"}\n')))
+        "[schema_mismatch]" in p for p in damaged("fields", lambda r: events(r)[0].write_bytes(gzip.compress(b'{"id":"x"}\n')))
     )
     assert any(
-        "outside the window" in p
+        "[row_outside_window]" in p
         for p in damaged(
             "misplaced",
             lambda r: shutil.copy(

@@ -34,9 +34,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from seqexport_dagster.destination import s3 as s3_module
-from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy, PutOutcome, open_destination
+from seqexport_dagster.destination import s3_client
+from seqexport_dagster.destination.base import PutOutcome
+from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.endpoint import ConnectRequest, socket_connector
+from seqexport_dagster.destination.factory import open_destination
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.destination.s3 import S3Destination
 from seqexport_dagster.errors import (
     AccessDenied,
@@ -278,7 +281,7 @@ def config(**overrides: Any) -> DestinationConfig:
 def fresh_botocore_session(monkeypatch: pytest.MonkeyPatch) -> None:
     """The process-wide botocore session is built inside this test (under its environment), not
     reused from an earlier one."""
-    monkeypatch.setattr(s3_module, "_session_caches", {})
+    monkeypatch.setattr(s3_client, "_session_caches", {})
 
 
 PROFILES = {

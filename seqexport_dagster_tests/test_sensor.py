@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster.defs.resources import ExporterResource
-from seqexport_dagster.destination.base import open_destination
+from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.lease import LEASE_TTL_MS, Leases
 from seqexport_dagster.store.store import CANCELED, COMMITTED

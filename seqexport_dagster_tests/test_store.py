@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from seqexport_dagster.destination.base import DestinationConfig
+from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.errors import NotFound, SecretKeyError
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.store import ControlPlane

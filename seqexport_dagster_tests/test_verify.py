@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from seqexport_dagster.keys import parse_key, part_key, success_key
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.verify import verify_location
-from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, iso_ms, parse_key, part_key, success_key
+from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, iso_ms
 from seqexport_dagster_tests.world import DAY0, World, sqlite_world
 
 ACCOUNT = "acme"
@@ -289,6 +290,31 @@ def test_s3_prefix_on_moto(export: tuple[Path, str], moto) -> None:
     broken = verify_location(f"s3://{bucket}/sequenzy", **options)
     assert kinds(broken) == {"success_not_empty", "corrupt_gzip"}
     assert "secret" not in broken.to_json() and "read-secret" not in broken.render()
+
+
+def test_s3_storage_failures_leave_verify_as_our_errors(moto) -> None:
+    """A bucket that cannot be listed is one `ExportError` naming the store's answer; a part that
+    cannot be read is one problem of the report, named the same way (never a botocore type)."""
+    from seqexport_dagster.errors import ExportError
+    from seqexport_dagster.verify import S3Bucket
+
+    options = {"s3_endpoint": moto.endpoint, "access_key_id": "reader", "secret_access_key": "read-secret"}
+    with pytest.raises(ExportError) as listed:
+        verify_location("s3://no-such-bucket-here/sequenzy", **options)
+    assert type(listed.value) is ExportError
+    assert str(listed.value).startswith("cannot list s3://no-such-bucket-here/sequenzy: NoSuchBucket")
+
+    s3 = moto.admin_client()
+    bucket = f"verify-gone-{secrets.token_hex(4)}"
+    s3.create_bucket(Bucket=bucket)
+    reader = S3Bucket(bucket, "", scheme="s3", endpoint=moto.endpoint, access_key_id="reader",
+                      secret_access_key="read-secret", region=None)  # fmt: skip
+    try:
+        with pytest.raises(ExportError) as read:
+            reader.read("sms_events/date=2026-09-30/gone.jsonl.gz")
+    finally:
+        reader.close()
+    assert type(read.value) is ExportError and str(read.value) == "NoSuchKey: The specified key does not exist."
 
 
 def test_cli_verify_exit_codes_and_json(export: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:

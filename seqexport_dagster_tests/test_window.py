@@ -1,4 +1,4 @@
-"""Window arithmetic and object keys (DESIGN §3, §4): pure functions, property-tested."""
+"""Window arithmetic (DESIGN §3): pure functions, property-tested."""
 
 from __future__ import annotations
 
@@ -15,11 +15,9 @@ from seqexport_dagster.window import (
     FREQUENCIES,
     HOUR_MS,
     MINUTE_MS,
-    ParsedKey,
     Window,
     backoff_ms,
     chain,
-    connection_test_key,
     day_of,
     day_start_ms,
     due_windows,
@@ -27,10 +25,6 @@ from seqexport_dagster.window import (
     grid_windows,
     iso_ms,
     parse_iso_ms,
-    parse_key,
-    part_key,
-    snapshot_part_key,
-    success_key,
 )
 from seqexport_dagster_tests.world import DAY0
 
@@ -168,66 +162,6 @@ def test_backoff_sequence() -> None:
     assert backoff_ms("24h", 1) == 6 * HOUR_MS
     assert backoff_ms("1h", 0) == 0
     assert backoff_ms("15m", 10_000) == 6 * HOUR_MS
-
-
-def test_keys_exactly_as_contract() -> None:
-    w = Window(DAY0, DAY0 + HOUR_MS)
-    day = dt.date(2026, 9, 30)
-    assert (
-        part_key("sequenzy", "email_events", w, 0)
-        == "sequenzy/email_events/date=2026-09-30/email_events-1790726400000-1790730000000-0000.jsonl.gz"
-    )
-    assert (
-        part_key("", "sms_events", w, 12)
-        == "sms_events/date=2026-09-30/sms_events-1790726400000-1790730000000-0012.jsonl.gz"
-    )
-    assert part_key("a/b", "custom_events", w, 1).startswith("a/b/custom_events/date=2026-09-30/custom_events-")
-    assert snapshot_part_key("sequenzy", day, 0) == "sequenzy/subscribers/date=2026-09-30/subscribers-0000.jsonl.gz"
-    assert success_key("sequenzy", day) == "sequenzy/subscribers/date=2026-09-30/_SUCCESS"
-    assert success_key("", day) == "subscribers/date=2026-09-30/_SUCCESS"
-    assert connection_test_key("sequenzy", "abc") == "sequenzy/_sequenzy/connection-test-abc.txt"
-    assert parse_key("_sequenzy/connection-test-abc.txt") is None
-
-
-@given(
-    dataset=st.sampled_from(DATASET_NAMES),
-    start=instants,
-    length=st.integers(1, DAY_MS),
-    part=st.integers(0, 9999),
-)
-def test_parse_key_round_trip(dataset: str, start: int, length: int, part: int) -> None:
-    window = Window(start, min(start + length, day_start_ms(day_of(start)) + DAY_MS))
-    key = part_key("", dataset, window, part)
-    assert parse_key(key) == ParsedKey(dataset, window.date_key, window, part)
-    assert parse_key("p/" + key) is None, "parse_key takes keys relative to the prefix"
-
-
-@given(day=st.dates(min_value=dt.date(2000, 1, 1), max_value=dt.date(2099, 12, 31)), part=st.integers(0, 9999))
-def test_parse_snapshot_keys_round_trip(day: dt.date, part: int) -> None:
-    assert parse_key(snapshot_part_key("", day, part)) == ParsedKey("subscribers", day.isoformat(), None, part)
-    assert parse_key(success_key("", day)) == ParsedKey("subscribers", day.isoformat(), None, None, is_success=True)
-
-
-@pytest.mark.parametrize(
-    "key",
-    [
-        "email_events/date=2026-09-30/sms_events-1790726400000-1790730000000-0000.jsonl.gz",
-        "email_events/date=2026-09-30/email_events-1790726400000-1790730000000-0000.json.gz",
-        "email_events/date=2026-09-30/email_events-1790730000000-1790726400000-0000.jsonl.gz",
-        "email_events/date=2026-09-30/email_events-1790726400000-1790730000000-00000.jsonl.gz",
-        "email_events/date=2026-09-30/_SUCCESS",
-        "subscribers/date=2026-09-30/subscribers-1.jsonl.gz",
-    ],
-)
-def test_parse_key_rejects_names_we_never_write(key: str) -> None:
-    assert parse_key(key) is None
-
-
-def test_parse_key_exposes_a_wrong_date_folder() -> None:
-    """A part in the wrong date= folder parses, so `verify` can name the problem (wrong_folder)."""
-    parsed = parse_key("email_events/date=2026-10-01/email_events-1790726400000-1790730000000-0000.jsonl.gz")
-    assert parsed is not None and parsed.window is not None
-    assert parsed.date == "2026-10-01" and parsed.window.date_key == "2026-09-30"
 
 
 def test_frequency_ms_rejects_unknown() -> None:

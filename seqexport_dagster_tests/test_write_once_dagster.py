@@ -23,7 +23,7 @@ import pytest
 
 from seqexport_dagster.defs.assets import REPLACE_TAG
 from seqexport_dagster.defs.resources import ExporterResource
-from seqexport_dagster.destination.base import DestinationConfig
+from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.store.store import ExportRecord

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.generator import email_events, subscribers
-from seqexport_dagster.window import DAY_MS, PART_LIMIT
-from seqexport_dagster.writer import EMPTY_GZIP, PartWriter
+from seqexport_dagster.window import DAY_MS
+from seqexport_dagster.writer import EMPTY_GZIP, PART_LIMIT, PartWriter
 from seqexport_dagster_tests.world import DAY0
 
 CUSTOM = DATASETS["custom_events"]

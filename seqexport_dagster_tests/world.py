@@ -10,7 +10,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
+from seqexport_dagster.destination.config import DestinationConfig
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.source.tables import create_source_tables

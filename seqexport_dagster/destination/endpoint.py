@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
-from seqexport_dagster.destination.base import OperatorPolicy
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import EndpointRefused, InvalidInput
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

@@ -19,7 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 
-from seqexport_dagster.destination.base import DestinationConfig
+from seqexport_dagster.destination import DestinationConfig
 from seqexport_dagster.errors import ConflictError, NotFound, RetryableError, SecretKeyError, sanitize_error
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.store.crypto import SealBinding, SecretBox

@@ -9,7 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy
+from seqexport_dagster.destination.base import Destination
+from seqexport_dagster.destination.config import DestinationConfig
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.destination.s3 import S3Destination
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.store.store import ExportRecord

@@ -11,7 +11,7 @@ import datetime as dt
 import os
 import sys
 
-from seqexport_dagster.destination.base import OperatorPolicy
+from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader

@@ -1,0 +1,175 @@
+"""`DestinationConfig`: where one export writes, the providers, and every check of a customer's values.
+
+This module owns what a provider means before anything is contacted: the provider names, the URL
+scheme each is shown with, the GCS endpoint and the default region of an endpoint (R2's ``auto``),
+and the validation run at save time and again before a client is built. It imports neither botocore
+nor urllib3, so validating a config stays cheap.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Final, Literal
+from urllib.parse import urlsplit
+
+from seqexport_dagster.destination.endpoint import validate_endpoint
+from seqexport_dagster.destination.policy import OperatorPolicy, require_local_allowed
+from seqexport_dagster.errors import InvalidInput
+
+Provider = Literal["s3", "gcs", "local"]
+PROVIDERS: tuple[Provider, ...] = ("s3", "gcs", "local")
+
+#: The URL scheme each provider's location is shown with (``gs://`` is Google's own spelling).
+SCHEMES: Final[dict[str, str]] = {"s3": "s3", "gcs": "gs", "local": "file"}
+#: GCS through HMAC keys: always its XML API endpoint, path-style.
+GCS_ENDPOINT: Final = "https://storage.googleapis.com"
+#: What a store with no region of its own is signed for (GCS, R2).
+AUTO_REGION: Final = "auto"
+_R2_SUFFIX: Final = ".r2.cloudflarestorage.com"
+
+
+def endpoint_region(endpoint: str) -> str:
+    """The region an S3-compatible endpoint is signed for when none is given: ``auto`` on R2."""
+    return AUTO_REGION if endpoint.endswith(_R2_SUFFIX) else "us-east-1"
+
+
+def describe_location(provider: str, bucket: str, prefix: str, endpoint: str | None) -> str:
+    """``s3://bucket/prefix``, ``gs://...`` or ``file://...``, with `` via <endpoint>`` when one is given."""
+    where = f"{SCHEMES.get(provider, provider)}://{bucket}/{prefix}".rstrip("/")
+    return f"{where} via {endpoint}" if endpoint else where
+
+
+@dataclass(frozen=True, slots=True)
+class DestinationConfig:
+    """Everything needed to write into one customer's bucket.
+
+    ``secret_access_key`` only ever exists decrypted in memory inside a run or a connection test;
+    it is excluded from ``repr`` so it cannot reach a log line by accident.
+    """
+
+    provider: Provider
+    bucket: str
+    prefix: str = ""
+    region: str | None = None
+    endpoint: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = field(default=None, repr=False)
+
+    def describe(self) -> str:
+        return describe_location(self.provider, self.bucket, self.prefix, self.endpoint)
+
+
+# \Z, not $: "$" also matches before a trailing newline.
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
+_IPV4_RE = re.compile(r"^\d+\.\d+\.\d+\.\d+\Z")
+_PREFIX_SEGMENT_RE = re.compile(r"^[A-Za-z0-9!_.*'()=+,;:@ -]+\Z")
+_AWS_REGION_RE = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d\Z")
+# What botocore accepts as a region (a host label, not all digits); anything else fails inside it.
+_REGION_RE = re.compile(r"^(?![0-9]+\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z")
+# AWS (AKIA..., 16-128), GCS HMAC (GOOG1..., 61), R2 (32 hex), B2 (25 hex), MinIO (3+).
+_ACCESS_KEY_ID_RE = re.compile(r"^[A-Za-z0-9._+=@-]{1,128}\Z")
+
+
+def validate_provider(provider: str, policy: OperatorPolicy) -> Provider:
+    accepted = PROVIDERS if policy.allow_local else tuple(p for p in PROVIDERS if p != "local")
+    if provider not in accepted:
+        # `local` is an operator's test switch, never offered to a customer, whatever the setting.
+        offered = [p for p in PROVIDERS if p != "local"]
+        raise InvalidInput(
+            "provider",
+            f"{provider!r} is not one of {', '.join(offered)} (for R2, MinIO or B2 choose s3 and set the endpoint)",
+        )
+    return provider
+
+
+def validate_bucket(bucket: str) -> str:
+    """S3 bucket naming rules (which GCS, R2, B2 and MinIO also accept)."""
+    if not _BUCKET_RE.match(bucket):
+        raise InvalidInput(
+            "bucket",
+            f"{bucket!r} is not a valid bucket name: use 3-63 characters of lowercase letters, digits, "
+            "'.' and '-', starting and ending with a letter or digit",
+        )
+    if ".." in bucket or ".-" in bucket or "-." in bucket:
+        raise InvalidInput("bucket", f"{bucket!r} is not a valid bucket name: no '..', '.-' or '-.'")
+    if _IPV4_RE.match(bucket):
+        raise InvalidInput("bucket", f"{bucket!r} is not a valid bucket name: it may not look like an IP address")
+    if bucket.startswith("xn--") or bucket.endswith("-s3alias"):
+        raise InvalidInput("bucket", f"{bucket!r} is not a valid bucket name: reserved prefix or suffix")
+    return bucket
+
+
+def validate_prefix(prefix: str) -> str:
+    """A folder path inside the bucket: no leading '/', no '.' or '..' segments, no empty segments."""
+    if prefix == "":
+        return ""
+    problems = []
+    if prefix.startswith("/"):
+        problems.append("it may not start with '/'")
+    stripped = prefix.rstrip("/")
+    segments = stripped.lstrip("/").split("/")
+    if any(s in (".", "..") for s in segments):
+        problems.append("it may not contain '.' or '..' segments")
+    if any(s == "" for s in segments):
+        problems.append("it may not contain empty segments ('//')")
+    if len(stripped) > 512:
+        problems.append("it may be at most 512 characters")
+    if not problems and not all(_PREFIX_SEGMENT_RE.match(s) for s in segments):
+        problems.append("use letters, digits, spaces and !_.*'()=+,;:@- between '/'")
+    if problems:
+        raise InvalidInput("prefix", f"{prefix!r} is not a valid prefix: " + "; ".join(problems))
+    return stripped
+
+
+def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> DestinationConfig:
+    """Check every customer-given value before anything is contacted or saved."""
+    # An unknown name is refused as at save time; `local` is then judged by the operator's policy.
+    validate_provider(config.provider, replace(policy, allow_local=True))
+    prefix = validate_prefix(config.prefix)
+    if config.provider == "local":
+        require_local_allowed(policy)
+        if not config.bucket:
+            raise InvalidInput("bucket", "give the local folder to write into")
+        return replace(config, prefix=prefix)
+    validate_bucket(config.bucket)
+    if not config.access_key_id:
+        raise InvalidInput("access_key_id", "is required")
+    if not _ACCESS_KEY_ID_RE.match(config.access_key_id):
+        raise InvalidInput(
+            "access_key_id",
+            "is not an access key id: use 1-128 letters, digits and ._+=@- (for example AKIAIOSFODNN7EXAMPLE)",
+        )
+    if config.region is not None and not _REGION_RE.match(config.region):
+        raise InvalidInput(
+            "region",
+            "is not a region name: use 1-63 letters, digits and '-' (for example us-east-1, auto, eu-central-003)",
+        )
+    if not config.secret_access_key:
+        raise InvalidInput("secret_access_key", "is required (prompt, stdin or environment variable)")
+    endpoint = config.endpoint
+    region = config.region
+    if config.provider == "gcs":
+        if endpoint and policy.allow_local and _is_loopback_url(endpoint):
+            # Operators only: a loopback stand-in for GCS (tests of the x-goog precondition path).
+            endpoint, region = validate_endpoint(endpoint, policy), region or AUTO_REGION
+        elif endpoint not in (None, "", GCS_ENDPOINT):
+            raise InvalidInput("endpoint", f"gcs always uses {GCS_ENDPOINT}; leave it empty")
+        else:
+            endpoint, region = GCS_ENDPOINT, region or AUTO_REGION
+    elif endpoint:
+        endpoint = validate_endpoint(endpoint, policy)
+        region = region or endpoint_region(endpoint)
+    elif not region:
+        raise InvalidInput("region", "is required for Amazon S3 (for example us-east-1)")
+    elif not _AWS_REGION_RE.match(region):
+        raise InvalidInput("region", f"{region!r} is not an AWS region name such as us-east-1 or eu-west-2")
+    return replace(config, prefix=prefix, endpoint=endpoint or None, region=region)
+
+
+def _is_loopback_url(url: str) -> bool:
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return False
+    return host in ("127.0.0.1", "localhost", "::1")

@@ -1,0 +1,87 @@
+"""Object keys: where each part, ``_SUCCESS`` and the connection test file live in the bucket.
+
+Keys are a pure function of (prefix, dataset, window, part number), so a retry always finds the
+names it wrote, and `parse_key` reads them back (``verify``). The layout is the bucket contract:
+
+- event parts: ``<prefix>/<dataset>/date=YYYY-MM-DD/<dataset>-<fromMs>-<toMs>-NNNN.jsonl.gz``;
+- snapshot parts: ``<prefix>/subscribers/date=YYYY-MM-DD/subscribers-NNNN.jsonl.gz``, then ``_SUCCESS``;
+- the connection test file: ``<prefix>/_sequenzy/connection-test-<token>.txt``, outside every
+  dataset folder.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from seqexport_dagster.window import Window, date_key
+
+SNAPSHOT_DATASET: Final = "subscribers"
+SUCCESS_NAME: Final = "_SUCCESS"
+CONTROL_FOLDER: Final = "_sequenzy"
+
+
+def _join(prefix: str, *parts: str) -> str:
+    return "/".join(p for p in (prefix, *parts) if p)
+
+
+def part_name(dataset: str, window: Window, part: int) -> str:
+    return f"{dataset}-{window.from_ms}-{window.to_ms}-{part:04d}.jsonl.gz"
+
+
+def part_key(prefix: str, dataset: str, window: Window, part: int) -> str:
+    """``<prefix>/<dataset>/date=YYYY-MM-DD/<dataset>-<fromMs>-<toMs>-NNNN.jsonl.gz``."""
+    return _join(prefix, dataset, f"date={window.date_key}", part_name(dataset, window, part))
+
+
+def snapshot_part_key(prefix: str, day: dt.date, part: int) -> str:
+    return _join(prefix, SNAPSHOT_DATASET, f"date={date_key(day)}", f"{SNAPSHOT_DATASET}-{part:04d}.jsonl.gz")
+
+
+def success_key(prefix: str, day: dt.date) -> str:
+    return _join(prefix, SNAPSHOT_DATASET, f"date={date_key(day)}", SUCCESS_NAME)
+
+
+def connection_test_key(prefix: str, token: str) -> str:
+    """Outside every dataset folder, so a loader globbing ``<dataset>/`` never sees it."""
+    return _join(prefix, CONTROL_FOLDER, f"connection-test-{token}.txt")
+
+
+_PART_RE = re.compile(
+    r"^(?P<dataset>[a-z_]+)/date=(?P<date>\d{4}-\d{2}-\d{2})/"
+    r"(?P=dataset)-(?P<from_ms>\d+)-(?P<to_ms>\d+)-(?P<part>\d{4}|[1-9]\d{4,})\.jsonl\.gz$"
+)
+_SNAPSHOT_RE = re.compile(
+    r"^subscribers/date=(?P<date>\d{4}-\d{2}-\d{2})/(?:subscribers-(?P<part>\d{4}|[1-9]\d{4,})\.jsonl\.gz|_SUCCESS)$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedKey:
+    """A key relative to the export prefix, as `verify` reads it back."""
+
+    dataset: str
+    date: str
+    window: Window | None
+    part: int | None
+    is_success: bool = False
+
+
+def parse_key(relative_key: str) -> ParsedKey | None:
+    """Parse a key below the prefix; ``None`` if it is not a name we ever write in a dataset folder."""
+    snap = _SNAPSHOT_RE.match(relative_key)
+    if snap:
+        part = snap.group("part")
+        return ParsedKey(
+            SNAPSHOT_DATASET, snap.group("date"), None, int(part) if part else None, is_success=part is None
+        )
+    match = _PART_RE.match(relative_key)
+    if not match:
+        return None
+    try:
+        window = Window(int(match.group("from_ms")), int(match.group("to_ms")))
+    except ValueError:
+        return None
+    return ParsedKey(match.group("dataset"), match.group("date"), window, int(match.group("part")))

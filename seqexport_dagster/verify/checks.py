@@ -1,0 +1,353 @@
+"""The checks: every guarantee of the bucket contract, re-derived from the objects alone.
+
+Objects are classified by name (`keys.parse_key`), then each event dataset's windows are checked as
+a chain and each snapshot day for its ``_SUCCESS``, and every part is read once, in order, with a few
+reads in flight. Problems are aggregated per object (see `seqexport_dagster.verify`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from seqexport_dagster.errors import ExportError
+from seqexport_dagster.keys import SUCCESS_NAME, parse_key
+from seqexport_dagster.progress import Advance, no_progress
+from seqexport_dagster.schema import DATASETS, Dataset
+from seqexport_dagster.verify.bucket import Bucket, LocalBucket, StoredObject, open_bucket, prefetch
+from seqexport_dagster.verify.ledger import ledger_problems
+from seqexport_dagster.verify.report import DatasetSummary, Problem, VerifyReport
+from seqexport_dagster.verify.row import gunzip, row_problem
+from seqexport_dagster.window import Window, iso_ms
+from seqexport_dagster.writer import PART_LIMIT
+
+if TYPE_CHECKING:
+    from seqexport_dagster.store.store import ControlPlane
+
+#: Locations listed per duplicated id; the count is always exact.
+MAX_LOCATIONS: Final = 20
+
+
+@dataclass(slots=True)
+class _Part:
+    obj: StoredObject
+    number: int
+    window: Window | None  # None for snapshot parts
+
+
+class _Checker:
+    def __init__(self, report: VerifyReport, part_limit: int) -> None:
+        self.report = report
+        self.part_limit = part_limit
+        self.rows_by_window: dict[tuple[str, Window], int] = {}
+        self.on_part: Callable[[_Part], None] = lambda _part: None  # progress (issue 17)
+
+    def problem(self, kind: str, dataset: str, key: str, detail: str, **extra: Any) -> None:
+        self.report.problems.append(Problem(kind, dataset, key, detail, **extra))
+
+    def check_numbering(self, dataset: str, label: str, parts: list[_Part]) -> None:
+        numbers = sorted(p.number for p in parts)
+        missing = sorted(set(range(numbers[-1] + 1)) - set(numbers))
+        if missing:
+            names = ", ".join(f"{n:04d}" for n in missing)
+            self.problem("missing_part", dataset, label, f"part(s) {names} missing of 0000..{numbers[-1]:04d}")
+
+    def check_rows(
+        self,
+        ds: Dataset,
+        part: _Part,
+        body: bytes | Exception,
+        previous: tuple[str, ...] | None,
+        seen: dict[str, list[str]],
+    ) -> tuple[int, tuple[str, ...] | None]:
+        """Check one part's content; returns (rows, last sort key).
+
+        Order is checked inside the file, as the contract promises: rows that appeared late in a
+        window arrive as additional parts, after parts whose rows sort later.
+        """
+        previous = None
+        key = part.obj.key
+        self.on_part(part)
+        if isinstance(body, Exception):
+            self.problem("unreadable", ds.name, key, f"cannot read: {_reason(body)}")
+            return 0, previous
+        try:
+            text = gunzip(body)
+        except (zlib.error, EOFError) as exc:
+            self.problem("corrupt_gzip", ds.name, key, f"not valid gzip: {exc}")
+            return 0, previous
+        lines = text.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        if len(lines) > self.part_limit:
+            self.problem("too_many_lines", ds.name, key, f"{len(lines)} lines; the limit is {self.part_limit}")
+        window = part.window
+        low = iso_ms(window.from_ms) if window else ""
+        high = iso_ms(window.to_ms) if window else ""
+        bad_schema: list[str] = []
+        outside: list[str] = []
+        disorder: list[str] = []
+        decode = msgspec.json.Decoder().decode
+        for number, line in enumerate(lines, 1):
+            try:
+                row = decode(line)
+            except msgspec.DecodeError as exc:
+                bad_schema.append(f"line {number}: not JSON ({exc})")
+                continue
+            wrong = row_problem(ds, row)
+            if wrong:
+                bad_schema.append(f"line {number}: {wrong}")
+                continue
+            sort_key = tuple(str(row[name]) for name in ds.order_by)
+            if previous is not None and sort_key < previous:
+                disorder.append(f"line {number}: {_show(ds, sort_key)} after {_show(ds, previous)}")
+            previous = sort_key
+            if window and not low < row["recorded_at"] <= high:
+                outside.append(f"line {number}: recorded_at {row['recorded_at']}")
+            seen.setdefault(row["id"], []).append(f"{key}:{number}")
+        for kind, found, what in (
+            ("schema_mismatch", bad_schema, "row(s) do not match the published schema"),
+            ("out_of_order", disorder, f"row(s) out of ({', '.join(ds.order_by)}) order"),
+            ("row_outside_window", outside, f"row(s) outside the window ({low}, {high}]"),
+        ):
+            if found:
+                self.problem(kind, ds.name, key, f"{len(found)} {what}; first at {found[0]}", count=len(found))
+        return len(lines), previous
+
+    def report_duplicates(self, dataset: str, seen: dict[str, list[str]]) -> None:
+        for row_id, places in seen.items():
+            if len(places) > 1:
+                self.problem(
+                    "duplicate_id",
+                    dataset,
+                    row_id,
+                    f"id appears {len(places)} times",
+                    count=len(places),
+                    locations=tuple(places[:MAX_LOCATIONS]),
+                )
+
+
+def _reason(exc: Exception) -> str:
+    # The bucket names its failures in our tree; anything else is shown by type only (its text may carry anything).
+    return exc.message if isinstance(exc, ExportError) else type(exc).__name__
+
+
+def _show(ds: Dataset, sort_key: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f"{n}={v}" for n, v in zip(ds.order_by, sort_key, strict=True)) + ")"
+
+
+def _classify(
+    checker: _Checker, objects: list[StoredObject]
+) -> tuple[dict[str, dict[Window, list[_Part]]], dict[str, list[_Part]], dict[str, StoredObject]]:
+    events: dict[str, dict[Window, list[_Part]]] = {}
+    snapshot_parts: dict[str, list[_Part]] = {}
+    successes: dict[str, StoredObject] = {}
+    for obj in objects:
+        parsed = parse_key(obj.key)
+        dataset = obj.key.split("/", 1)[0]
+        if parsed is None or parsed.dataset != dataset:
+            checker.problem("unexpected_object", dataset, obj.key, "not a name Sequenzy writes in a dataset folder")
+            continue
+        if parsed.is_success:
+            successes[parsed.date] = obj
+        elif parsed.window is None:
+            snapshot_parts.setdefault(parsed.date, []).append(_Part(obj, parsed.part or 0, None))
+        else:
+            if parsed.window.date_key != parsed.date:
+                checker.problem(
+                    "wrong_folder",
+                    dataset,
+                    obj.key,
+                    f"window {parsed.window} belongs in date={parsed.window.date_key}",
+                )
+            events.setdefault(dataset, {}).setdefault(parsed.window, []).append(
+                _Part(obj, parsed.part or 0, parsed.window)
+            )
+    return events, snapshot_parts, successes
+
+
+def _check_chain(checker: _Checker, dataset: str, windows: list[Window]) -> None:
+    previous: Window | None = None
+    for w in windows:
+        if previous is not None:
+            if w.from_ms > previous.to_ms:
+                checker.problem(
+                    "gap",
+                    dataset,
+                    f"({iso_ms(previous.to_ms)}, {iso_ms(w.from_ms)}]",
+                    f"no window covers ({previous.to_ms}, {w.from_ms}]: the chain jumps from {previous} to {w}",
+                )
+            elif w.from_ms < previous.to_ms:
+                checker.problem(
+                    "overlap",
+                    dataset,
+                    f"({iso_ms(w.from_ms)}, {iso_ms(min(w.to_ms, previous.to_ms))}]",
+                    f"window {w} overlaps {previous}",
+                )
+        if previous is None or w.to_ms > previous.to_ms:
+            previous = w
+
+
+def _check_events(
+    checker: _Checker, bucket: Bucket, dataset: str, by_window: dict[Window, list[_Part]], workers: int
+) -> None:
+    ds = DATASETS[dataset]
+    summary = checker.report.datasets[dataset]
+    windows = sorted(by_window)
+    _check_chain(checker, dataset, windows)
+    ordered: list[_Part] = []
+    for w in windows:
+        parts = sorted(by_window[w], key=lambda p: p.number)
+        checker.check_numbering(dataset, f"window {w.from_ms}-{w.to_ms} {w}", parts)
+        ordered += parts
+    seen: dict[str, list[str]] = {}
+    previous: tuple[str, ...] | None = None
+    current: Window | None = None
+    bodies = prefetch(bucket, [p.obj for p in ordered], workers)
+    for part, body in zip(ordered, bodies, strict=True):
+        if part.window != current:
+            current, previous = part.window, None
+        rows, previous = checker.check_rows(ds, part, body, previous, seen)
+        assert part.window is not None
+        slot = (dataset, part.window)
+        checker.rows_by_window[slot] = checker.rows_by_window.get(slot, 0) + rows
+        summary.rows += rows
+        summary.parts += 1
+        summary.bytes += part.obj.size
+    checker.report_duplicates(dataset, seen)
+    summary.windows = len(windows)
+    summary.days = len({w.date_key for w in windows})
+    if windows:
+        summary.first, summary.last = iso_ms(windows[0].from_ms), iso_ms(max(w.to_ms for w in windows))
+
+
+def _check_snapshots(
+    checker: _Checker,
+    bucket: Bucket,
+    parts_by_day: dict[str, list[_Part]],
+    successes: dict[str, StoredObject],
+    workers: int,
+) -> None:
+    ds = DATASETS["subscribers"]
+    summary = checker.report.datasets["subscribers"]
+    days = sorted(set(parts_by_day) | set(successes))
+    for earlier, later in zip(days, days[1:], strict=False):
+        missing = (dt.date.fromisoformat(later) - dt.date.fromisoformat(earlier)).days - 1
+        if missing > 0:
+            checker.problem("gap", "subscribers", f"after date={earlier}", f"{missing} day(s) without a snapshot")
+    for day in days:
+        parts = sorted(parts_by_day.get(day, []), key=lambda p: p.number)
+        label = f"date={day}"
+        success = successes.get(day)
+        if not parts:
+            checker.problem("missing_part", "subscribers", label, "_SUCCESS without any part")
+        else:
+            checker.check_numbering("subscribers", label, parts)
+        if success is None:
+            checker.problem(
+                "missing_success", "subscribers", f"subscribers/{label}/{SUCCESS_NAME}", "the snapshot is incomplete"
+            )
+        else:
+            if success.size:
+                checker.problem("success_not_empty", "subscribers", success.key, f"{success.size} bytes; must be 0")
+            late = [p.obj.key for p in parts if p.obj.modified_ns > success.modified_ns]
+            if late:
+                checker.problem(
+                    "success_not_last", "subscribers", success.key, f"written before {len(late)} part(s): {late[0]}"
+                )
+        seen: dict[str, list[str]] = {}
+        previous: tuple[str, ...] | None = None
+        for part, body in zip(parts, prefetch(bucket, [p.obj for p in parts], workers), strict=True):
+            rows, previous = checker.check_rows(ds, part, body, previous, seen)
+            summary.rows += rows
+            summary.parts += 1
+            summary.bytes += part.obj.size
+            checker.rows_by_window[("subscribers", _day_window(day))] = (
+                checker.rows_by_window.get(("subscribers", _day_window(day)), 0) + rows
+            )
+        checker.report_duplicates("subscribers", seen)
+    summary.days = len(days)
+    if days:
+        summary.first, summary.last = days[0], days[-1]
+
+
+def _day_window(day: str) -> Window:
+    return Window.whole_day(dt.date.fromisoformat(day))
+
+
+def verify_bucket(
+    bucket: Bucket,
+    *,
+    ledger: tuple[ControlPlane, str] | None = None,
+    part_limit: int = PART_LIMIT,
+    workers: int = 8,
+    progress: Advance = no_progress,
+) -> VerifyReport:
+    report = VerifyReport(bucket.source)
+    checker = _Checker(report, part_limit)
+    progress("listing objects", 0, None)
+    objects = sorted(bucket.list(), key=lambda o: o.key)
+    events, snapshot_parts, successes = _classify(checker, objects)
+    _count_progress(checker, progress, events, snapshot_parts)
+    for name in DATASETS:
+        present = name in events or (name == "subscribers" and (snapshot_parts or successes))
+        if present:
+            report.datasets[name] = DatasetSummary()
+    for name, by_window in events.items():
+        _check_events(checker, bucket, name, by_window, workers)
+    if "subscribers" in report.datasets:
+        _check_snapshots(checker, bucket, snapshot_parts, successes, workers)
+    if not objects:
+        checker.problem("no_data", "-", report.source, f"no dataset folder ({', '.join(DATASETS)}) found")
+    if ledger is not None:
+        report.ledger_checked = True
+        report.problems.extend(ledger_problems(checker.rows_by_window, *ledger, report.source))
+    return report
+
+
+def _count_progress(checker: _Checker, progress: Advance, events: Any, snapshot_parts: Any) -> None:
+    """Objects and windows checked, reported as each part is read (issue 17)."""
+    total_parts = sum(len(parts) for by_window in events.values() for parts in by_window.values())
+    total_parts += sum(len(parts) for parts in snapshot_parts.values())
+    total_windows = sum(len(by_window) for by_window in events.values()) + len(snapshot_parts)
+    seen: set[object] = set()
+    done = [0]
+
+    def on_part(part: _Part) -> None:
+        done[0] += 1
+        seen.add((part.obj.key.split("/", 1)[0], part.window) if part.window else part.obj.key.rsplit("/", 1)[0])
+        progress("objects checked", done[0], total_parts)
+        progress("windows checked", len(seen), total_windows)
+
+    checker.on_part = on_part
+
+
+def verify_location(
+    source: str,
+    *,
+    s3_endpoint: str | None = None,
+    access_key_id: str | None = None,
+    secret_access_key: str | None = None,
+    region: str | None = None,
+    ledger: tuple[ControlPlane, str] | None = None,
+    part_limit: int = PART_LIMIT,
+    progress: Advance = no_progress,
+) -> VerifyReport:
+    """Verify a local folder or an ``s3://``/``gs://`` prefix; see the module docstring for the checks."""
+    bucket = open_bucket(
+        source,
+        s3_endpoint=s3_endpoint,
+        access_key_id=access_key_id,
+        secret_access_key=secret_access_key,
+        region=region,
+    )
+    try:
+        workers = 1 if isinstance(bucket, LocalBucket) else 8
+        return verify_bucket(bucket, ledger=ledger, part_limit=part_limit, workers=workers, progress=progress)
+    finally:
+        bucket.close()

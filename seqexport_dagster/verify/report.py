@@ -1,0 +1,80 @@
+"""What `verify` found, and how it is shown: text for people, JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from seqexport_dagster.schema import DATASETS
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with the bucket. ``key`` is the object (or id) it is about."""
+
+    kind: str
+    dataset: str
+    key: str
+    detail: str
+    count: int = 1
+    locations: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class DatasetSummary:
+    windows: int = 0
+    days: int = 0
+    parts: int = 0
+    rows: int = 0
+    bytes: int = 0
+    first: str | None = None
+    last: str | None = None
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    source: str
+    datasets: dict[str, DatasetSummary] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    ledger_checked: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "ok": self.ok,
+            "ledger_checked": self.ledger_checked,
+            "datasets": {name: asdict(s) for name, s in self.datasets.items()},
+            "problems": [{**asdict(p), "locations": list(p.locations)} for p in self.problems],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def render(self, max_problems: int = 200) -> str:
+        lines = [f"verify {self.source}"]
+        for name, s in self.datasets.items():
+            span = f" {s.first} .. {s.last}" if s.first else ""
+            unit = _plural(s.days, "day") if DATASETS[name].is_snapshot else _plural(s.windows, "window")
+            counts = f"{_plural(s.parts, 'part')}, {_plural(s.rows, 'row')}, {s.bytes:,} bytes"
+            lines.append(f"  {name:<14} {unit}, {counts}{span}")
+        if self.ledger_checked:
+            lines.append("  rows per window compared with the control-plane ledger")
+        if self.ok:
+            lines.append("OK: no problems found")
+            return "\n".join(lines)
+        lines.append(f"FAILED: {len(self.problems)} problem(s)")
+        for p in self.problems[:max_problems]:
+            lines.append(f"  [{p.kind}] {p.dataset}: {p.key}: {p.detail}")
+            lines.extend(f"      at {loc}" for loc in p.locations)
+        if len(self.problems) > max_problems:
+            lines.append(f"  ... and {len(self.problems) - max_problems} more (use --json for all)")
+        return "\n".join(lines)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
