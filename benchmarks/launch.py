@@ -72,8 +72,8 @@ def _setup(tmp: Path, n: int) -> tuple[str, str, str]:
     """Control plane and source with ``n`` exports of email_events, each 2 h behind (hourly)."""
     import sqlalchemy as sa
 
+    from seqexport_dagster.clock import wall_clock_ms
     from seqexport_dagster.destination.base import DestinationConfig
-    from seqexport_dagster.runner import wall_clock_ms
     from seqexport_dagster.source.generator import Scale, generate_account
     from seqexport_dagster.source.tables import create_source_tables
     from seqexport_dagster.store.crypto import SecretBox, new_key_spec

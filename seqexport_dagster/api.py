@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import builtins
 import re
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Final
 
 import sqlalchemy as sa
 
+from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.config import Settings
 from seqexport_dagster.connection_test import (
     ConnectionTestResult,
@@ -82,12 +82,6 @@ HISTORY_DAYS: Final = 14
 # \Z, not $: "$" also matches before a trailing newline.
 _ACCOUNT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _EXPORT_ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,40}\Z")
-
-
-def wall_clock_ms() -> int:
-    # Not the runner's: importing the runner pulls in the writer and source readers, which a CLI
-    # call that only reads the control plane never needs.
-    return time.time_ns() // 1_000_000
 
 
 def _quiet(_: str) -> None:

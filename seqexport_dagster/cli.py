@@ -732,7 +732,8 @@ def _local_only(args: argparse.Namespace, what: str) -> None:
 
 def _tokens(args: argparse.Namespace) -> int:
     """Operators mint, list and revoke API tokens; a token's value is printed once, at creation."""
-    from seqexport_dagster.api import Exports, validate_account, wall_clock_ms
+    from seqexport_dagster.api import Exports, validate_account
+    from seqexport_dagster.clock import wall_clock_ms
     from seqexport_dagster.config import Settings
     from seqexport_dagster.store.token import TokenStore
 
@@ -812,8 +813,8 @@ def _backfill(args: argparse.Namespace) -> int:
 
     from seqexport_dagster.api import Exports
     from seqexport_dagster.backfill import backfill
+    from seqexport_dagster.clock import wall_clock_ms
     from seqexport_dagster.config import Settings
-    from seqexport_dagster.runner import wall_clock_ms
     from seqexport_dagster.source.reader import SourceReader
     from seqexport_dagster.store.database import create_engine
 

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
 from seqexport_dagster.progress import Advance, no_progress
-from seqexport_dagster.runner import Runner, wall_clock_ms
+from seqexport_dagster.runner import Runner
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.source.reader import SourceReader

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 from seqexport_dagster import planner
+from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.destination.base import (
     Destination,
     DestinationConfig,
@@ -72,10 +72,6 @@ from seqexport_dagster.window import (
 from seqexport_dagster.writer import EMPTY_GZIP, Part, PartWriter, SortKey, pack_ids, unpack_ids
 
 _Report = TypeVar("_Report", "WindowReport", "SnapshotReport")
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

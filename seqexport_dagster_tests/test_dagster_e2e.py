@@ -20,8 +20,8 @@ import pytest
 from dagster import serialize_value
 
 from seqexport_dagster import cli
+from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.destination.base import DestinationConfig
-from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, chain, day_of, day_start

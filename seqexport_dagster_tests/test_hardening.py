@@ -305,7 +305,7 @@ def test_object_store_ports_are_accepted(port: int) -> None:
 
 
 def test_connection_tests_are_rate_limited_per_account(run_sqlite: Cli) -> None:
-    from seqexport_dagster.api import wall_clock_ms
+    from seqexport_dagster.clock import wall_clock_ms
 
     run = run_sqlite
     run.world.clock.now_ms = wall_clock_ms()  # the other process below counts on the wall clock

@@ -19,9 +19,10 @@ import sqlalchemy as sa
 from pydantic import PrivateAttr
 
 from seqexport_dagster.batch import BatchRunner
+from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.config import Settings
 from seqexport_dagster.destination.base import OperatorPolicy
-from seqexport_dagster.runner import Runner, wall_clock_ms
+from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store.crypto import SecretBox, local_key_spec
 from seqexport_dagster.store.database import create_engine
