@@ -13,7 +13,6 @@ import json
 import os
 import re
 import sys
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -30,6 +29,7 @@ from seqexport_dagster.errors import (
     RateLimited,
     RetryableError,
     SecretKeyError,
+    internal_error,
     sanitize_error,
 )
 from seqexport_dagster.progress import reporter
@@ -1009,10 +1009,7 @@ def main(
     except KeyboardInterrupt:
         return out.error("interrupted", "interrupted", 130)
     except Exception as exc:  # the last line of defence: a message, never a traceback
-        # Type and place only: a foreign exception's text may carry anything, a decrypted secret included.
-        where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-        at = f" at {Path(where[0].filename).name}:{where[0].lineno}" if where else ""
-        return out.error("internal", f"internal error {type(exc).__name__}{at}; please report it", EXIT_INTERNAL)
+        return out.error("internal", f"{internal_error(exc)}; please report it", EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
-import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
@@ -40,7 +39,7 @@ from seqexport_dagster.destination.base import (
     PutOutcome,
     open_destination,
 )
-from seqexport_dagster.errors import AccessDenied, ExportError, PermanentError, RunInterrupted
+from seqexport_dagster.errors import AccessDenied, ExportError, PermanentError, RunInterrupted, internal_error
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import Row, SourceReader
 from seqexport_dagster.store.store import (
@@ -677,10 +676,7 @@ class Runner:
             counted = self.count_retryable or not exc.retryable
             self.store.fail_window(window_id, error=str(exc), now_ms=self.clock(), count_failure=counted)
         elif isinstance(exc, Exception):
-            # Not ours: keep the type and place, never the arguments (they could hold data).
-            where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-            at = f" at {where[0].filename.rsplit('/', 1)[-1]}:{where[0].lineno}" if where else ""
-            self.store.fail_window(window_id, error=f"internal error {type(exc).__name__}{at}", now_ms=self.clock())
+            self.store.fail_window(window_id, error=internal_error(exc), now_ms=self.clock())
         else:  # KeyboardInterrupt, SystemExit, a terminated run: not the customer's failure
             self.store.fail_window(window_id, error="run terminated", now_ms=self.clock(), canceled=True)
 
