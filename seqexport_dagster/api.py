@@ -23,11 +23,9 @@ import builtins
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Final
 
-import sqlalchemy as sa
-
+from seqexport_dagster.assembly import open_control_plane
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.config import Settings
 from seqexport_dagster.connection_test import (
@@ -50,7 +48,6 @@ from seqexport_dagster.idle import next_scheduled
 from seqexport_dagster.presentation import mask_key_id
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS, parse_datasets
-from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.rate_limit import admit_connection_test
 from seqexport_dagster.store.store import (
     ACTIVE,
@@ -86,45 +83,6 @@ _EXPORT_ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,40}\Z")
 
 def _quiet(_: str) -> None:
     return None
-
-
-def shown_url(url: str) -> str:
-    """The database URL with any password replaced by ``***``."""
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return "(not a database URL)"
-
-
-def require_control_plane(settings: Settings) -> None:
-    """Raise `ConfigurationError` unless ``settings`` names a control plane that `init` or `create` made.
-
-    A SQLite file that does not exist is not opened (opening would create it); any other database
-    must hold our tables.
-    """
-    url = sa.engine.make_url(settings.database_url)
-    fix = (
-        f"no control plane at {shown_url(settings.database_url)}: check {settings.database_url_from}, "
-        "or create one with `seqexport init` (or `seqexport create`)"
-    )
-    if url.get_backend_name() == "sqlite":
-        path = url.database or ""
-        if path in ("", ":memory:") or not Path(path).is_file():
-            raise ConfigurationError(fix)
-    engine = create_engine(settings.database_url)
-    try:
-        with engine.connect() as conn:
-            present = sa.inspect(conn).has_table("exports")
-    except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
-        first = (str(exc.orig or exc).strip().splitlines() or ["unknown error"])[0]
-        raise ConfigurationError(
-            f"control-plane database unavailable at {shown_url(settings.database_url)} ({first}); "
-            f"check {settings.database_url_from}"
-        ) from None
-    finally:
-        engine.dispose()
-    if not present:
-        raise ConfigurationError(fix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,25 +222,13 @@ class Exports:
         migrate: bool = True,
         must_exist: bool = False,
     ) -> Exports:
-        """Open the control plane named by ``settings``; migrates it to the current schema first.
+        """Open the control plane named by ``settings`` (`assembly.open_control_plane`); migrates it to
+        the current schema first.
 
         ``must_exist`` refuses (`ConfigurationError`) a control plane that was never created, so a
         mistyped ``SEQEXPORT_HOME`` or database URL is an error instead of a new, empty control plane.
         """
-        try:
-            if must_exist:
-                require_control_plane(settings)
-            engine = create_engine(settings.database_url)
-        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError):
-            # The URL may hold a database password: name the variable, never echo its value.
-            raise ConfigurationError(
-                "SEQEXPORT_DATABASE_URL is not a usable database URL (sqlite:///path or postgresql+psycopg2://...)"
-            ) from None
-        box = settings.secret_box()  # fails closed before anything is created or saved
-        store = ControlPlane(engine, box)
-        if migrate:
-            store.migrate()
-        return cls(store, settings.policy, clock=clock)
+        return cls(open_control_plane(settings, must_exist=must_exist, migrate=migrate), settings.policy, clock=clock)
 
     def close(self) -> None:
         self.store.engine.dispose()

@@ -452,7 +452,7 @@ def _delete(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 
 def _init(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
-    from seqexport_dagster.api import shown_url
+    from seqexport_dagster.assembly import shown_url
 
     where = shown_url(args.settings.database_url)
     if out.as_json:
@@ -812,22 +812,21 @@ def _backfill(args: argparse.Namespace) -> int:
     import uuid
 
     from seqexport_dagster.api import Exports
+    from seqexport_dagster.assembly import open_source
     from seqexport_dagster.backfill import backfill
     from seqexport_dagster.clock import wall_clock_ms
     from seqexport_dagster.config import Settings
-    from seqexport_dagster.source.reader import SourceReader
-    from seqexport_dagster.store.database import create_engine
 
     _local_only(args, "seqexport backfill")
     out = Output(bool(args.json))
     settings = Settings.from_env(args.environ)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()] if args.datasets else []
     api = Exports.from_settings(settings)
-    source = create_engine(settings.source_url)
+    source = open_source(settings)
     try:
         report = backfill(
             api.store,
-            SourceReader(source),
+            source,
             settings.policy,
             args.export,
             args.start,
@@ -837,7 +836,7 @@ def _backfill(args: argparse.Namespace) -> int:
             holder=f"seqexport-backfill-{uuid.uuid4().hex[:8]}",
         )
     finally:
-        source.dispose()
+        source.engine.dispose()
         api.close()
     outcomes: list[dict[str, Any]] = [
         {"export_id": o.export_id, "status": o.status, "rows": o.rows, "files": o.files, "bytes": o.bytes,
@@ -962,7 +961,8 @@ def _make_sqlite_folder(url: str) -> None:
 
 
 def _control_plane_exists(settings: Any) -> bool:
-    from seqexport_dagster.api import ConfigurationError, require_control_plane
+    from seqexport_dagster.api import ConfigurationError
+    from seqexport_dagster.assembly import require_control_plane
 
     try:
         require_control_plane(settings)

@@ -13,15 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seqexport_dagster.assembly import open_control_plane, open_source
 from seqexport_dagster.clock import wall_clock_ms
+from seqexport_dagster.config import Settings
 from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.source.reader import SourceReader
-from seqexport_dagster.store.crypto import SecretBox, local_key_spec
-from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.store import ControlPlane, ExportRecord
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, day_of
 
@@ -70,16 +70,20 @@ class DemoWorld:
     source_rows: dict[str, dict[str, int]]
 
     @property
-    def control_url(self) -> str:
-        return f"sqlite:///{self.home / 'control.db'}"
+    def settings(self) -> Settings:
+        return demo_settings(self.home)
 
-    @property
-    def source_url(self) -> str:
-        return f"sqlite:///{self.home / 'source.db'}"
 
-    @property
-    def secret_keys(self) -> str:
-        return local_key_spec(self.home / "secret.key")
+def demo_settings(home: Path) -> Settings:
+    """Everything in the demo folder: both SQLite files and a generated key; the local mode on."""
+    return Settings(
+        database_url=f"sqlite:///{home / 'control.db'}",
+        source_url=f"sqlite:///{home / 'source.db'}",
+        secret_keys="",
+        home=home,
+        allow_local=True,
+        secret_key_file=home / "secret.key",
+    )
 
 
 def build_demo(
@@ -92,16 +96,14 @@ def build_demo(
     home.mkdir(parents=True)
     now = (now_ms if now_ms is not None else wall_clock_ms()) // MINUTE_MS * MINUTE_MS
     created = now - (DATA_HOURS - 1) * HOUR_MS
-    source_engine = create_engine(f"sqlite:///{home / 'source.db'}")
-    store = ControlPlane(
-        create_engine(f"sqlite:///{home / 'control.db'}"), SecretBox.parse(local_key_spec(home / "secret.key"))
-    )
-    store.migrate()
+    settings = demo_settings(home)
+    source = open_source(settings)
+    store = open_control_plane(settings, migrate=True)
     source_rows = {}
     for i, account in enumerate(ACCOUNTS):
         advance("building demo data (accounts)", i, len(ACCOUNTS))
         source_rows[account] = generate_account(
-            source_engine, account, now - DATA_HOURS * HOUR_MS, now, seed=42 + i, scale=Scale(subscribers=400 - 100 * i)
+            source.engine, account, now - DATA_HOURS * HOUR_MS, now, seed=42 + i, scale=Scale(subscribers=400 - 100 * i)
         )
     advance("building demo data (accounts)", len(ACCOUNTS), len(ACCOUNTS))
     roots: dict[str, Path] = {}
@@ -122,8 +124,8 @@ def build_demo(
     return DemoWorld(
         home=home,
         store=store,
-        source=SourceReader(source_engine),
-        policy=OperatorPolicy(allow_local=True),
+        source=source,
+        policy=settings.policy,
         exports=exports,
         roots=roots,
         now_ms=now,
@@ -228,10 +230,11 @@ def run_demo_dagster(
     (dagster_home / "dagster.yaml").write_text(demo_instance_yaml(dagster_home))
     summary = DemoSummary(home=world.home, source_rows=world.source_rows, dagster_home=dagster_home)
     summary.exports = [DemoExport(e.account_id, e.id, world.roots[e.account_id]) for e in world.exports]
+    settings = world.settings
     resources = exporter_resources(
         # The key travels as a file path: Dagster may store resource values, never the key itself.
-        ControlPlaneResource(database_url=world.control_url, secret_key_file=str(world.home / "secret.key")),
-        SourceResource(source_url=world.source_url),
+        ControlPlaneResource(database_url=settings.database_url, secret_key_file=str(settings.secret_key_file)),
+        SourceResource(source_url=settings.source_url),
         OperatorResource(allow_local="1"),
         FixedClock(at_ms=world.now_ms),
     )
