@@ -306,7 +306,7 @@ def _lag_ms(minutes: str) -> int:
         raise InvalidInput("lag", f"{shown} is not a number of minutes (0 to 60)") from None
     if not -1e6 <= value <= 1e6:  # NaN and infinities fail too; 1e308 minutes would overflow below
         raise InvalidInput("lag", f"{shown} minutes is out of range: use 0 to 60 minutes")
-    from seqexport_dagster.api import validate_lag_ms
+    from seqexport_dagster.validation import validate_lag_ms
 
     return validate_lag_ms(int(round(value * 60_000)))
 
@@ -732,10 +732,11 @@ def _local_only(args: argparse.Namespace, what: str) -> None:
 
 def _tokens(args: argparse.Namespace) -> int:
     """Operators mint, list and revoke API tokens; a token's value is printed once, at creation."""
-    from seqexport_dagster.api import Exports, validate_account
+    from seqexport_dagster.api import Exports
     from seqexport_dagster.clock import wall_clock_ms
     from seqexport_dagster.config import Settings
     from seqexport_dagster.store.token import TokenStore
+    from seqexport_dagster.validation import validate_account
 
     _local_only(args, "managing tokens")
     out = Output(bool(args.json))

@@ -380,7 +380,7 @@ def run_from_json(r: RunJson | dict[str, Any]) -> RunHistory:
 def status_from_json(body: ExportStatusJson | dict[str, Any]) -> Any:
     """The `api.ExportStatus` back from its JSON (for the remote CLI, which prints it as the local one does)."""
     # Imported here: `api` imports this module for the shapes.
-    from seqexport_dagster.api import DatasetStatus, ExportStatus, LastError
+    from seqexport_dagster.status import DatasetStatus, ExportStatus, LastError
 
     def error(err: LastErrorJson | None) -> LastError | None:
         if err is None:
