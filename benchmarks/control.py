@@ -29,13 +29,13 @@ def tick(p: dict[str, Any]) -> dict[str, Any]:
 
     from seqexport_dagster.assembly import control_plane_at
     from seqexport_dagster.definitions import exporter_resources
-    from seqexport_dagster.defs.inline import evaluate_sensor
     from seqexport_dagster.defs.resources import (
         ControlPlaneResource,
         FixedClock,
         OperatorResource,
         SourceResource,
     )
+    from seqexport_dagster.demo.ticker import evaluate_sensor
     from seqexport_dagster.planner import due_work
     from seqexport_dagster.store.crypto import new_key_spec
     from seqexport_dagster.window import HOUR_MS
@@ -79,7 +79,7 @@ def tick(p: dict[str, Any]) -> dict[str, Any]:
         "ticks": len(ticks),
         "requests": requests,
         "exports_requested": exports_requested,
-        "via": "seqexport_dagster.defs.inline.evaluate_sensor (as benchmarks/sensor_tick.py)",
+        "via": "seqexport_dagster.demo.ticker.evaluate_sensor (as benchmarks/sensor_tick.py)",
     }
 
 
@@ -133,8 +133,8 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
     import sqlalchemy as sa
 
     from seqexport_dagster.assembly import control_plane_at
+    from seqexport_dagster.demo.generator import Scale, generate_account
     from seqexport_dagster.destination.base import DestinationConfig
-    from seqexport_dagster.source.generator import Scale, generate_account
     from seqexport_dagster.store.crypto import new_key_spec
     from seqexport_dagster.window import DAY_MS, day_of
 

@@ -20,8 +20,8 @@ import dagster as dg
 
 from seqexport_dagster.assembly import control_plane_at
 from seqexport_dagster.definitions import exporter_resources
-from seqexport_dagster.defs.inline import evaluate_sensor
 from seqexport_dagster.defs.resources import ControlPlaneResource, FixedClock, OperatorResource, SourceResource
+from seqexport_dagster.demo.ticker import evaluate_sensor
 from seqexport_dagster.destination.base import DestinationConfig
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store.crypto import new_key_spec

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy, PutOutcome
 from seqexport_dagster.destination.local import LocalDestination
 from seqexport_dagster.errors import RetryableError
-from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.tables import parts
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster_tests.world import DAY0, sqlite_world

@@ -630,7 +630,7 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from seqexport_dagster.demo import run_demo
+    from seqexport_dagster.demo.run import run_demo
 
     with reporter(bool(args.json)) as shown:
         summary = run_demo(

@@ -24,6 +24,7 @@ from botocore.exceptions import ClientError
 
 from seqexport_dagster.api import Exports
 from seqexport_dagster.connection_test import ConnectionTestFailed
+from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.base import (
     Destination,
     DestinationConfig,
@@ -32,7 +33,6 @@ from seqexport_dagster.destination.base import (
     open_destination,
 )
 from seqexport_dagster.errors import AccessDenied, RetryableError
-from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.store import COMMITTED
 from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, day_of, iso_ms, part_key
 from seqexport_dagster_tests.bucket_audit import audit_export, read_objects

@@ -16,11 +16,11 @@ from pathlib import Path
 from seqexport_dagster.assembly import open_control_plane, open_source
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.config import Settings
+from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store.store import ControlPlane, ExportRecord
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, day_of
@@ -216,13 +216,13 @@ def run_demo_dagster(
     import dagster as dg
 
     from seqexport_dagster.definitions import build_definitions, exporter_resources
-    from seqexport_dagster.defs.inline import tick
     from seqexport_dagster.defs.resources import (
         ControlPlaneResource,
         FixedClock,
         OperatorResource,
         SourceResource,
     )
+    from seqexport_dagster.demo.ticker import tick
 
     started = time.perf_counter()
     dagster_home = world.home / "dagster_home"
