@@ -53,3 +53,20 @@ def test_demo_exports_a_valid_layout_that_duckdb_reads(tmp_path, capsys):
         (iso_ms(first_from_ms), iso_ms(last_to_ms)),
     ).fetchall()
     assert dict(exported) == dict(expected)
+
+
+def test_demo_instance_takes_everything_but_its_storage_from_dagster_yaml(tmp_path):
+    """The demo's instance has the repository's run queue and limits: dagster.yaml is the one source."""
+    from pathlib import Path
+
+    import yaml
+
+    from seqexport_dagster.demo.run import INSTANCE_YAML, demo_instance_yaml
+
+    assert INSTANCE_YAML == Path(__file__).resolve().parents[1] / "dagster.yaml"
+    repo = yaml.safe_load(INSTANCE_YAML.read_text())
+    demo = yaml.safe_load(demo_instance_yaml(tmp_path / "dagster_home"))
+    assert demo["event_log_storage"]["class"] == "ConsolidatedSqliteEventLogStorage"
+    assert {k: v for k, v in demo.items() if not k.endswith("_storage")} == {
+        k: v for k, v in repo.items() if k != "storage"
+    }

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Final
 
 from seqexport_dagster.assembly import open_control_plane, open_source
 from seqexport_dagster.clock import wall_clock_ms
@@ -158,45 +159,47 @@ def run_demo_core(world: DemoWorld, progress: Callable[[str], None] = lambda _: 
     return summary
 
 
-def demo_instance_yaml(dagster_home: Path) -> str:
-    """The demo instance: ``dagster.yaml``'s run queue, SQLite storage spelled out.
+#: The repository's instance settings (run queue, run monitoring, retries, telemetry): the one source.
+INSTANCE_YAML: Final = Path(__file__).resolve().parents[2] / "dagster.yaml"
 
-    One consolidated SQLite event log instead of a database per run: the demo's runs are small, and
-    creating a database file per run costs more than the run itself on a slow-fsync disk.
+
+def demo_storage(dagster_home: Path) -> dict[str, Any]:
+    """SQLite storage spelled out, with one consolidated event log instead of a database per run:
+    the demo's runs are small, and creating a database file per run costs more than the run itself
+    on a slow-fsync disk."""
+    return {
+        "run_storage": {
+            "module": "dagster.core.storage.runs",
+            "class": "SqliteRunStorage",
+            "config": {"base_dir": f"{dagster_home}/history"},
+        },
+        "event_log_storage": {
+            "module": "dagster.core.storage.event_log",
+            "class": "ConsolidatedSqliteEventLogStorage",
+            "config": {"base_dir": f"{dagster_home}/history/runs"},
+        },
+        "schedule_storage": {
+            "module": "dagster.core.storage.schedules",
+            "class": "SqliteScheduleStorage",
+            "config": {"base_dir": f"{dagster_home}/schedules"},
+        },
+    }
+
+
+def demo_instance_yaml(dagster_home: Path, instance_yaml: Path = INSTANCE_YAML) -> str:
+    """The demo instance: ``dagster.yaml`` with its storage spelled out (`demo_storage`).
+
+    Everything but the storage is read from ``dagster.yaml``, so the demo's run queue and limits are
+    the repository's. Outside a checkout (no ``dagster.yaml`` next to the package) Dagster's defaults
+    apply to them.
     """
-    return f"""# Written by `seqexport demo`. Open with: DAGSTER_HOME={dagster_home} dagster dev -w workspace.yaml
-run_storage:
-  module: dagster.core.storage.runs
-  class: SqliteRunStorage
-  config:
-    base_dir: {dagster_home}/history
-event_log_storage:
-  module: dagster.core.storage.event_log
-  class: ConsolidatedSqliteEventLogStorage
-  config:
-    base_dir: {dagster_home}/history/runs
-schedule_storage:
-  module: dagster.core.storage.schedules
-  class: SqliteScheduleStorage
-  config:
-    base_dir: {dagster_home}/schedules
-run_coordinator:
-  module: dagster.core.run_coordinator
-  class: QueuedRunCoordinator
-  config:
-    max_concurrent_runs: 4
-    tag_concurrency_limits:
-      - key: export_id
-        value:
-          applyLimitPerUniqueValue: true
-        limit: 1
-      - key: dagster/partition/export
-        value:
-          applyLimitPerUniqueValue: true
-        limit: 1
-telemetry:
-  enabled: false
-"""
+    import yaml  # PyYAML comes with dagster
+
+    settings: dict[str, Any] = yaml.safe_load(instance_yaml.read_text()) if instance_yaml.is_file() else {}
+    settings.pop("storage", None)
+    header = f"# Written by `seqexport demo`. Open with: DAGSTER_HOME={dagster_home} dagster dev -w workspace.yaml\n"
+    body: str = yaml.safe_dump({**demo_storage(dagster_home), **settings}, sort_keys=False)
+    return header + body
 
 
 def run_demo_dagster(
