@@ -315,11 +315,11 @@ def snapshot_rows(root: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_demo_snapshot_holds_no_future_updated_at(tmp_path: Path) -> None:
-    from seqexport_dagster.demo.run import build_demo, run_demo_core
+    from seqexport_dagster.demo.run import build_demo, run_demo_dagster
 
     world = build_demo(tmp_path / "demo", tmp_path / "dest", now_ms=DAY0 + 5 * HOUR_MS)
     try:
-        run_demo_core(world)
+        run_demo_dagster(world)
     finally:
         world.store.engine.dispose()
     rows = snapshot_rows(tmp_path / "dest")

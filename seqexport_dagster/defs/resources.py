@@ -18,7 +18,7 @@ import dagster as dg
 import sqlalchemy as sa
 from pydantic import PrivateAttr
 
-from seqexport_dagster.assembly import open_control_plane, open_runner, open_source
+from seqexport_dagster.assembly import open_control_plane, open_runner, open_source, shown_url
 from seqexport_dagster.batch import BatchRunner
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.config import Settings
@@ -30,13 +30,6 @@ from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.window import HOUR_MS
-
-
-def _hide_password(url: str) -> str:
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return "***"
 
 
 class ClockResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # generic only for its own factories
@@ -69,7 +62,7 @@ class _EngineResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # gen
             if name and "secret_keys" in name and value:
                 yield name, "***"
             elif name and name.endswith("_url") and isinstance(value, str) and value:
-                yield name, _hide_password(value)
+                yield name, shown_url(value)
             else:
                 yield name, value
 

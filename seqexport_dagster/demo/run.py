@@ -20,10 +20,9 @@ from seqexport_dagster.config import Settings
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
 from seqexport_dagster.progress import Advance, no_progress
-from seqexport_dagster.runner import Runner
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import SourceReader
-from seqexport_dagster.store.store import ControlPlane, ExportRecord
+from seqexport_dagster.store.store import COMMITTED, ControlPlane, ExportRecord
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, day_of
 
 ACCOUNTS = ("acme", "globex")
@@ -134,31 +133,6 @@ def build_demo(
     )
 
 
-def run_demo_core(world: DemoWorld, progress: Callable[[str], None] = lambda _: None) -> DemoSummary:
-    """Export every due window and the last complete day's snapshot through the core runners."""
-    started = time.perf_counter()
-    summary = DemoSummary(home=world.home, source_rows=world.source_rows)
-    runner = Runner(world.store, world.source, world.policy, clock=lambda: world.now_ms)
-    for export in world.exports:
-        summary.exports.append(DemoExport(export.account_id, export.id, world.roots[export.account_id]))
-        day = day_of(export.created_at)
-        while day <= day_of(world.now_ms):
-            for dataset in DATASETS:
-                report = runner.run_day(export.id, dataset, day, run_id=f"demo-{export.account_id}-{day}")
-                summary.windows += len(report.windows) + (1 if report.snapshot else 0)
-                summary.files, summary.rows, summary.bytes = (
-                    summary.files + report.files,
-                    summary.rows + report.rows,
-                    summary.bytes + report.bytes,
-                )
-                if report.rows or report.files:
-                    progress(f"{export.account_id:7} {dataset:14} {day}  {report.rows:6} rows  {report.files:3} files")
-            day = day.fromordinal(day.toordinal() + 1)
-        summary.runs += 1
-    summary.seconds = time.perf_counter() - started
-    return summary
-
-
 #: The repository's instance settings (run queue, run monitoring, retries, telemetry): the one source.
 INSTANCE_YAML: Final = Path(__file__).resolve().parents[2] / "dagster.yaml"
 
@@ -260,7 +234,7 @@ def run_demo_dagster(
             advance("catching up through Dagster (runs)", summary.runs, None)
     for export in world.exports:
         for w in world.store.ledger(export.id):
-            if w.status == "committed":
+            if w.status == COMMITTED:
                 summary.windows += 1
                 summary.rows += w.rows
                 summary.files += w.parts + (1 if w.snapshot_taken_at is not None else 0)
