@@ -1,8 +1,8 @@
 """Resources: the control plane, the source database, operator settings and the clock.
 
 Each field is configured through `dg.EnvVar` in `definitions.py`. A resource turns its fields into
-`Settings` with `Settings.from_fields` when it is used (never at import): an empty field leaves the
-variable's default in force, decided in `seqexport_dagster.config`, so a laptop needs no variables.
+`Settings` with `Settings.from_fields` when it is used (never at import): an empty field leaves its
+variable (or the default decided in `seqexport_dagster.config`) in force, so a laptop needs no variables.
 The parts are opened at the one assembly point, `seqexport_dagster.assembly`.
 Secrets (``SEQEXPORT_SECRET_KEYS``) reach Dagster only as the *name* of an environment variable:
 run config and the job snapshot store ``{"env": ...}``, never the value.
