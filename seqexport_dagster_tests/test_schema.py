@@ -9,9 +9,9 @@ import random
 import jsonschema
 import pytest
 
+from seqexport_dagster.demo import generator
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS, json_schema, json_schema_text, readme_section
 from seqexport_dagster.schema_publish import README, SCHEMA_DIR, render_readme
-from seqexport_dagster.source import generator
 from seqexport_dagster.source.tables import TABLES
 from seqexport_dagster.window import DAY_MS
 from seqexport_dagster.writer import PartWriter
