@@ -71,19 +71,17 @@ def _params(p: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def _world(p: dict[str, Any], work: Path, destination: Any) -> tuple[Any, str]:
+    from seqexport_dagster.assembly import control_plane_at, source_at
     from seqexport_dagster.destination.policy import OperatorPolicy
     from seqexport_dagster.runner import Runner
-    from seqexport_dagster.source.reader import SourceReader
-    from seqexport_dagster.store.crypto import SecretBox, new_key_spec
-    from seqexport_dagster.store.database import create_engine
-    from seqexport_dagster.store.store import ControlPlane
+    from seqexport_dagster.store.crypto import new_key_spec
 
     template = Path(p["tmp"]) / CONTROL_TEMPLATE if p.get("tmp") else None
     control = Path(p["control_path"]) if p.get("control_path") else work / "control.db"
     if template is not None and template.exists() and not control.exists():
         # A control plane migrated by the runner, as a deploy would: the measured process need not.
         shutil.copyfile(template, control)
-    store = ControlPlane(create_engine(f"sqlite:///{control}"), SecretBox.parse(new_key_spec("bench")))
+    store = control_plane_at(f"sqlite:///{control}", new_key_spec("bench"))
     if template is None or not template.exists():
         store.migrate()
     dataset = p.get("dataset", "email_events")
@@ -92,7 +90,7 @@ def _world(p: dict[str, Any], work: Path, destination: Any) -> tuple[Any, str]:
     export = store.create_export(
         account_id=account, destination=destination, datasets=(dataset,), frequency="24h", lag_ms=0, now_ms=now
     )
-    reader = SourceReader(create_engine(p["source_url"]), **({"batch_size": p["batch"]} if "batch" in p else {}))
+    reader = source_at(p["source_url"], **({"batch_size": p["batch"]} if "batch" in p else {}))
     factory = p.get("_factory")
     kwargs = {"destination_factory": factory} if factory else {}
     return Runner(store, reader, OperatorPolicy(allow_local=True), clock=lambda: now, **kwargs), export.id
@@ -327,12 +325,11 @@ def pandas_json(p: dict[str, Any]) -> Result:
 
 def source_read(p: dict[str, Any]) -> Result:
     """SourceReader.window_batches alone (the engine's read path), rows consumed and dropped."""
-    from seqexport_dagster.source.reader import SourceReader
-    from seqexport_dagster.store.database import create_engine
+    from seqexport_dagster.assembly import source_at
     from seqexport_dagster.window import Window
 
     result = Result()
-    reader = SourceReader(create_engine(p["source_url"]), **({"batch_size": p["batch"]} if "batch" in p else {}))
+    reader = source_at(p["source_url"], **({"batch_size": p["batch"]} if "batch" in p else {}))
     with timed(result):
         for batch in reader.window_batches("email_events", ACCOUNT, Window(p.get("from_ms", DAY0), p["to_ms"])):
             result.rows += len(batch)

@@ -27,25 +27,24 @@ def tick(p: dict[str, Any]) -> dict[str, Any]:
     planner.due_work) separately."""
     import dagster as dg
 
+    from seqexport_dagster.assembly import control_plane_at
     from seqexport_dagster.definitions import exporter_resources
-    from seqexport_dagster.defs.inline import evaluate_sensor
     from seqexport_dagster.defs.resources import (
         ControlPlaneResource,
         FixedClock,
         OperatorResource,
         SourceResource,
     )
+    from seqexport_dagster.demo.ticker import evaluate_sensor
     from seqexport_dagster.planner import due_work
-    from seqexport_dagster.store.crypto import SecretBox, new_key_spec
-    from seqexport_dagster.store.database import create_engine
-    from seqexport_dagster.store.store import ControlPlane
+    from seqexport_dagster.store.crypto import new_key_spec
     from seqexport_dagster.window import HOUR_MS
 
     n = int(p["exports"])
     now = DAY0 + 26 * HOUR_MS
     with tempfile.TemporaryDirectory(dir=p.get("tmp")) as tmp:
         spec, url = new_key_spec("bench"), f"sqlite:///{tmp}/control.db"
-        store = ControlPlane(create_engine(url), SecretBox.parse(spec))
+        store = control_plane_at(url, spec)
         store.migrate()
         _bulk_exports(store, n, DAY0 + 5 * 60_000)
         resources = exporter_resources(
@@ -80,7 +79,7 @@ def tick(p: dict[str, Any]) -> dict[str, Any]:
         "ticks": len(ticks),
         "requests": requests,
         "exports_requested": exports_requested,
-        "via": "seqexport_dagster.defs.inline.evaluate_sensor (as benchmarks/sensor_tick.py)",
+        "via": "seqexport_dagster.demo.ticker.evaluate_sensor (as benchmarks/sensor_tick.py)",
     }
 
 
@@ -133,11 +132,10 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
     import dagster as dg
     import sqlalchemy as sa
 
+    from seqexport_dagster.assembly import control_plane_at
+    from seqexport_dagster.demo.generator import Scale, generate_account
     from seqexport_dagster.destination.config import DestinationConfig
-    from seqexport_dagster.source.generator import Scale, generate_account
-    from seqexport_dagster.store.crypto import SecretBox, new_key_spec
-    from seqexport_dagster.store.database import create_engine
-    from seqexport_dagster.store.store import ControlPlane
+    from seqexport_dagster.store.crypto import new_key_spec
     from seqexport_dagster.window import DAY_MS, day_of
 
     n = int(p.get("exports", 1))
@@ -146,7 +144,7 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
         control, source = f"sqlite:///{tmp}/control.db", f"sqlite:///{tmp}/source.db"
         source_engine = sa.create_engine(source)
         rows = {"email_events": 0, "sms_events": 0, "custom_events": 0}
-        store = ControlPlane(create_engine(control), SecretBox.parse(keys))
+        store = control_plane_at(control, keys)
         store.migrate()
         ids = []
         for i in range(n):

@@ -18,8 +18,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from seqexport_dagster.demo.generator import email_events, subscribers
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.source.generator import email_events, subscribers
 from seqexport_dagster.source.tables import create_source_tables
 from seqexport_dagster.window import DAY_MS, HOUR_MS, iso_ms, parse_iso_ms
 

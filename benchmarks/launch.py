@@ -72,20 +72,19 @@ def _setup(tmp: Path, n: int) -> tuple[str, str, str]:
     """Control plane and source with ``n`` exports of email_events, each 2 h behind (hourly)."""
     import sqlalchemy as sa
 
+    from seqexport_dagster.assembly import control_plane_at
+    from seqexport_dagster.clock import wall_clock_ms
+    from seqexport_dagster.demo.generator import Scale, generate_account
     from seqexport_dagster.destination.config import DestinationConfig
-    from seqexport_dagster.runner import wall_clock_ms
-    from seqexport_dagster.source.generator import Scale, generate_account
     from seqexport_dagster.source.tables import create_source_tables
-    from seqexport_dagster.store.crypto import SecretBox, new_key_spec
-    from seqexport_dagster.store.database import create_engine
-    from seqexport_dagster.store.store import ControlPlane
+    from seqexport_dagster.store.crypto import new_key_spec
     from seqexport_dagster.window import HOUR_MS, MINUTE_MS
 
     keys, control, source = new_key_spec("bench"), f"sqlite:///{tmp}/control.db", f"sqlite:///{tmp}/source.db"
     created = (wall_clock_ms() - 2 * HOUR_MS) // MINUTE_MS * MINUTE_MS
     source_engine = sa.create_engine(source)
     create_source_tables(source_engine)
-    store = ControlPlane(create_engine(control), SecretBox.parse(keys))
+    store = control_plane_at(control, keys)
     store.migrate()
     for i in range(n):
         account = f"acct{i:03d}"

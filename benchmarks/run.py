@@ -104,15 +104,14 @@ def children(tasks: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def migrated_control_plane(path: Path) -> None:
-    from seqexport_dagster.store.crypto import SecretBox, new_key_spec
-    from seqexport_dagster.store.database import create_engine
-    from seqexport_dagster.store.store import ControlPlane
+    from seqexport_dagster.assembly import control_plane_at
+    from seqexport_dagster.store.crypto import new_key_spec
 
-    engine = create_engine(f"sqlite:///{path}")
+    store = control_plane_at(f"sqlite:///{path}", new_key_spec("bench"))
     try:
-        ControlPlane(engine, SecretBox.parse(new_key_spec("bench"))).migrate()
+        store.migrate()
     finally:
-        engine.dispose()
+        store.engine.dispose()
 
 
 def per_core(r: dict[str, Any]) -> float:

@@ -18,14 +18,13 @@ from pathlib import Path
 
 import dagster as dg
 
+from seqexport_dagster.assembly import control_plane_at
 from seqexport_dagster.definitions import exporter_resources
-from seqexport_dagster.defs.inline import evaluate_sensor
 from seqexport_dagster.defs.resources import ControlPlaneResource, FixedClock, OperatorResource, SourceResource
+from seqexport_dagster.demo.ticker import evaluate_sensor
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.store.crypto import SecretBox, new_key_spec
-from seqexport_dagster.store.database import create_engine
-from seqexport_dagster.store.store import ControlPlane
+from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import DAY_MS, HOUR_MS
 
 DAY0 = 20361 * DAY_MS
@@ -40,7 +39,7 @@ def main() -> None:
         root = Path(tmp)
         spec = new_key_spec("bench")
         url = f"sqlite:///{root / 'control.db'}"
-        store = ControlPlane(create_engine(url), SecretBox.parse(spec))
+        store = control_plane_at(url, spec)
         store.migrate()
         started = time.perf_counter()
         for i in range(args.exports):

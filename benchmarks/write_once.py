@@ -22,12 +22,12 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.base import Destination, PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.local import LocalDestination
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import RetryableError
-from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.tables import parts
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster_tests.world import DAY0, sqlite_world
@@ -98,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         rows, _, before, before_parts, _ = retry_cost(
             Path(tmp) / "before", replace=True, sends_per_hour=args.sends_per_hour
         )
-        _, _, after, after_parts, ids = retry_cost(Path(tmp) / "after", replace=False, sends_per_hour=args.sends_per_hour)
+        _, _, after, after_parts, ids = retry_cost(
+            Path(tmp) / "after", replace=False, sends_per_hour=args.sends_per_hour
+        )
     window_bytes = before  # the replace rewrote every part of the window
     print(f"Write-once retry of a 10-part window ({rows} rows, {window_bytes} bytes gzip), failed at its last part")
     print()

@@ -15,20 +15,21 @@ and raises only from our error tree (`seqexport_dagster.errors`):
 
 No method ever returns or raises a secret: `ExportRecord` carries no secret, and errors from the
 store are scrubbed of it where they are translated (`destination.s3`).
+
+This module is the public surface; the rules live behind it: `validation` (the input rules, shared
+with the remote CLI), `status` (what status shows and what "export now" would write) and
+`assembly` (opening the control plane from settings).
 """
 
 from __future__ import annotations
 
 import builtins
-import re
-import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Final
 
-import sqlalchemy as sa
-
+from seqexport_dagster.assembly import open_control_plane
+from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.config import Settings
 from seqexport_dagster.connection_test import (
     ConnectionTestResult,
@@ -45,187 +46,45 @@ from seqexport_dagster.destination import (
 from seqexport_dagster.errors import ConfigurationError, ConflictError, InvalidInput
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.history import history as run_history
-from seqexport_dagster.idle import next_scheduled
 from seqexport_dagster.presentation import mask_key_id
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS, parse_datasets
-from seqexport_dagster.store.database import create_engine
+from seqexport_dagster.status import (
+    DatasetStatus,
+    ExportNowPlan,
+    ExportStatus,
+    LastError,
+    export_now_window,
+    export_status,
+    nothing_due_message,
+)
 from seqexport_dagster.store.rate_limit import admit_connection_test
 from seqexport_dagster.store.store import (
     ACTIVE,
     DELETED,
     PAUSED,
     ControlPlane,
-    DatasetState,
     ExportRecord,
     RotationReport,
     RunSummary,
 )
+from seqexport_dagster.validation import validate_account, validate_export_id, validate_lag_ms
 from seqexport_dagster.window import (
     DAY_MS,
     DEFAULT_FREQUENCY,
     DEFAULT_LAG_MS,
-    MINUTE_MS,
-    Window,
     frequency_ms,
-    iso_ms,
-    next_midnight,
 )
 
 Progress = Callable[[str], None]
 #: A secret access key, or a callable that asks for it (called after every other value is valid).
 Secret = str | Callable[[], str | None] | None
 
-MAX_LAG_MS: Final = 60 * MINUTE_MS
 HISTORY_DAYS: Final = 14
-# \Z, not $: "$" also matches before a trailing newline.
-_ACCOUNT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
-_EXPORT_ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,40}\Z")
-
-
-def wall_clock_ms() -> int:
-    # Not the runner's: importing the runner pulls in the writer and source readers, which a CLI
-    # call that only reads the control plane never needs.
-    return time.time_ns() // 1_000_000
 
 
 def _quiet(_: str) -> None:
     return None
-
-
-def shown_url(url: str) -> str:
-    """The database URL with any password replaced by ``***``."""
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return "(not a database URL)"
-
-
-def require_control_plane(settings: Settings) -> None:
-    """Raise `ConfigurationError` unless ``settings`` names a control plane that `init` or `create` made.
-
-    A SQLite file that does not exist is not opened (opening would create it); any other database
-    must hold our tables.
-    """
-    url = sa.engine.make_url(settings.database_url)
-    fix = (
-        f"no control plane at {shown_url(settings.database_url)}: check {settings.database_url_from}, "
-        "or create one with `seqexport init` (or `seqexport create`)"
-    )
-    if url.get_backend_name() == "sqlite":
-        path = url.database or ""
-        if path in ("", ":memory:") or not Path(path).is_file():
-            raise ConfigurationError(fix)
-    engine = create_engine(settings.database_url)
-    try:
-        with engine.connect() as conn:
-            present = sa.inspect(conn).has_table("exports")
-    except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
-        first = (str(exc.orig or exc).strip().splitlines() or ["unknown error"])[0]
-        raise ConfigurationError(
-            f"control-plane database unavailable at {shown_url(settings.database_url)} ({first}); "
-            f"check {settings.database_url_from}"
-        ) from None
-    finally:
-        engine.dispose()
-    if not present:
-        raise ConfigurationError(fix)
-
-
-@dataclass(frozen=True, slots=True)
-class LastError:
-    """The latest failure of one dataset; shown until a run of that dataset succeeds."""
-
-    dataset: str
-    window: Window | None
-    message: str
-    at: int | None
-    attempts: int
-    next_retry_at: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class DatasetStatus:
-    dataset: str
-    added_at: int
-    #: Events: everything recorded up to here is in the bucket. Snapshot: the next day to snapshot.
-    position_ms: int
-    #: How far the position trails real time (now − position).
-    behind_ms: int
-    last_error: LastError | None
-
-
-@dataclass(frozen=True, slots=True)
-class ExportStatus:
-    export: ExportRecord
-    now_ms: int
-    datasets: tuple[DatasetStatus, ...]
-
-    @property
-    def last_error(self) -> LastError | None:
-        """The export's most recent error across its datasets."""
-        errors = [d.last_error for d in self.datasets if d.last_error is not None]
-        return max(errors, key=lambda e: e.at or 0) if errors else None
-
-
-def _last_error(state: DatasetState) -> LastError | None:
-    if state.last_error is None:
-        return None
-    return LastError(
-        dataset=state.dataset,
-        window=state.last_error_window,
-        message=state.last_error,
-        at=state.last_error_at,
-        attempts=state.failures,
-        next_retry_at=state.next_retry_at,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class ExportNowPlan:
-    """A saved "export now" request and the first window (or snapshot day) of each dataset it writes."""
-
-    export: ExportRecord
-    due: tuple[tuple[str, Window], ...]
-
-
-def export_now_window(record: ExportRecord, state: DatasetState, now_ms: int) -> Window | None:
-    """The first window "export now" writes for this dataset at ``now_ms``, or ``None``."""
-    if DATASETS[state.dataset].is_snapshot:
-        due = now_ms >= state.position_ms + DAY_MS + record.lag_ms or state.failures > 0
-        return Window(state.position_ms, state.position_ms + DAY_MS) if due else None
-    horizon = now_ms - record.lag_ms
-    if state.position_ms >= horizon:
-        return None
-    return Window(state.position_ms, min(next_midnight(state.position_ms), horizon))
-
-
-def nothing_due_message(record: ExportRecord, now_ms: int) -> str:
-    """Why "export now" has nothing to write yet, and when it will."""
-    horizon = now_ms - record.lag_ms
-    events = [s for s in record.datasets if not DATASETS[s.dataset].is_snapshot]
-    earliest = min((s.position_ms + record.lag_ms + 1 for s in events), default=None)
-    schedule = min((next_scheduled(record, s) for s in record.datasets), key=lambda pair: pair[1])
-    text = (
-        f"export {record.id} has nothing to export yet: it trails real time by its lag "
-        f"({record.lag_ms // MINUTE_MS} min) so late writes are included, and everything recorded up to "
-        f"now − lag ({iso_ms(horizon)}) is already exported"
-    )
-    if earliest is not None:
-        text += f"; export now can write from {iso_ms(earliest)}"
-    return text + f"; the next scheduled window {schedule[0]} is written at {iso_ms(schedule[1])}"
-
-
-def validate_account(account_id: str) -> str:
-    if not _ACCOUNT_RE.match(account_id or ""):
-        raise InvalidInput("account", f"{account_id!r} is not an account id: use 1-64 letters, digits, '_', '.' or '-'")
-    return account_id
-
-
-def validate_lag_ms(lag_ms: int) -> int:
-    if not 0 <= lag_ms <= MAX_LAG_MS:
-        raise InvalidInput("lag", f"{lag_ms // MINUTE_MS} minutes is out of range: use 0 to 60 minutes")
-    return lag_ms
 
 
 class Exports:
@@ -257,25 +116,13 @@ class Exports:
         migrate: bool = True,
         must_exist: bool = False,
     ) -> Exports:
-        """Open the control plane named by ``settings``; migrates it to the current schema first.
+        """Open the control plane named by ``settings`` (`assembly.open_control_plane`); migrates it to
+        the current schema first.
 
         ``must_exist`` refuses (`ConfigurationError`) a control plane that was never created, so a
         mistyped ``SEQEXPORT_HOME`` or database URL is an error instead of a new, empty control plane.
         """
-        try:
-            if must_exist:
-                require_control_plane(settings)
-            engine = create_engine(settings.database_url)
-        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError):
-            # The URL may hold a database password: name the variable, never echo its value.
-            raise ConfigurationError(
-                "SEQEXPORT_DATABASE_URL is not a usable database URL (sqlite:///path or postgresql+psycopg2://...)"
-            ) from None
-        box = settings.secret_box()  # fails closed before anything is created or saved
-        store = ControlPlane(engine, box)
-        if migrate:
-            store.migrate()
-        return cls(store, settings.policy, clock=clock)
+        return cls(open_control_plane(settings, must_exist=must_exist, migrate=migrate), settings.policy, clock=clock)
 
     def close(self) -> None:
         self.store.engine.dispose()
@@ -346,7 +193,7 @@ class Exports:
 
     def get(self, export_id: str) -> ExportRecord:
         """One export, deleted ones included (their history stays readable)."""
-        return self.store.get_export(_export_id(export_id))
+        return self.store.get_export(validate_export_id(export_id))
 
     def list(self, *, account_id: str | None = None, include_deleted: bool = False) -> builtins.list[ExportRecord]:
         if account_id is not None:
@@ -359,23 +206,7 @@ class Exports:
 
     def status_of(self, record: ExportRecord) -> ExportStatus:
         """`status` of a record already read (the HTTP API reads it once, to check the account)."""
-        now = self.clock()
-        # A deleted export stopped at deleted_at: its delay is frozen there, not growing forever.
-        behind_at = record.deleted_at if record.status == DELETED and record.deleted_at is not None else now
-        return ExportStatus(
-            export=record,
-            now_ms=now,
-            datasets=tuple(
-                DatasetStatus(
-                    dataset=d.dataset,
-                    added_at=d.added_at,
-                    position_ms=d.position_ms,
-                    behind_ms=max(0, behind_at - d.position_ms),
-                    last_error=_last_error(d),
-                )
-                for d in record.datasets
-            ),
-        )
+        return export_status(record, self.clock())
 
     def _live(self, export_id: str, action: str) -> ExportRecord:
         record = self.get(export_id)
@@ -532,14 +363,6 @@ class Exports:
         """Re-seal every stored secret with the first key of SEQEXPORT_SECRET_KEYS (and the full
         destination binding); rows that do not open are reported and left as they are."""
         return self.store.rotate_secrets(lambda done, total: progress("secrets re-sealed", done, total))
-
-
-def _export_id(export_id: str) -> str:
-    if not _EXPORT_ID_RE.match(export_id or ""):
-        raise InvalidInput(
-            "export_id", f"{export_id!r} is not an export id: ids look like exp_0123456789abcdef (see `seqexport list`)"
-        )
-    return export_id
 
 
 __all__ = [

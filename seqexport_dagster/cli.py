@@ -13,7 +13,6 @@ import json
 import os
 import re
 import sys
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -31,6 +30,7 @@ from seqexport_dagster.errors import (
     RateLimited,
     RetryableError,
     SecretKeyError,
+    internal_error,
     sanitize_error,
 )
 from seqexport_dagster.progress import reporter
@@ -305,7 +305,7 @@ def _lag_ms(minutes: str) -> int:
         raise InvalidInput("lag", f"{shown} is not a number of minutes (0 to 60)") from None
     if not -1e6 <= value <= 1e6:  # NaN and infinities fail too; 1e308 minutes would overflow below
         raise InvalidInput("lag", f"{shown} minutes is out of range: use 0 to 60 minutes")
-    from seqexport_dagster.api import validate_lag_ms
+    from seqexport_dagster.validation import validate_lag_ms
 
     return validate_lag_ms(int(round(value * 60_000)))
 
@@ -451,7 +451,7 @@ def _delete(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 
 def _init(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
-    from seqexport_dagster.api import shown_url
+    from seqexport_dagster.assembly import shown_url
 
     where = shown_url(args.settings.database_url)
     if out.as_json:
@@ -629,7 +629,7 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from seqexport_dagster.demo import run_demo
+    from seqexport_dagster.demo.run import run_demo
 
     with reporter(bool(args.json)) as shown:
         summary = run_demo(
@@ -728,9 +728,11 @@ def _local_only(args: argparse.Namespace, what: str) -> None:
 
 def _tokens(args: argparse.Namespace) -> int:
     """Operators mint, list and revoke API tokens; a token's value is printed once, at creation."""
-    from seqexport_dagster.api import Exports, validate_account, wall_clock_ms
+    from seqexport_dagster.api import Exports
+    from seqexport_dagster.clock import wall_clock_ms
     from seqexport_dagster.config import Settings
     from seqexport_dagster.store.token import TokenStore
+    from seqexport_dagster.validation import validate_account
 
     _local_only(args, "managing tokens")
     out = Output(bool(args.json))
@@ -807,22 +809,21 @@ def _backfill(args: argparse.Namespace) -> int:
     import uuid
 
     from seqexport_dagster.api import Exports
+    from seqexport_dagster.assembly import open_source
     from seqexport_dagster.backfill import backfill
+    from seqexport_dagster.clock import wall_clock_ms
     from seqexport_dagster.config import Settings
-    from seqexport_dagster.runner import wall_clock_ms
-    from seqexport_dagster.source.reader import SourceReader
-    from seqexport_dagster.store.database import create_engine
 
     _local_only(args, "seqexport backfill")
     out = Output(bool(args.json))
     settings = Settings.from_env(args.environ)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()] if args.datasets else []
     api = Exports.from_settings(settings)
-    source = create_engine(settings.source_url)
+    source = open_source(settings)
     try:
         report = backfill(
             api.store,
-            SourceReader(source),
+            source,
             settings.policy,
             args.export,
             args.start,
@@ -832,7 +833,7 @@ def _backfill(args: argparse.Namespace) -> int:
             holder=f"seqexport-backfill-{uuid.uuid4().hex[:8]}",
         )
     finally:
-        source.dispose()
+        source.engine.dispose()
         api.close()
     outcomes: list[dict[str, Any]] = [
         {"export_id": o.export_id, "status": o.status, "rows": o.rows, "files": o.files, "bytes": o.bytes,
@@ -957,7 +958,8 @@ def _make_sqlite_folder(url: str) -> None:
 
 
 def _control_plane_exists(settings: Any) -> bool:
-    from seqexport_dagster.api import ConfigurationError, require_control_plane
+    from seqexport_dagster.api import ConfigurationError
+    from seqexport_dagster.assembly import require_control_plane
 
     try:
         require_control_plane(settings)
@@ -1004,10 +1006,7 @@ def main(
     except KeyboardInterrupt:
         return out.error("interrupted", "interrupted", 130)
     except Exception as exc:  # the last line of defence: a message, never a traceback
-        # Type and place only: a foreign exception's text may carry anything, a decrypted secret included.
-        where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-        at = f" at {Path(where[0].filename).name}:{where[0].lineno}" if where else ""
-        return out.error("internal", f"internal error {type(exc).__name__}{at}; please report it", EXIT_INTERNAL)
+        return out.error("internal", f"{internal_error(exc)}; please report it", EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

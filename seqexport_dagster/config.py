@@ -9,6 +9,12 @@
                             the generated local key file
 ``SEQEXPORT_PUT_DEADLINE_SECONDS``  operator setting: wall-clock limit of one write to a customer's
                             store, all attempts included (default 120)
+
+This module is the one place that reads them. The CLI, the HTTP API and the benchmarks call
+`Settings.from_env`; the Dagster resources (`seqexport_dagster.defs.resources`) carry the same
+variables as fields bound to `dg.EnvVar` and call `Settings.from_fields`, which is `from_env` with
+those fields in place of the variables. So a default (the SQLite files under ``SEQEXPORT_HOME``, the
+local key file) is decided here once, whichever way the settings arrive.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Final
 
 from seqexport_dagster.destination import OperatorPolicy
 from seqexport_dagster.errors import ConfigurationError, SecretKeyError
@@ -25,6 +32,13 @@ from seqexport_dagster.store.crypto import SecretBox, local_key_spec
 from seqexport_dagster.store.database import normalize_url
 
 DEFAULT_PUT_DEADLINE_S = 120.0
+#: The variables a Dagster resource carries as fields, by field name (`Settings.from_fields`).
+RESOURCE_VARIABLES: Final = {
+    "database_url": "SEQEXPORT_DATABASE_URL",
+    "secret_keys": "SEQEXPORT_SECRET_KEYS",
+    "source_url": "SEQEXPORT_SOURCE_URL",
+    "allow_local": "SEQEXPORT_ALLOW_LOCAL",
+}
 
 
 @dataclass(frozen=True)
@@ -37,6 +51,8 @@ class Settings:
     #: The variable an operator fixes when ``database_url`` points at the wrong place.
     database_url_from: str = "SEQEXPORT_DATABASE_URL"
     put_deadline_s: float = DEFAULT_PUT_DEADLINE_S
+    #: A local key file given explicitly (the demo's resources): used when no keys are set.
+    secret_key_file: Path | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -53,10 +69,26 @@ class Settings:
             source_url=normalize_url(env.get("SEQEXPORT_SOURCE_URL") or f"sqlite:///{home / 'source.db'}"),
             secret_keys=env.get("SEQEXPORT_SECRET_KEYS", ""),
             home=home,
-            allow_local=env.get("SEQEXPORT_ALLOW_LOCAL", "").lower() in ("1", "true", "yes"),
+            allow_local=env.get("SEQEXPORT_ALLOW_LOCAL", "").strip().lower() in ("1", "true", "yes"),
             database_url_from=url_from,
             put_deadline_s=_deadline(env.get("SEQEXPORT_PUT_DEADLINE_SECONDS", "")),
         )
+
+    @classmethod
+    def from_fields(
+        cls, fields: Mapping[str, str], *, secret_key_file: str = "", env: Mapping[str, str] | None = None
+    ) -> Settings:
+        """`from_env`, with each non-empty field (named as in `RESOURCE_VARIABLES`) in place of its variable.
+
+        How a Dagster resource's fields become settings: a field bound to `dg.EnvVar` holds the
+        variable's value, a field a test or the demo sets holds its own, and an empty field leaves the
+        variable (or its default) in force. ``secret_key_file`` names a local key file (its path may be
+        stored by Dagster, its content never is).
+        """
+        env = os.environ if env is None else env
+        given = {RESOURCE_VARIABLES[name]: value for name, value in fields.items() if value}
+        settings = cls.from_env({**env, **given})
+        return replace(settings, secret_key_file=Path(secret_key_file)) if secret_key_file else settings
 
     def secret_box(self) -> SecretBox:
         """The credential keys; fails closed.
@@ -67,6 +99,8 @@ class Settings:
         """
         if self.secret_keys.strip():
             return SecretBox.parse(self.secret_keys)
+        if self.secret_key_file is not None:
+            return SecretBox.parse(local_key_spec(self.secret_key_file))
         if not self.allow_local:
             raise SecretKeyError(
                 "SEQEXPORT_SECRET_KEYS is not set: give the credential keys (kid:base64-32-bytes, comma-separated; "

@@ -2,8 +2,8 @@
 
 `defs` is a lazy `@dg.definitions` function, so importing this module reads no environment and
 opens no database. Resource fields are bound to `dg.EnvVar` only for the variables that are set;
-an unset variable leaves the field empty and the resource falls back to `Settings.from_env()`
-defaults when it is used (a laptop needs no variables at all).
+an unset variable leaves the field empty, and `Settings.from_fields` (the one configuration path,
+`seqexport_dagster.config`) applies the default when the resource is used (a laptop needs no variables).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Final
 import dagster as dg
 import sqlalchemy as sa
 
-from seqexport_dagster.config import Settings
+from seqexport_dagster.config import RESOURCE_VARIABLES, Settings
 from seqexport_dagster.defs.assets import build_deliveries, status_asset
 from seqexport_dagster.defs.partitions import FALLBACK_FIRST_DAY, days_partitions
 from seqexport_dagster.defs.resources import (
@@ -31,12 +31,7 @@ from seqexport_dagster.errors import ExportError
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.fleet import first_export_day
 
-ENV: Final = {
-    "database_url": "SEQEXPORT_DATABASE_URL",
-    "secret_keys": "SEQEXPORT_SECRET_KEYS",
-    "source_url": "SEQEXPORT_SOURCE_URL",
-    "allow_local": "SEQEXPORT_ALLOW_LOCAL",
-}
+ENV: Final = RESOURCE_VARIABLES
 #: Hours of lateness the reconciliation pass repairs (an int field, so bound only when set).
 RECONCILE_ENV: Final = "SEQEXPORT_RECONCILE_LOOKBACK_HOURS"
 

@@ -23,10 +23,7 @@ from seqexport_dagster.api import (
     ExportStatus,
     Progress,
     Secret,
-    _export_id,
     _quiet,
-    validate_account,
-    validate_lag_ms,
 )
 from seqexport_dagster.connection_test import ConnectionTestFailed
 from seqexport_dagster.destination import DestinationConfig, OperatorPolicy, validate_config, validate_provider
@@ -34,6 +31,7 @@ from seqexport_dagster.errors import ConflictError, ExportError, InvalidInput, N
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.schema import parse_datasets
 from seqexport_dagster.store.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
+from seqexport_dagster.validation import validate_account, validate_export_id, validate_lag_ms
 from seqexport_dagster.window import DEFAULT_FREQUENCY, DEFAULT_LAG_MS, Window, frequency_ms
 
 #: What the client checks before sending: the server's own policy may be stricter, never looser.
@@ -256,4 +254,4 @@ class RemoteExports:
 
 
 def _id(export_id: str) -> str:
-    return _export_id(export_id)  # the same rule as the local API, before anything is sent
+    return validate_export_id(export_id)  # the same rule as the local API, before anything is sent

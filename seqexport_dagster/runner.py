@@ -14,65 +14,46 @@ operations for one window, and why:
    had landed; new parts continue after the last boundary, numbered on. Part numbers never shrink,
    so nothing needs blanking.
 4. Rows that appeared inside ranges already delivered (late rows) are found by id against the
-   ledger and sent as additional parts, numbered on (`deliver_late`; reconciliation calls it).
+   ledger and sent as additional parts, numbered on (`late_ids`; reconciliation calls it).
 5. Commit: ledger row and position in one transaction. Nothing before this point is visible as
    progress, so a crash anywhere above is repaired by the next attempt resuming from the ledger.
 
 Only an operator's explicit replace (``replace=True``) overwrites: it rewrites a window from part
 0000 and fills part numbers it no longer needs with empty gzip. It needs a key that may overwrite.
+
+Steps 1 and 5 are this module's; steps 2 to 4 (and the replace) are `seqexport_dagster.delivery`'s,
+one `Attempt` per window and destination version.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import secrets
-import time
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import TypeVar
 
 from seqexport_dagster import planner
-from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome, open_destination
-from seqexport_dagster.errors import AccessDenied, ExportError, PermanentError, RunInterrupted
-from seqexport_dagster.keys import SNAPSHOT_DATASET, connection_test_key, part_key, snapshot_part_key, success_key
+from seqexport_dagster.clock import wall_clock_ms
+from seqexport_dagster.delivery import Attempt, DestinationChanged, Sent, Tally, late_ids
+from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, open_destination
+from seqexport_dagster.errors import ExportError, RunInterrupted, internal_error
+from seqexport_dagster.keys import SNAPSHOT_DATASET, part_key, snapshot_part_key, success_key
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.source.reader import Row, SourceReader
+from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store.store import (
     ACTIVE,
     COMMITTED,
-    LATE_PART,
-    LEGACY_PART,
-    RANGE_PART,
     SUCCESS_MARK,
     ControlPlane,
     DatasetState,
     ExportRecord,
     PartRecord,
-    location_of,
     snapshot_window,
 )
 from seqexport_dagster.window import DAY_MS, Window, day_start, day_start_ms
-from seqexport_dagster.writer import EMPTY_GZIP, PART_LIMIT, Part, PartWriter, SortKey, pack_ids, unpack_ids
+from seqexport_dagster.writer import PART_LIMIT
 
 _Report = TypeVar("_Report", "WindowReport", "SnapshotReport")
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Sent:
-    """What one attempt uploaded, beside the window's totals (a resumed attempt sends less)."""
-
-    parts: int = 0
-    rows: int = 0
-    bytes: int = 0
-    skipped: int = 0  # landed parts of earlier attempts, left as they are
-    resent: int = 0  # parts of unknown outcome sent again
-    existed: int = 0  # of those, the store said (412, or a probed 403) an earlier send had landed
-    late_rows: int = 0  # rows appended as additional parts because they appeared late
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,105 +105,6 @@ class DayReport:
     @property
     def bytes(self) -> int:
         return sum(w.bytes for w in self.windows) + (self.snapshot.bytes if self.snapshot else 0)
-
-
-class _DestinationChanged(Exception):
-    """Internal signal: restart the current window or snapshot at the new destination."""
-
-
-class _Attempt:
-    """One attempt at one window or snapshot, at one destination version."""
-
-    def __init__(self, runner: Runner, export: ExportRecord) -> None:
-        self.runner = runner
-        self.export = export
-        self.config, self.version = runner.store.destination_config(export.id)
-        self.location = location_of(self.config.provider, self.config.endpoint, self.config.bucket, self.config.prefix)
-        if self.location != export.location:  # moved between reading the export and its secret
-            raise _DestinationChanged
-        self.destination: Destination = runner.open_destination(self.config, runner.policy)
-
-    def guard(self) -> None:
-        if self.runner.before_file is not None:  # issue 14: renews the writer lease
-            self.runner.before_file(self.export.id)
-        state = self.runner.store.state(self.export.id)
-        if state.status != ACTIVE:
-            raise RunInterrupted(self.export.id, state.status)
-        if state.destination_version != self.version:
-            raise _DestinationChanged
-
-    def create(self, key: str, body: bytes, *, outcome_unknown: bool = False) -> PutOutcome:
-        """Create ``key`` (never replace it). ``outcome_unknown``: an earlier send may have landed it.
-
-        Without a precondition a key that may not overwrite answers 403 to a re-send of an object
-        that is there. That 403 is believed to mean "revoked" only if a fresh probe write under
-        ``<prefix>/_sequenzy/`` fails too; otherwise the object had landed.
-        """
-        self.guard()
-        try:
-            return self.destination.put(key, body, create_only=True)
-        except AccessDenied as exc:
-            if not (outcome_unknown or exc.outcome_unknown):
-                raise
-            try:
-                self.destination.put(connection_test_key(self.config.prefix, f"probe-{secrets.token_hex(8)}"), _PROBE)
-            except AccessDenied:
-                raise exc from None  # the key may not create anything: truly denied
-            return PutOutcome.EXISTED
-
-    def overwrite(self, key: str, body: bytes) -> None:
-        """An operator's replace: the one write that may overwrite."""
-        self.guard()
-        try:
-            self.destination.put(key, body, create_only=False)
-        except AccessDenied as exc:
-            raise AccessDenied(
-                f"{exc.message}. Replacing files needs a key that may overwrite; this one may only create "
-                "(GCS Storage Object Creator, S3 Object Lock or a create-only bucket policy). "
-                "Run the backfill without replace: it delivers what is missing and never overwrites"
-            ) from None
-
-
-#: The snapshot's _SUCCESS in the part ledger: a number no part can have.
-SUCCESS_NUMBER: Final = -1
-EMPTY_MD5: Final = "1B2M2Y8AsgTpgAmY7PhCfg=="  # base64 MD5 of b""
-_PROBE: Final = b"Sequenzy Data Exports write probe: checks that this key may still create objects. Safe to delete.\n"
-
-
-@dataclass(slots=True)
-class _Tally:
-    rows: int = 0
-    parts: int = 0
-    bytes: int = 0
-    sent_parts: int = 0
-    sent_rows: int = 0
-    sent_bytes: int = 0
-    skipped: int = 0
-    resent: int = 0
-    existed: int = 0
-    late_rows: int = 0
-    next_number: int = 0
-
-    def landed(self, rows: int, size: int) -> None:
-        self.rows, self.parts, self.bytes = self.rows + rows, self.parts + 1, self.bytes + size
-
-    def uploaded(self, part: Part) -> None:
-        self.sent_parts, self.sent_rows, self.sent_bytes = (
-            self.sent_parts + 1,
-            self.sent_rows + part.rows,
-            self.sent_bytes + part.size,
-        )
-
-    def sent(self) -> Sent:
-        return Sent(
-            self.sent_parts,
-            self.sent_rows,
-            self.sent_bytes,
-            self.skipped,
-            self.resent,
-            self.existed,
-            self.late_rows,
-        )
 
 
 class Runner:
@@ -347,18 +229,8 @@ class Runner:
         return bool(self.late_ids(export, dataset, window, ledger))
 
     def late_ids(self, export: ExportRecord, dataset: str, window: Window, ledger: list[PartRecord]) -> set[str]:
-        """Ids in the source that no part of the window carries. Empty when the ledger no longer
-        holds the window's ids (legacy parts, or pruned after the reconciliation lookback)."""
-        if not ledger or any(p.ids is None for p in ledger):
-            return set()
-        delivered: set[str] = set()
-        for p in ledger:
-            delivered.update(unpack_ids(p.ids or b""))
-        scope = None if dataset == SNAPSHOT_DATASET else window
-        missing: set[str] = set()
-        for batch in self.source.ids(dataset, export.account_id, scope):
-            missing.update(i for i in batch if i not in delivered)
-        return missing
+        """Ids in the source that no part of the window carries (`delivery.late_ids`)."""
+        return late_ids(self.source, export, dataset, window, ledger)
 
     def write_window(
         self,
@@ -369,12 +241,12 @@ class Runner:
         run_id: str | None = None,
         replace: bool = False,
     ) -> WindowReport:
-        def write(attempt: _Attempt, window_id: int, restarts: int) -> WindowReport:
+        def write(attempt: Attempt, window_id: int, restarts: int) -> WindowReport:
             def keys(n: int) -> str:
                 return part_key(attempt.config.prefix, dataset, window, n)
 
             committed = self.store.committed_at(export_id, dataset, window, attempt.location)
-            tally = self._deliver(attempt, window_id, dataset, window, keys, replace=replace, committed=committed)
+            tally = attempt.deliver(window_id, dataset, window, keys, replace=replace, committed=committed)
             advanced = self.store.commit_window(
                 window_id, rows=tally.rows, part_count=tally.parts, size=tally.bytes, now_ms=self.clock()
             )
@@ -387,7 +259,7 @@ class Runner:
     ) -> SnapshotReport:
         window = snapshot_window(day_start_ms(day))
 
-        def write(attempt: _Attempt, window_id: int, restarts: int) -> SnapshotReport:
+        def write(attempt: Attempt, window_id: int, restarts: int) -> SnapshotReport:
             taken_at = self.clock()
 
             def keys(n: int) -> str:
@@ -398,33 +270,14 @@ class Runner:
             if not replace and any(p.kind == SUCCESS_MARK for p in ledger):
                 # An earlier attempt sent _SUCCESS (then failed to commit): the day is whole as it
                 # is. Appending a part now would put it after the marker.
-                tally = _Tally()
+                tally = Tally()
                 for p in ledger:
                     if p.kind != SUCCESS_MARK:
                         tally.skipped += 1
                         tally.landed(p.rows, p.size)
             else:
-                tally = self._deliver(
-                    attempt, window_id, SNAPSHOT_DATASET, window, keys, replace=replace, committed=False
-                )
-            # _SUCCESS strictly after every part, itself recorded before its PUT like a part.
-            self.store.record_part_intent(
-                window_id,
-                number=SUCCESS_NUMBER,
-                key=success,
-                kind=SUCCESS_MARK,
-                last=None,
-                rows=0,
-                size=0,
-                md5=EMPTY_MD5,
-                ids=pack_ids(()),
-                now_ms=self.clock(),
-            )
-            if replace:
-                attempt.overwrite(success, b"")
-            else:
-                attempt.create(success, b"", outcome_unknown=True)
-            self.store.mark_part_landed(window_id, SUCCESS_NUMBER, self.clock())
+                tally = attempt.deliver(window_id, SNAPSHOT_DATASET, window, keys, replace=replace, committed=False)
+            attempt.mark_success(window_id, success, replace=replace)
             self.store.commit_window(
                 window_id,
                 rows=tally.rows,
@@ -444,7 +297,7 @@ class Runner:
         window: Window,
         run_id: str | None,
         what: str,
-        write: Callable[[_Attempt, int, int], _Report],
+        write: Callable[[Attempt, int, int], _Report],
     ) -> _Report:
         """Run ``write`` as one ledger attempt; start over at the new place if the destination moves.
 
@@ -459,200 +312,29 @@ class Runner:
             window_id = self.store.start_window(
                 export_id, dataset, window, run_id=run_id, location=export.location, now_ms=self.clock()
             )
-            attempt: _Attempt | None = None
+            attempt: Attempt | None = None
             try:
-                attempt = _Attempt(self, export)
+                attempt = Attempt(
+                    self.store,
+                    self.source,
+                    export,
+                    policy=self.policy,
+                    open_destination=self.open_destination,
+                    clock=self.clock,
+                    part_limit=self.part_limit,
+                    before_file=self.before_file,
+                )
                 return write(attempt, window_id, restarts)
-            except _DestinationChanged:
+            except DestinationChanged:
                 self._abandon(window_id, f"destination changed during the {what}; started over at the new destination")
             except BaseException as exc:
                 self._fail(window_id, exc)
                 raise
             finally:
                 if attempt is not None:
-                    attempt.destination.close()
+                    attempt.close()
         raise ExportError(
             f"destination of export {export_id} kept changing; gave up after {self.max_restarts} restarts"
-        )
-
-    def _deliver(
-        self,
-        attempt: _Attempt,
-        window_id: int,
-        dataset: str,
-        window: Window,
-        keys: Callable[[int], str],
-        *,
-        replace: bool,
-        committed: bool,
-    ) -> _Tally:
-        """Bring the window's parts at the attempt's location up to the source, write-once.
-
-        1. parts of unknown outcome are sent again with the rows they were recorded with;
-        2. an uncommitted window continues after the last landed boundary;
-        3. a window that was resumed or committed gets its late rows as additional parts.
-        """
-        account = attempt.export.account_id
-        snapshot = dataset == SNAPSHOT_DATASET
-        ledger = [
-            p
-            for p in self.store.window_parts(attempt.export.id, dataset, window, attempt.location)
-            if p.kind != SUCCESS_MARK
-        ]
-        if replace or any(p.kind == LEGACY_PART for p in ledger):
-            # An operator's replace, or a window the runner before the part ledger left unfinished
-            # (no boundaries to resume from): rewrite from part 0000. Needs overwrite rights.
-            return self._replace(attempt, window_id, dataset, window, keys, ledger)
-        tally = _Tally()
-        writer = PartWriter(DATASETS[dataset], self.part_limit)
-        boundary: SortKey | None = None
-        for p in ledger:
-            tally.next_number = p.number + 1
-            if p.landed:
-                tally.skipped += 1
-                tally.landed(p.rows, p.size)
-            else:
-                lo, hi = (boundary, p.last) if p.kind == RANGE_PART else (None, None)
-                rows = self._rows(dataset, account, window, lo, hi, wanted=set(unpack_ids(p.ids or b"")))
-                part = _one_part(writer, rows, p.number)
-                outcome = attempt.create(p.key, part.body, outcome_unknown=True)
-                tally.resent += 1
-                tally.existed += outcome == PutOutcome.EXISTED
-                self.store.mark_part_landed(window_id, p.number, self.clock())
-                tally.landed(p.rows, p.size)
-                if outcome == PutOutcome.CREATED:
-                    tally.uploaded(part)
-            if p.kind == RANGE_PART and p.last is not None:
-                boundary = p.last
-        if not committed:
-            if snapshot:
-                batches = self.source.snapshot_batches(account, after=boundary)
-            else:
-                batches = self.source.window_batches(dataset, account, window, after=boundary)
-            self._send(attempt, window_id, writer, batches, keys, tally, kind=RANGE_PART, empty=not ledger)
-        if ledger or committed:
-            late = self.late_ids(
-                attempt.export,
-                dataset,
-                window,
-                self.store.window_parts(attempt.export.id, dataset, window, attempt.location),
-            )
-            if late:
-                rows = self._rows(dataset, account, window, None, None, wanted=late)
-                before = tally.rows
-                self._send(attempt, window_id, writer, rows, keys, tally, kind=LATE_PART, empty=False)
-                tally.late_rows = tally.rows - before
-        return tally
-
-    def _rows(
-        self,
-        dataset: str,
-        account: str,
-        window: Window,
-        after: SortKey | None,
-        until: SortKey | None,
-        *,
-        wanted: set[str],
-    ) -> Iterator[list[Row]]:
-        """Rows of a range (or the whole window) whose id is in ``wanted``, in the parts' order."""
-        if not wanted:  # an empty part: nothing to read
-            return
-        if dataset == SNAPSHOT_DATASET:
-            batches = self.source.snapshot_batches(account, after=after, until=until)
-        else:
-            batches = self.source.window_batches(dataset, account, window, after=after, until=until)
-        try:
-            for batch in batches:
-                kept = [row for row in batch if row[0] in wanted]
-                if kept:
-                    yield kept
-        finally:
-            _close(batches)
-
-    def _send(
-        self,
-        attempt: _Attempt,
-        window_id: int,
-        writer: PartWriter,
-        batches: Iterator[list[Row]],
-        keys: Callable[[int], str],
-        tally: _Tally,
-        *,
-        kind: str,
-        empty: bool,
-    ) -> None:
-        part: Part
-        try:
-            for part in writer.parts(batches, first=tally.next_number, empty=empty):
-                key = keys(part.number)
-                self._record_intent(window_id, key, part, kind)
-                try:
-                    outcome = attempt.create(key, part.body)
-                except PermanentError as exc:
-                    # A definite refusal (403, 404, a bad signature...) created nothing: the next
-                    # attempt may cut this part afresh. Transport failures keep the intent (unknown).
-                    if not (isinstance(exc, AccessDenied) and exc.outcome_unknown):
-                        self.store.forget_part_intent(window_id, part.number)
-                    raise
-                self.store.mark_part_landed(window_id, part.number, self.clock())
-                tally.next_number = part.number + 1
-                tally.landed(part.rows, part.size)
-                if outcome == PutOutcome.CREATED:
-                    tally.uploaded(part)
-                else:
-                    tally.existed += 1
-        finally:
-            # Release the source connection (on PostgreSQL an open transaction with a server-side
-            # cursor) now, not whenever the failure's traceback is collected.
-            _close(batches)
-
-    def _replace(
-        self,
-        attempt: _Attempt,
-        window_id: int,
-        dataset: str,
-        window: Window,
-        keys: Callable[[int], str],
-        ledger: list[PartRecord],
-    ) -> _Tally:
-        account = attempt.export.account_id
-        if dataset == SNAPSHOT_DATASET:
-            batches = self.source.snapshot_batches(account)
-        else:
-            batches = self.source.window_batches(dataset, account, window)
-        tally = _Tally()
-        writer = PartWriter(DATASETS[dataset], self.part_limit)
-        try:
-            for part in writer.parts(batches):
-                self._overwrite(attempt, window_id, keys(part.number), part, tally)
-        finally:
-            _close(batches)
-        written = max((p.number + 1 for p in ledger if p.kind != SUCCESS_MARK), default=0)
-        for number in range(tally.parts, written):
-            blank = Part(number, EMPTY_GZIP, 0)
-            self._overwrite(attempt, window_id, keys(number), blank, tally)
-        return tally
-
-    def _overwrite(self, attempt: _Attempt, window_id: int, key: str, part: Part, tally: _Tally) -> None:
-        self._record_intent(window_id, key, part, RANGE_PART)
-        attempt.overwrite(key, part.body)
-        self.store.mark_part_landed(window_id, part.number, self.clock())
-        tally.landed(part.rows, part.size)
-        tally.uploaded(part)
-
-    def _record_intent(self, window_id: int, key: str, part: Part, kind: str) -> None:
-        """The part ledger's record of ``part`` under ``key``, always before its PUT."""
-        self.store.record_part_intent(
-            window_id,
-            number=part.number,
-            key=key,
-            kind=kind,
-            last=part.last,
-            rows=part.rows,
-            size=part.size,
-            md5=part.content_md5,
-            ids=pack_ids(part.ids),
-            now_ms=self.clock(),
         )
 
     def _abandon(self, window_id: int, why: str) -> None:
@@ -665,10 +347,7 @@ class Runner:
             counted = self.count_retryable or not exc.retryable
             self.store.fail_window(window_id, error=str(exc), now_ms=self.clock(), count_failure=counted)
         elif isinstance(exc, Exception):
-            # Not ours: keep the type and place, never the arguments (they could hold data).
-            where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-            at = f" at {where[0].filename.rsplit('/', 1)[-1]}:{where[0].lineno}" if where else ""
-            self.store.fail_window(window_id, error=f"internal error {type(exc).__name__}{at}", now_ms=self.clock())
+            self.store.fail_window(window_id, error=internal_error(exc), now_ms=self.clock())
         else:  # KeyboardInterrupt, SystemExit, a terminated run: not the customer's failure
             self.store.fail_window(window_id, error="run terminated", now_ms=self.clock(), canceled=True)
 
@@ -676,15 +355,3 @@ class Runner:
         export = self.store.get_export(export_id)
         if export.export_now_at is not None and not any(export.export_now_pending(s) for s in export.datasets):
             self.store.clear_export_now(export_id, export.export_now_at)
-
-
-def _one_part(writer: PartWriter, rows: Iterator[list[Row]], number: int) -> Part:
-    """The rows of one recorded part, re-cut; never more than the part limit (they were one part)."""
-    parts = list(writer.parts(rows, first=number))
-    return parts[0]
-
-
-def _close(batches: Iterator[object]) -> None:
-    close = getattr(batches, "close", None)
-    if close is not None:
-        close()

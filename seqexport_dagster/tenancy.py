@@ -13,10 +13,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from seqexport_dagster.api import Exports, ExportStatus, validate_account
+from seqexport_dagster.api import Exports
 from seqexport_dagster.errors import InvalidInput, NotFound
 from seqexport_dagster.history import RunHistory
+from seqexport_dagster.status import ExportStatus
 from seqexport_dagster.store.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
+from seqexport_dagster.validation import validate_account
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,15 +13,12 @@ import sys
 import time
 from typing import Any
 
+from seqexport_dagster.assembly import control_plane_at, source_at
 from seqexport_dagster.batch import BatchRunner
 from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.runner import Runner
-from seqexport_dagster.source.reader import SourceReader
-from seqexport_dagster.store.crypto import SecretBox
-from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.lease import Leases
-from seqexport_dagster.store.store import ControlPlane
 
 PART_LIMIT = 5
 
@@ -40,9 +37,8 @@ def slow_destination(config: Any, policy: OperatorPolicy) -> Any:
 
 def main(argv: list[str]) -> int:
     control, source, day, now_ms, holder, *export_ids = argv
-    engine = create_engine(control)
-    store = ControlPlane(engine, SecretBox.parse(os.environ["SEQEXPORT_SECRET_KEYS"]))
-    reader = SourceReader(create_engine(source))
+    store = control_plane_at(control, os.environ["SEQEXPORT_SECRET_KEYS"])
+    reader = source_at(source)
 
     def make_runner(**kwargs: Any) -> Runner:
         policy = OperatorPolicy(allow_local=True)
@@ -50,7 +46,7 @@ def main(argv: list[str]) -> int:
                       destination_factory=slow_destination, **kwargs)  # fmt: skip
 
     batch = BatchRunner(
-        make_runner, store, Leases(engine), holder=holder, clock=lambda: int(now_ms), workers=len(export_ids)
+        make_runner, store, Leases(store.engine), holder=holder, clock=lambda: int(now_ms), workers=len(export_ids)
     )
     print("started", flush=True)  # noqa: T201 - the test waits for this line
     report = batch.run(export_ids, [dt.date.fromisoformat(day)], ["email_events"], run_id=holder, rewrite=False)

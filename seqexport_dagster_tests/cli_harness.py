@@ -132,7 +132,11 @@ def remote_env(world: World, spec: str) -> Any:
 
 @pytest.fixture(
     name="run",
-    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres), pytest.param("remote", marks=pytest.mark.slow)],
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("remote", marks=pytest.mark.slow),
+    ],
 )
 def run_fixture(request: pytest.FixtureRequest, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """`seqexport` against a fresh control plane: on SQLite, on PostgreSQL, and through the HTTP API

@@ -1,7 +1,7 @@
 """A real Dagster instance driven like the daemon, on top of a test `World`, with a frozen clock.
 
 `Harness.tick()` evaluates the real scheduler sensor (``build_sensor_context`` with the real
-instance) and executes the requested runs in-process on that instance (`defs.inline.tick`). The
+instance) and executes the requested runs in-process on that instance (`demo.ticker.tick`). The
 clock is the world's clock, swapped in as a `FixedClock` resource at every tick.
 The credential keys reach the resources through `dg.EnvVar`, exactly as in production.
 """
@@ -19,7 +19,6 @@ import dagster as dg
 import pytest
 
 from seqexport_dagster.definitions import build_definitions, exporter_resources
-from seqexport_dagster.defs.inline import TickOutcome, evaluate_sensor, tick
 from seqexport_dagster.defs.resources import (
     ControlPlaneResource,
     ExporterResource,
@@ -27,6 +26,7 @@ from seqexport_dagster.defs.resources import (
     OperatorResource,
     SourceResource,
 )
+from seqexport_dagster.demo.ticker import TickOutcome, evaluate_sensor, tick
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.store.fleet import first_export_day
 from seqexport_dagster.window import day_of

@@ -14,19 +14,15 @@ import sys
 import time
 
 from benchmarks.procinfo import peak_rss_mb
+from seqexport_dagster.assembly import open_runner
 from seqexport_dagster.config import Settings
 from seqexport_dagster.errors import ExportError
-from seqexport_dagster.runner import Runner
-from seqexport_dagster.source.reader import SourceReader
-from seqexport_dagster.store.database import create_engine
-from seqexport_dagster.store.store import ControlPlane
 
 
 def main(argv: list[str]) -> int:
     export_id, dataset, day, now_ms = argv
     settings = Settings.from_env()
-    store = ControlPlane(create_engine(settings.database_url), settings.secret_box())
-    runner = Runner(store, SourceReader(create_engine(settings.source_url)), settings.policy, clock=lambda: int(now_ms))
+    runner = open_runner(settings, clock=lambda: int(now_ms))
     error = None
     started = time.monotonic()
     try:

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from seqexport_dagster.batch import BUSY, DONE, FAILED, TIMED_OUT, BatchRunner
+from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.errors import LeaseLost
-from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.store.lease import LEASE_TTL_MS, Leases
 from seqexport_dagster.store.store import COMMITTED

@@ -46,7 +46,10 @@ def test_benchmark_runner_tiny_mode(tmp_path: Path) -> None:
     # Engine, floor and DuckDB ran twice, interleaved; the table keeps the median run of each.
     assert len(engine["spread_rows_per_cpu_s"]) == 2
     assert set(raw["floor: read + build + encode + compress, streamed"]["phases"]) == {
-        "read", "build", "encode", "compress"
+        "read",
+        "build",
+        "encode",
+        "compress",
     }
     # The floor compresses the same chunks the engine does, so it measures the same work; and the
     # same rows give the same bytes from SQLite and from PostgreSQL.

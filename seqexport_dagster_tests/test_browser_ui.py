@@ -65,9 +65,13 @@ def skip_community_dialog(page: Any) -> None:
 
 
 @pytest.mark.slow
-def test_failed_run_page_and_sensor_tick_show_message_and_next_retry(tmp_path: Path, moto: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_run_page_and_sensor_tick_show_message_and_next_retry(
+    tmp_path: Path, moto: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's browser with `apt-get install -y chromium` (.ci/run does)")
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's browser with `apt-get install -y chromium` (.ci/run does)"
+        )
     from playwright.sync_api import sync_playwright
 
     home = tmp_path / "dagster_home"
@@ -107,7 +111,9 @@ def test_failed_run_page_and_sensor_tick_show_message_and_next_retry(tmp_path: P
     dagster = str(Path(sys.executable).parent / "dagster")
     command = [dagster, "dev", "-w", str(ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)]
     with log.open("ab") as out:
-        server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     base = f"http://127.0.0.1:{port}"
     ARTEFACTS.mkdir(exist_ok=True)
     try:

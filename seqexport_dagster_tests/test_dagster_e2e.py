@@ -20,9 +20,9 @@ import pytest
 from dagster import serialize_value
 
 from seqexport_dagster import cli
+from seqexport_dagster.clock import wall_clock_ms
+from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig
-from seqexport_dagster.runner import wall_clock_ms
-from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, chain, day_of, day_start
 from seqexport_dagster_tests.processes import daemon_env, start_daemon, stop_group
@@ -242,7 +242,7 @@ def test_daemon_two_accounts_many_exports_one_failing_and_no_secret_leaks(tmp_pa
 
 
 def test_demo_runs_through_dagster_and_leaves_a_browsable_instance(tmp_path):
-    from seqexport_dagster.demo import run_demo
+    from seqexport_dagster.demo.run import run_demo
 
     started = time.monotonic()
     summary = run_demo(tmp_path / "demo")

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 
 from seqexport_dagster import cli
-from seqexport_dagster.demo import DemoSummary
+from seqexport_dagster.demo.run import DemoSummary
 from seqexport_dagster.window import iso_ms
 from seqexport_dagster_tests.layout import check_layout
 
@@ -78,3 +78,20 @@ def test_the_printed_browse_command_works_from_any_folder(tmp_path, monkeypatch)
         and Path(workspace).read_text().count("seqexport_dagster.definitions")
     )
     assert "dagster dev" not in command and words[-4:] == ["-h", "127.0.0.1", "-p", "3000"]
+
+
+def test_demo_instance_takes_everything_but_its_storage_from_dagster_yaml(tmp_path):
+    """The demo's instance has the repository's run queue and limits: dagster.yaml is the one source."""
+    from pathlib import Path
+
+    import yaml
+
+    from seqexport_dagster.demo.run import INSTANCE_YAML, demo_instance_yaml
+
+    assert INSTANCE_YAML == Path(__file__).resolve().parents[1] / "deploy" / "dagster.yaml"
+    repo = yaml.safe_load(INSTANCE_YAML.read_text())
+    demo = yaml.safe_load(demo_instance_yaml(tmp_path / "dagster_home"))
+    assert demo["event_log_storage"]["class"] == "ConsolidatedSqliteEventLogStorage"
+    assert {k: v for k, v in demo.items() if not k.endswith("_storage")} == {
+        k: v for k, v in repo.items() if k != "storage"
+    }

@@ -306,7 +306,7 @@ def test_object_store_ports_are_accepted(port: int) -> None:
 
 
 def test_connection_tests_are_rate_limited_per_account(run_sqlite: Cli) -> None:
-    from seqexport_dagster.api import wall_clock_ms
+    from seqexport_dagster.clock import wall_clock_ms
 
     run = run_sqlite
     run.world.clock.now_ms = wall_clock_ms()  # the other process below counts on the wall clock
@@ -412,6 +412,7 @@ def test_input_gaps_exit_2_name_the_field_and_save_nothing(run: Cli) -> None:
 
 def test_no_repr_or_str_shows_a_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from seqexport_dagster.api import Exports
+    from seqexport_dagster.assembly import control_plane_at
     from seqexport_dagster.connection_test import ConnectionTestFailed
     from seqexport_dagster.definitions import default_resources
     from seqexport_dagster.defs.resources import (
@@ -464,7 +465,7 @@ def test_no_repr_or_str_shows_a_secret(tmp_path: Path, monkeypatch: pytest.Monke
     box = settings.secret_box()
     config = s3_config(endpoint="http://127.0.0.1:9999")
     destination = S3Destination(config, OperatorPolicy(allow_local=True))
-    api = Exports(ControlPlane(create_engine(control_url), box), settings.policy)
+    api = Exports(control_plane_at(control_url, key_spec), settings.policy)
     failed = ConnectionTestFailed(config.describe(), BadCredentials("bad signature"))
     clean(settings, box, config, destination, destination._sender, api, api.store, failed, settings.policy)
     destination.close()

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.history import RESTARTED_NOTE
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS
 from seqexport_dagster_tests.cli_harness import env_for, run_sqlite_fixture  # noqa: F401 - fixture
@@ -89,7 +90,6 @@ def dagster_status(h: Any, run_id: str) -> str:
 
 @pytest.fixture
 def h(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    from seqexport_dagster.source.generator import Scale, generate_account
     from seqexport_dagster_tests.dagster_harness import harness
 
     with harness(tmp_path, monkeypatch) as value:
@@ -145,7 +145,9 @@ def test_history_shows_a_run_canceled_before_its_first_file_and_dagster_says_can
     assert "canceled" in table and "is paused; nothing written" in table
 
 
-def test_history_shows_a_failed_run_with_its_retry_and_dagster_failed_it_plainly(h: Any, moto: Any, capsys: Any) -> None:
+def test_history_shows_a_failed_run_with_its_retry_and_dagster_failed_it_plainly(
+    h: Any, moto: Any, capsys: Any
+) -> None:
     """A run whose only export fails (its bucket does not exist): Dagster fails the run with the
     customer message first (not a stack trace), the run says when the scheduler retries, and run
     retries are off for it (no "Not retrying since ..."); history shows the same, with the retry."""
@@ -331,8 +333,6 @@ def test_a_run_canceled_while_queued_appears_in_history_as_canceled(h: Any, caps
 
 def test_a_cli_backfill_is_a_backfill_in_history(run_sqlite: Any) -> None:
     """`seqexport backfill` runs without Dagster; history still shows it, as a backfill of its day."""
-    from seqexport_dagster.source.generator import Scale, generate_account
-
     w = run_sqlite.world
     generate_account(w.source_engine, "acme", DAY0, DAY0 + DAY_MS, scale=Scale(20, 10, 1, 2))
     export = w.local_export(datasets=("email_events",))

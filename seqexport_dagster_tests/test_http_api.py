@@ -177,7 +177,12 @@ def test_http_api_end_to_end(api: tuple[ApiServer, Exports, Recorder], moto: Mot
     revoked_token, revoked = tokens.create(account_id="acme", now_ms=0)
     assert client(server, rec, revoked_token).get("/v1/exports").status_code == 200
     tokens.revoke(revoked.id, 0)
-    everything = [*endpoints, ("GET", "/v1/exports", None), ("POST", "/v1/exports", body), ("POST", "/v1/admin/rotate-keys", None)]
+    everything = [
+        *endpoints,
+        ("GET", "/v1/exports", None),
+        ("POST", "/v1/exports", body),
+        ("POST", "/v1/admin/rotate-keys", None),
+    ]
     for token in (None, "sqx_000000000000_" + "A" * 43, acme_token[:-1] + "B", revoked_token):
         unauthorized = client(server, rec, token)
         for method, template, payload in everything:
@@ -189,7 +194,10 @@ def test_http_api_end_to_end(api: tuple[ApiServer, Exports, Recorder], moto: Mot
 
     # The write limit: each destination write counts per account (5 per hour here); others are unaffected.
     gamma = client(server, rec, mint(exports, "gamma"))
-    codes = [gamma.post("/v1/exports", json=s3_body("no-such-bucket-http", moto.endpoint, PLANTED)).status_code for _ in range(6)]
+    codes = [
+        gamma.post("/v1/exports", json=s3_body("no-such-bucket-http", moto.endpoint, PLANTED)).status_code
+        for _ in range(6)
+    ]
     assert codes == [422] * 5 + [429]
     limited = gamma.post("/v1/exports", json=s3_body("http-acme", moto.endpoint, PLANTED))
     assert limited.status_code == 429 and int(limited.headers["Retry-After"]) > 0

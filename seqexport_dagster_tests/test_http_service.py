@@ -110,7 +110,11 @@ def test_shapes_round_trip(world: World) -> None:
     record = world.store.create_export(
         account_id="acme",
         destination=DestinationConfig(
-            "s3", "acme-exports", prefix="p", region="us-east-1", access_key_id="AKIAEXAMPLE000000001",
+            "s3",
+            "acme-exports",
+            prefix="p",
+            region="us-east-1",
+            access_key_id="AKIAEXAMPLE000000001",
             secret_access_key="s3cret",
         ),
         datasets=("email_events", "subscribers"),

@@ -24,13 +24,13 @@ from botocore.exceptions import ClientError
 
 from seqexport_dagster.api import Exports
 from seqexport_dagster.connection_test import ConnectionTestFailed
+from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.base import Destination, PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import AccessDenied, RetryableError
 from seqexport_dagster.keys import part_key
-from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.store import COMMITTED
 from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, day_of, iso_ms
 from seqexport_dagster_tests.bucket_audit import audit_export, read_objects
@@ -131,9 +131,7 @@ class _Flaky:
         self.inner.close()
 
 
-def test_put_only_key_exports_a_full_day_with_a_retry_that_resumes(
-    world: World, iam_moto: MotoServer
-) -> None:
+def test_put_only_key_exports_a_full_day_with_a_retry_that_resumes(world: World, iam_moto: MotoServer) -> None:
     # Set-up with auth off: the bucket, the exporter's documented key, a full-rights auditor key,
     # and a key whose policy covers another prefix.
     iam = iam_moto.admin_client("iam")
@@ -212,7 +210,9 @@ def test_put_only_key_exports_a_full_day_with_a_retry_that_resumes(
     s3 = client_as(iam_moto, auditor)
     audit = audit_export(world.store, world.source_engine, s3, export.id, put_order=plan.puts)
     audit.assert_clean(allow_extra=True)  # rows removed after they landed stay in their files
-    assert audit.found == audit.expected + audit.extra and audit.extra == min(removed, PART_LIMIT * LANDED_BEFORE_FAILURE)
+    assert audit.found == audit.expected + audit.extra and audit.extra == min(
+        removed, PART_LIMIT * LANDED_BEFORE_FAILURE
+    )
     objects = read_objects(s3, BUCKET, PREFIX)
     stale = part_key("", "email_events", flaky.window, 1)
     assert f"subscribers/date={day.isoformat()}/_SUCCESS" in objects

@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster.api import Exports
-from seqexport_dagster.source.generator import Scale, generate_account, subscribers
+from seqexport_dagster.demo.generator import Scale, generate_account, subscribers
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, day_of, iso_ms
 from seqexport_dagster_tests.cli_harness import Cli, control_plane_rows, files_under, run_fixture, run_sqlite_fixture  # noqa: F401 - fixtures
 from seqexport_dagster_tests.world import DAY0, World, postgres_database
@@ -315,11 +315,11 @@ def snapshot_rows(root: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_demo_snapshot_holds_no_future_updated_at(tmp_path: Path) -> None:
-    from seqexport_dagster.demo import build_demo, run_demo_core
+    from seqexport_dagster.demo.run import build_demo, run_demo_dagster
 
     world = build_demo(tmp_path / "demo", tmp_path / "dest", now_ms=DAY0 + 5 * HOUR_MS)
     try:
-        run_demo_core(world)
+        run_demo_dagster(world)
     finally:
         world.store.engine.dispose()
     rows = snapshot_rows(tmp_path / "dest")

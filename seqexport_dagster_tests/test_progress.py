@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from seqexport_dagster.source.generator import Scale, generate_account
+from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, day_of
 from seqexport_dagster_tests.cli_harness import Cli, run_sqlite_fixture  # noqa: F401 - fixture
@@ -60,7 +60,7 @@ def test_verify_and_rotate_keys_show_progress_only_at_a_terminal(
 
 
 def test_demo_build_reports_progress(tmp_path: Any) -> None:
-    from seqexport_dagster.demo import build_demo
+    from seqexport_dagster.demo.run import build_demo
 
     seen: list[tuple[str, int, int | None]] = []
     world = build_demo(tmp_path / "demo", now_ms=DAY0, advance=lambda *a: seen.append(a))

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.base import Destination, PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.local import LocalDestination
@@ -23,7 +24,6 @@ from seqexport_dagster.errors import AccessDenied, RetryableError, RunInterrupte
 from seqexport_dagster.keys import part_key
 from seqexport_dagster.runner import DayReport, Runner
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
-from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, frequency_ms, parse_iso_ms
 from seqexport_dagster.writer import EMPTY_GZIP
 from seqexport_dagster_tests.layout import check_layout
@@ -532,7 +532,9 @@ def test_layout_check_catches_broken_layouts(world: World) -> None:
         "[unexpected_object]" in p
         for p in damaged("stray", lambda r: (r / "custom_events/date=2026-09-30/notes.txt").write_text("x"))
     )
-    assert any("[success_not_empty]" in p for p in damaged("success", lambda r: (r / snap / "_SUCCESS").write_bytes(b"ok")))
+    assert any(
+        "[success_not_empty]" in p for p in damaged("success", lambda r: (r / snap / "_SUCCESS").write_bytes(b"ok"))
+    )
     assert any("[missing_success]" in p for p in damaged("nosuccess", lambda r: (r / snap / "_SUCCESS").unlink()))
     assert any(
         "[success_not_last]" in p
@@ -544,7 +546,8 @@ def test_layout_check_catches_broken_layouts(world: World) -> None:
         )
     )
     assert any(
-        "[schema_mismatch]" in p for p in damaged("fields", lambda r: events(r)[0].write_bytes(gzip.compress(b'{"id":"x"}\n')))
+        "[schema_mismatch]" in p
+        for p in damaged("fields", lambda r: events(r)[0].write_bytes(gzip.compress(b'{"id":"x"}\n')))
     )
     assert any(
         "[row_outside_window]" in p

@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 
 from seqexport_dagster import schema_publish
+from seqexport_dagster.demo.generator import generate_account
 from seqexport_dagster.schema import DATASETS, SCHEMA_VERSION, json_schema, json_schema_text, readme_section
-from seqexport_dagster.source.generator import generate_account
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.verify import row_problem

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.source.tables import create_source_tables
 from seqexport_dagster.store.database import create_engine

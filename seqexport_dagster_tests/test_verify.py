@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.keys import parse_key, part_key, success_key
-from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.verify import verify_location
 from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, iso_ms
@@ -353,8 +353,8 @@ def test_late_rows_appended_as_new_parts_pass_and_a_duplicate_among_them_does_no
     """Write-once delivery appends late rows as more parts of their window, ordered inside the file
     but before rows of earlier parts: verify (and its ledger check) accepts that, and still finds a
     row delivered twice."""
+    from seqexport_dagster.demo.generator import insert_rows
     from seqexport_dagster.reconcile import reconcile
-    from seqexport_dagster.source.generator import insert_rows
 
     with sqlite_world(tmp_path) as world:
         root, export_id = write_demo_export(world, scale=Scale(20, 10, 2, 5))
@@ -372,5 +372,7 @@ def test_late_rows_appended_as_new_parts_pass_and_a_duplicate_among_them_does_no
         report = verify_location(str(root), ledger=(world.store, export_id))
         assert report.ok and report.ledger_checked, report.render()
         # The same row appended again (what write-once delivery must never do) is a duplicate.
-        shutil.copy(parts[-1], parts[-1].with_name(parts[-1].name.replace(f"{len(parts) - 1:04d}", f"{len(parts):04d}")))
+        shutil.copy(
+            parts[-1], parts[-1].with_name(parts[-1].name.replace(f"{len(parts) - 1:04d}", f"{len(parts):04d}"))
+        )
         assert "duplicate_id" in kinds(verify_location(str(root)))

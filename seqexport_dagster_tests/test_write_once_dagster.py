@@ -23,9 +23,9 @@ import pytest
 
 from seqexport_dagster.defs.assets import REPLACE_TAG
 from seqexport_dagster.defs.resources import ExporterResource
+from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.runner import Runner
-from seqexport_dagster.source.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.store.store import ExportRecord
 from seqexport_dagster.verify import verify_location
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms

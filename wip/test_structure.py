@@ -149,4 +149,6 @@ def test_no_test_module_is_imported_by_another(folder: str) -> None:
             leaf = target.split(".")
             if leaf[0] == "seqexport_dagster_tests" and len(leaf) > 1 and leaf[1].startswith("test_"):
                 offenders.append(f"{name} imports {target}")
-    assert not offenders, "shared helpers belong in seqexport_dagster_tests/support:\n" + "\n".join(sorted(set(offenders)))
+    assert not offenders, "shared helpers belong in seqexport_dagster_tests/support:\n" + "\n".join(
+        sorted(set(offenders))
+    )

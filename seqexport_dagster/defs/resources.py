@@ -1,7 +1,9 @@
 """Resources: the control plane, the source database, operator settings and the clock.
 
-Each field is configured through `dg.EnvVar` in `definitions.py`; an empty field falls back to
-`Settings.from_env()` when the resource is used (never at import), so a laptop needs no variables.
+Each field is configured through `dg.EnvVar` in `definitions.py`. A resource turns its fields into
+`Settings` with `Settings.from_fields` when it is used (never at import): an empty field leaves its
+variable (or the default decided in `seqexport_dagster.config`) in force, so a laptop needs no variables.
+The parts are opened at the one assembly point, `seqexport_dagster.assembly`.
 Secrets (``SEQEXPORT_SECRET_KEYS``) reach Dagster only as the *name* of an environment variable:
 run config and the job snapshot store ``{"env": ...}``, never the value.
 
@@ -10,31 +12,24 @@ The clock is swappable (`FixedClock`): tests and the demo pin time by swapping t
 
 from __future__ import annotations
 
-from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import sqlalchemy as sa
 from pydantic import PrivateAttr
 
+from seqexport_dagster.assembly import open_control_plane, open_runner, open_source, shown_url
 from seqexport_dagster.batch import BatchRunner
+from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.config import Settings
 from seqexport_dagster.destination import OperatorPolicy
-from seqexport_dagster.runner import Runner, wall_clock_ms
+from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
-from seqexport_dagster.store.crypto import SecretBox, local_key_spec
+from seqexport_dagster.store.crypto import SecretBox
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.window import HOUR_MS
-
-
-def _hide_password(url: str) -> str:
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return "***"
 
 
 class ClockResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # generic only for its own factories
@@ -67,7 +62,7 @@ class _EngineResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # gen
             if name and "secret_keys" in name and value:
                 yield name, "***"
             elif name and name.endswith("_url") and isinstance(value, str) and value:
-                yield name, _hide_password(value)
+                yield name, shown_url(value)
             else:
                 yield name, value
 
@@ -96,18 +91,19 @@ class ControlPlaneResource(_EngineResource):
     #: A local key file (the demo's): its path may be stored by Dagster, its content never is.
     secret_key_file: str = ""
 
+    def settings(self) -> Settings:
+        return Settings.from_fields(
+            {"database_url": self.database_url, "secret_keys": self.secret_keys}, secret_key_file=self.secret_key_file
+        )
+
     def _url(self) -> str:
-        return self.database_url or Settings.from_env().database_url
+        return self.settings().database_url
 
     def box(self) -> SecretBox:
-        if self.secret_keys:
-            return SecretBox.parse(self.secret_keys)
-        if self.secret_key_file:
-            return SecretBox.parse(local_key_spec(Path(self.secret_key_file)))
-        return Settings.from_env().secret_box()
+        return self.settings().secret_box()
 
     def store(self) -> ControlPlane:
-        return ControlPlane(self.engine(), self.box())
+        return open_control_plane(self.settings(), engine=self.engine())
 
 
 class SourceResource(_EngineResource):
@@ -115,11 +111,14 @@ class SourceResource(_EngineResource):
 
     source_url: str = ""
 
+    def settings(self) -> Settings:
+        return Settings.from_fields({"source_url": self.source_url})
+
     def _url(self) -> str:
-        return self.source_url or Settings.from_env().source_url
+        return self.settings().source_url
 
     def reader(self) -> SourceReader:
-        return SourceReader(self.engine())
+        return open_source(self.settings(), engine=self.engine())
 
 
 class OperatorResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # generic only for its own factories
@@ -134,11 +133,11 @@ class OperatorResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # ge
     #: of the last N h + 2 frequencies + lag, one count query per window. 0 disables the pass.
     reconcile_lookback_hours: int = 24
 
+    def settings(self) -> Settings:
+        return Settings.from_fields({"allow_local": self.allow_local})
+
     def policy(self) -> OperatorPolicy:
-        policy = Settings.from_env().policy
-        if not self.allow_local:
-            return policy
-        return replace(policy, allow_local=self.allow_local.strip().lower() in ("1", "true", "yes"))
+        return self.settings().policy
 
     def reconcile_lateness_ms(self) -> int:
         return max(self.reconcile_lookback_hours, 0) * HOUR_MS
@@ -162,10 +161,10 @@ class ExporterResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # ge
         return Leases(self.control_plane.engine())
 
     def runner(self, **kwargs: Any) -> Runner:
-        return Runner(
-            self.control_plane.store(),
-            self.source.reader(),
-            self.operator.policy(),
+        return open_runner(
+            self.operator.settings(),
+            store=self.control_plane.store(),
+            source=self.source.reader(),
             clock=self.clock.now_ms,
             **kwargs,
         )

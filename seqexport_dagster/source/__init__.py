@@ -1,1 +1,1 @@
-"""Sequenzy's own data: the tables we read, streaming readers, and the demo data generator."""
+"""Sequenzy's own data: the tables we read and the streaming readers (the demo generator is `demo.generator`)."""

@@ -11,22 +11,19 @@ import datetime as dt
 import os
 import sys
 
+from seqexport_dagster.assembly import control_plane_at, source_at
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.runner import Runner
-from seqexport_dagster.source.reader import SourceReader
-from seqexport_dagster.store.crypto import SecretBox
-from seqexport_dagster.store.database import create_engine
-from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster_tests.faults.scene import destination_factory
 
 
 def main(argv: list[str]) -> int:
     control, source, export_id, dataset, day, now_ms, part_limit = argv
-    store = ControlPlane(create_engine(control), SecretBox.parse(os.environ["SEQEXPORT_SECRET_KEYS"]))
+    store = control_plane_at(control, os.environ["SEQEXPORT_SECRET_KEYS"])
     runner = Runner(
         store,
-        SourceReader(create_engine(source)),
+        source_at(source),
         OperatorPolicy(allow_local=True),
         clock=lambda: int(now_ms),
         part_limit=int(part_limit),

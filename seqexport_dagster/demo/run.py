@@ -14,17 +14,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Final
 
 import seqexport_dagster
+from seqexport_dagster.assembly import open_control_plane, open_source
+from seqexport_dagster.clock import wall_clock_ms
+from seqexport_dagster.config import Settings
+from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination import DestinationConfig, OperatorPolicy
 from seqexport_dagster.progress import Advance, no_progress
-from seqexport_dagster.runner import Runner, wall_clock_ms
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.source.reader import SourceReader
-from seqexport_dagster.store.crypto import SecretBox, local_key_spec
-from seqexport_dagster.store.database import create_engine
-from seqexport_dagster.store.store import ControlPlane, ExportRecord
+from seqexport_dagster.store.store import COMMITTED, ControlPlane, ExportRecord
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, day_of
 
 ACCOUNTS = ("acme", "globex")
@@ -94,16 +95,20 @@ class DemoWorld:
     source_rows: dict[str, dict[str, int]]
 
     @property
-    def control_url(self) -> str:
-        return f"sqlite:///{self.home / 'control.db'}"
+    def settings(self) -> Settings:
+        return demo_settings(self.home)
 
-    @property
-    def source_url(self) -> str:
-        return f"sqlite:///{self.home / 'source.db'}"
 
-    @property
-    def secret_keys(self) -> str:
-        return local_key_spec(self.home / "secret.key")
+def demo_settings(home: Path) -> Settings:
+    """Everything in the demo folder: both SQLite files and a generated key; the local mode on."""
+    return Settings(
+        database_url=f"sqlite:///{home / 'control.db'}",
+        source_url=f"sqlite:///{home / 'source.db'}",
+        secret_keys="",
+        home=home,
+        allow_local=True,
+        secret_key_file=home / "secret.key",
+    )
 
 
 def build_demo(
@@ -116,16 +121,14 @@ def build_demo(
     home.mkdir(parents=True)
     now = (now_ms if now_ms is not None else wall_clock_ms()) // MINUTE_MS * MINUTE_MS
     created = now - (DATA_HOURS - 1) * HOUR_MS
-    source_engine = create_engine(f"sqlite:///{home / 'source.db'}")
-    store = ControlPlane(
-        create_engine(f"sqlite:///{home / 'control.db'}"), SecretBox.parse(local_key_spec(home / "secret.key"))
-    )
-    store.migrate()
+    settings = demo_settings(home)
+    source = open_source(settings)
+    store = open_control_plane(settings, migrate=True)
     source_rows = {}
     for i, account in enumerate(ACCOUNTS):
         advance("building demo data (accounts)", i, len(ACCOUNTS))
         source_rows[account] = generate_account(
-            source_engine, account, now - DATA_HOURS * HOUR_MS, now, seed=42 + i, scale=Scale(subscribers=400 - 100 * i)
+            source.engine, account, now - DATA_HOURS * HOUR_MS, now, seed=42 + i, scale=Scale(subscribers=400 - 100 * i)
         )
     advance("building demo data (accounts)", len(ACCOUNTS), len(ACCOUNTS))
     roots: dict[str, Path] = {}
@@ -146,8 +149,8 @@ def build_demo(
     return DemoWorld(
         home=home,
         store=store,
-        source=SourceReader(source_engine),
-        policy=OperatorPolicy(allow_local=True),
+        source=source,
+        policy=settings.policy,
         exports=exports,
         roots=roots,
         now_ms=now,
@@ -155,70 +158,47 @@ def build_demo(
     )
 
 
-def run_demo_core(world: DemoWorld, progress: Callable[[str], None] = lambda _: None) -> DemoSummary:
-    """Export every due window and the last complete day's snapshot through the core runners."""
-    started = time.perf_counter()
-    summary = DemoSummary(home=world.home, source_rows=world.source_rows)
-    runner = Runner(world.store, world.source, world.policy, clock=lambda: world.now_ms)
-    for export in world.exports:
-        summary.exports.append(DemoExport(export.account_id, export.id, world.roots[export.account_id]))
-        day = day_of(export.created_at)
-        while day <= day_of(world.now_ms):
-            for dataset in DATASETS:
-                report = runner.run_day(export.id, dataset, day, run_id=f"demo-{export.account_id}-{day}")
-                summary.windows += len(report.windows) + (1 if report.snapshot else 0)
-                summary.files, summary.rows, summary.bytes = (
-                    summary.files + report.files,
-                    summary.rows + report.rows,
-                    summary.bytes + report.bytes,
-                )
-                if report.rows or report.files:
-                    progress(f"{export.account_id:7} {dataset:14} {day}  {report.rows:6} rows  {report.files:3} files")
-            day = day.fromordinal(day.toordinal() + 1)
-        summary.runs += 1
-    summary.seconds = time.perf_counter() - started
-    return summary
+#: The repository's instance settings (run queue, run monitoring, retries, telemetry): the one source.
+INSTANCE_YAML: Final = Path(__file__).resolve().parents[2] / "deploy" / "dagster.yaml"
 
 
-def demo_instance_yaml(dagster_home: Path) -> str:
-    """The demo instance: ``dagster.yaml``'s run queue, SQLite storage spelled out.
+def demo_storage(dagster_home: Path) -> dict[str, Any]:
+    """SQLite storage spelled out, with one consolidated event log instead of a database per run:
+    the demo's runs are small, and creating a database file per run costs more than the run itself
+    on a slow-fsync disk."""
+    return {
+        "run_storage": {
+            "module": "dagster.core.storage.runs",
+            "class": "SqliteRunStorage",
+            "config": {"base_dir": f"{dagster_home}/history"},
+        },
+        "event_log_storage": {
+            "module": "dagster.core.storage.event_log",
+            "class": "ConsolidatedSqliteEventLogStorage",
+            "config": {"base_dir": f"{dagster_home}/history/runs"},
+        },
+        "schedule_storage": {
+            "module": "dagster.core.storage.schedules",
+            "class": "SqliteScheduleStorage",
+            "config": {"base_dir": f"{dagster_home}/schedules"},
+        },
+    }
 
-    One consolidated SQLite event log instead of a database per run: the demo's runs are small, and
-    creating a database file per run costs more than the run itself on a slow-fsync disk.
+
+def demo_instance_yaml(dagster_home: Path, instance_yaml: Path = INSTANCE_YAML) -> str:
+    """The demo instance: ``dagster.yaml`` with its storage spelled out (`demo_storage`).
+
+    Everything but the storage is read from ``dagster.yaml``, so the demo's run queue and limits are
+    the repository's. Outside a checkout (no ``dagster.yaml`` next to the package) Dagster's defaults
+    apply to them.
     """
-    return f"""# Written by `seqexport demo`. Browse with the `dg dev` command that `seqexport demo` prints.
-run_storage:
-  module: dagster.core.storage.runs
-  class: SqliteRunStorage
-  config:
-    base_dir: {dagster_home}/history
-event_log_storage:
-  module: dagster.core.storage.event_log
-  class: ConsolidatedSqliteEventLogStorage
-  config:
-    base_dir: {dagster_home}/history/runs
-schedule_storage:
-  module: dagster.core.storage.schedules
-  class: SqliteScheduleStorage
-  config:
-    base_dir: {dagster_home}/schedules
-run_coordinator:
-  module: dagster.core.run_coordinator
-  class: QueuedRunCoordinator
-  config:
-    max_concurrent_runs: 4
-    tag_concurrency_limits:
-      - key: export_id
-        value:
-          applyLimitPerUniqueValue: true
-        limit: 1
-      - key: dagster/partition/export
-        value:
-          applyLimitPerUniqueValue: true
-        limit: 1
-telemetry:
-  enabled: false
-"""
+    import yaml  # PyYAML comes with dagster
+
+    settings: dict[str, Any] = yaml.safe_load(instance_yaml.read_text()) if instance_yaml.is_file() else {}
+    settings.pop("storage", None)
+    header = "# Written by `seqexport demo`. Browse with the `dg dev` command that `seqexport demo` prints.\n"
+    body: str = yaml.safe_dump({**demo_storage(dagster_home), **settings}, sort_keys=False)
+    return header + body
 
 
 def run_demo_dagster(
@@ -238,13 +218,13 @@ def run_demo_dagster(
     import dagster as dg
 
     from seqexport_dagster.definitions import build_definitions, exporter_resources
-    from seqexport_dagster.defs.inline import tick
     from seqexport_dagster.defs.resources import (
         ControlPlaneResource,
         FixedClock,
         OperatorResource,
         SourceResource,
     )
+    from seqexport_dagster.demo.ticker import tick
 
     started = time.perf_counter()
     dagster_home = world.home / "dagster_home"
@@ -252,10 +232,11 @@ def run_demo_dagster(
     (dagster_home / "dagster.yaml").write_text(demo_instance_yaml(dagster_home))
     summary = DemoSummary(home=world.home, source_rows=world.source_rows, dagster_home=dagster_home)
     summary.exports = [DemoExport(e.account_id, e.id, world.roots[e.account_id]) for e in world.exports]
+    settings = world.settings
     resources = exporter_resources(
         # The key travels as a file path: Dagster may store resource values, never the key itself.
-        ControlPlaneResource(database_url=world.control_url, secret_key_file=str(world.home / "secret.key")),
-        SourceResource(source_url=world.source_url),
+        ControlPlaneResource(database_url=settings.database_url, secret_key_file=str(settings.secret_key_file)),
+        SourceResource(source_url=settings.source_url),
         OperatorResource(allow_local="1"),
         FixedClock(at_ms=world.now_ms),
     )
@@ -278,7 +259,7 @@ def run_demo_dagster(
             advance("catching up through Dagster (runs)", summary.runs, None)
     for export in world.exports:
         for w in world.store.ledger(export.id):
-            if w.status == "committed":
+            if w.status == COMMITTED:
                 summary.windows += 1
                 summary.rows += w.rows
                 summary.files += w.parts + (1 if w.snapshot_taken_at is not None else 0)

@@ -1,0 +1,396 @@
+"""Part-ledger delivery: how one attempt brings a window's parts in the bucket up to the source.
+
+The runner (`seqexport_dagster.runner`) decides which window or snapshot to write, and when, and
+commits it; an `Attempt` here writes its parts, write-once, as steps 2 to 4 of the runner's order of
+operations say: each part's intent in the ledger before its PUT, a retry finishing what an earlier
+attempt left (a part of unknown outcome re-sent under the same name, create-only), and late rows,
+found by id against the ledger (`late_ids`), as additional parts. Only an operator's replace
+overwrites (`Attempt.overwrite`).
+
+What can go wrong: the export is paused or deleted before a file (`RunInterrupted`), its destination
+changes (`DestinationChanged`: the runner starts over at the new place), or the store refuses a
+write (an `ExportError` from the destination). A definite refusal forgets the part's intent, so the
+next attempt may cut that part afresh; a transport failure keeps it (outcome unknown).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome
+from seqexport_dagster.errors import AccessDenied, PermanentError, RunInterrupted
+from seqexport_dagster.keys import SNAPSHOT_DATASET, connection_test_key
+from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.source.reader import Row, SourceReader
+from seqexport_dagster.store.store import (
+    ACTIVE,
+    LATE_PART,
+    LEGACY_PART,
+    RANGE_PART,
+    SUCCESS_MARK,
+    ControlPlane,
+    ExportRecord,
+    PartRecord,
+    location_of,
+)
+from seqexport_dagster.window import Window
+from seqexport_dagster.writer import EMPTY_GZIP, Part, PartWriter, SortKey, pack_ids, unpack_ids
+
+#: The snapshot's _SUCCESS in the part ledger: a number no part can have.
+SUCCESS_NUMBER: Final = -1
+EMPTY_MD5: Final = "1B2M2Y8AsgTpgAmY7PhCfg=="  # base64 MD5 of b""
+_PROBE: Final = b"Sequenzy Data Exports write probe: checks that this key may still create objects. Safe to delete.\n"
+
+DestinationFactory = Callable[[DestinationConfig, OperatorPolicy], Destination]
+
+
+class DestinationChanged(Exception):
+    """Internal signal: restart the current window or snapshot at the new destination."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What one attempt uploaded, beside the window's totals (a resumed attempt sends less)."""
+
+    parts: int = 0
+    rows: int = 0
+    bytes: int = 0
+    skipped: int = 0  # landed parts of earlier attempts, left as they are
+    resent: int = 0  # parts of unknown outcome sent again
+    existed: int = 0  # of those, the store said (412, or a probed 403) an earlier send had landed
+    late_rows: int = 0  # rows appended as additional parts because they appeared late
+
+
+@dataclass(slots=True)
+class Tally:
+    rows: int = 0
+    parts: int = 0
+    bytes: int = 0
+    sent_parts: int = 0
+    sent_rows: int = 0
+    sent_bytes: int = 0
+    skipped: int = 0
+    resent: int = 0
+    existed: int = 0
+    late_rows: int = 0
+    next_number: int = 0
+
+    def landed(self, rows: int, size: int) -> None:
+        self.rows, self.parts, self.bytes = self.rows + rows, self.parts + 1, self.bytes + size
+
+    def uploaded(self, part: Part) -> None:
+        self.sent_parts, self.sent_rows, self.sent_bytes = (
+            self.sent_parts + 1,
+            self.sent_rows + part.rows,
+            self.sent_bytes + part.size,
+        )
+
+    def sent(self) -> Sent:
+        return Sent(
+            self.sent_parts,
+            self.sent_rows,
+            self.sent_bytes,
+            self.skipped,
+            self.resent,
+            self.existed,
+            self.late_rows,
+        )
+
+
+def late_ids(
+    source: SourceReader, export: ExportRecord, dataset: str, window: Window, ledger: list[PartRecord]
+) -> set[str]:
+    """Ids in the source that no part of the window carries. Empty when the ledger no longer
+    holds the window's ids (legacy parts, or pruned after the reconciliation lookback)."""
+    if not ledger or any(p.ids is None for p in ledger):
+        return set()
+    delivered: set[str] = set()
+    for p in ledger:
+        delivered.update(unpack_ids(p.ids or b""))
+    scope = None if dataset == SNAPSHOT_DATASET else window
+    missing: set[str] = set()
+    for batch in source.ids(dataset, export.account_id, scope):
+        missing.update(i for i in batch if i not in delivered)
+    return missing
+
+
+class Attempt:
+    """One attempt at one window or snapshot, at one destination version."""
+
+    def __init__(
+        self,
+        store: ControlPlane,
+        source: SourceReader,
+        export: ExportRecord,
+        *,
+        policy: OperatorPolicy,
+        open_destination: DestinationFactory,
+        clock: Callable[[], int],
+        part_limit: int,
+        before_file: Callable[[str], None] | None,
+    ) -> None:
+        self.store = store
+        self.source = source
+        self.export = export
+        self.clock = clock
+        self.part_limit = part_limit
+        self.before_file = before_file
+        self.config, self.version = store.destination_config(export.id)
+        self.location = location_of(self.config.provider, self.config.endpoint, self.config.bucket, self.config.prefix)
+        if self.location != export.location:  # moved between reading the export and its secret
+            raise DestinationChanged
+        self.destination: Destination = open_destination(self.config, policy)
+
+    def guard(self) -> None:
+        if self.before_file is not None:  # issue 14: renews the writer lease
+            self.before_file(self.export.id)
+        state = self.store.state(self.export.id)
+        if state.status != ACTIVE:
+            raise RunInterrupted(self.export.id, state.status)
+        if state.destination_version != self.version:
+            raise DestinationChanged
+
+    def create(self, key: str, body: bytes, *, outcome_unknown: bool = False) -> PutOutcome:
+        """Create ``key`` (never replace it). ``outcome_unknown``: an earlier send may have landed it.
+
+        Without a precondition a key that may not overwrite answers 403 to a re-send of an object
+        that is there. That 403 is believed to mean "revoked" only if a fresh probe write under
+        ``<prefix>/_sequenzy/`` fails too; otherwise the object had landed.
+        """
+        self.guard()
+        try:
+            return self.destination.put(key, body, create_only=True)
+        except AccessDenied as exc:
+            if not (outcome_unknown or exc.outcome_unknown):
+                raise
+            try:
+                self.destination.put(connection_test_key(self.config.prefix, f"probe-{secrets.token_hex(8)}"), _PROBE)
+            except AccessDenied:
+                raise exc from None  # the key may not create anything: truly denied
+            return PutOutcome.EXISTED
+
+    def overwrite(self, key: str, body: bytes) -> None:
+        """An operator's replace: the one write that may overwrite."""
+        self.guard()
+        try:
+            self.destination.put(key, body, create_only=False)
+        except AccessDenied as exc:
+            raise AccessDenied(
+                f"{exc.message}. Replacing files needs a key that may overwrite; this one may only create "
+                "(GCS Storage Object Creator, S3 Object Lock or a create-only bucket policy). "
+                "Run the backfill without replace: it delivers what is missing and never overwrites"
+            ) from None
+
+    def close(self) -> None:
+        self.destination.close()
+
+    def deliver(
+        self,
+        window_id: int,
+        dataset: str,
+        window: Window,
+        keys: Callable[[int], str],
+        *,
+        replace: bool,
+        committed: bool,
+    ) -> Tally:
+        """Bring the window's parts at the attempt's location up to the source, write-once.
+
+        1. parts of unknown outcome are sent again with the rows they were recorded with;
+        2. an uncommitted window continues after the last landed boundary;
+        3. a window that was resumed or committed gets its late rows as additional parts.
+        """
+        account = self.export.account_id
+        snapshot = dataset == SNAPSHOT_DATASET
+        ledger = [
+            p for p in self.store.window_parts(self.export.id, dataset, window, self.location) if p.kind != SUCCESS_MARK
+        ]
+        if replace or any(p.kind == LEGACY_PART for p in ledger):
+            # An operator's replace, or a window the runner before the part ledger left unfinished
+            # (no boundaries to resume from): rewrite from part 0000. Needs overwrite rights.
+            return self._replace(window_id, dataset, window, keys, ledger)
+        tally = Tally()
+        writer = PartWriter(DATASETS[dataset], self.part_limit)
+        boundary: SortKey | None = None
+        for p in ledger:
+            tally.next_number = p.number + 1
+            if p.landed:
+                tally.skipped += 1
+                tally.landed(p.rows, p.size)
+            else:
+                lo, hi = (boundary, p.last) if p.kind == RANGE_PART else (None, None)
+                rows = self._rows(dataset, account, window, lo, hi, wanted=set(unpack_ids(p.ids or b"")))
+                part = _one_part(writer, rows, p.number)
+                outcome = self.create(p.key, part.body, outcome_unknown=True)
+                tally.resent += 1
+                tally.existed += outcome == PutOutcome.EXISTED
+                self.store.mark_part_landed(window_id, p.number, self.clock())
+                tally.landed(p.rows, p.size)
+                if outcome == PutOutcome.CREATED:
+                    tally.uploaded(part)
+            if p.kind == RANGE_PART and p.last is not None:
+                boundary = p.last
+        if not committed:
+            if snapshot:
+                batches = self.source.snapshot_batches(account, after=boundary)
+            else:
+                batches = self.source.window_batches(dataset, account, window, after=boundary)
+            self._send(window_id, writer, batches, keys, tally, kind=RANGE_PART, empty=not ledger)
+        if ledger or committed:
+            late = late_ids(
+                self.source,
+                self.export,
+                dataset,
+                window,
+                self.store.window_parts(self.export.id, dataset, window, self.location),
+            )
+            if late:
+                rows = self._rows(dataset, account, window, None, None, wanted=late)
+                before = tally.rows
+                self._send(window_id, writer, rows, keys, tally, kind=LATE_PART, empty=False)
+                tally.late_rows = tally.rows - before
+        return tally
+
+    def mark_success(self, window_id: int, key: str, *, replace: bool) -> None:
+        """The snapshot's ``_SUCCESS``, strictly after every part, recorded before its PUT like a part."""
+        self.store.record_part_intent(
+            window_id,
+            number=SUCCESS_NUMBER,
+            key=key,
+            kind=SUCCESS_MARK,
+            last=None,
+            rows=0,
+            size=0,
+            md5=EMPTY_MD5,
+            ids=pack_ids(()),
+            now_ms=self.clock(),
+        )
+        if replace:
+            self.overwrite(key, b"")
+        else:
+            self.create(key, b"", outcome_unknown=True)
+        self.store.mark_part_landed(window_id, SUCCESS_NUMBER, self.clock())
+
+    def _rows(
+        self,
+        dataset: str,
+        account: str,
+        window: Window,
+        after: SortKey | None,
+        until: SortKey | None,
+        *,
+        wanted: set[str],
+    ) -> Iterator[list[Row]]:
+        """Rows of a range (or the whole window) whose id is in ``wanted``, in the parts' order."""
+        if not wanted:  # an empty part: nothing to read
+            return
+        if dataset == SNAPSHOT_DATASET:
+            batches = self.source.snapshot_batches(account, after=after, until=until)
+        else:
+            batches = self.source.window_batches(dataset, account, window, after=after, until=until)
+        try:
+            for batch in batches:
+                kept = [row for row in batch if row[0] in wanted]
+                if kept:
+                    yield kept
+        finally:
+            _close(batches)
+
+    def _send(
+        self,
+        window_id: int,
+        writer: PartWriter,
+        batches: Iterator[list[Row]],
+        keys: Callable[[int], str],
+        tally: Tally,
+        *,
+        kind: str,
+        empty: bool,
+    ) -> None:
+        part: Part
+        try:
+            for part in writer.parts(batches, first=tally.next_number, empty=empty):
+                key = keys(part.number)
+                self._record_intent(window_id, key, part, kind)
+                try:
+                    outcome = self.create(key, part.body)
+                except PermanentError as exc:
+                    # A definite refusal (403, 404, a bad signature...) created nothing: the next
+                    # attempt may cut this part afresh. Transport failures keep the intent (unknown).
+                    if not (isinstance(exc, AccessDenied) and exc.outcome_unknown):
+                        self.store.forget_part_intent(window_id, part.number)
+                    raise
+                self.store.mark_part_landed(window_id, part.number, self.clock())
+                tally.next_number = part.number + 1
+                tally.landed(part.rows, part.size)
+                if outcome == PutOutcome.CREATED:
+                    tally.uploaded(part)
+                else:
+                    tally.existed += 1
+        finally:
+            # Release the source connection (on PostgreSQL an open transaction with a server-side
+            # cursor) now, not whenever the failure's traceback is collected.
+            _close(batches)
+
+    def _replace(
+        self,
+        window_id: int,
+        dataset: str,
+        window: Window,
+        keys: Callable[[int], str],
+        ledger: list[PartRecord],
+    ) -> Tally:
+        account = self.export.account_id
+        if dataset == SNAPSHOT_DATASET:
+            batches = self.source.snapshot_batches(account)
+        else:
+            batches = self.source.window_batches(dataset, account, window)
+        tally = Tally()
+        writer = PartWriter(DATASETS[dataset], self.part_limit)
+        try:
+            for part in writer.parts(batches):
+                self._overwrite(window_id, keys(part.number), part, tally)
+        finally:
+            _close(batches)
+        written = max((p.number + 1 for p in ledger if p.kind != SUCCESS_MARK), default=0)
+        for number in range(tally.parts, written):
+            blank = Part(number, EMPTY_GZIP, 0)
+            self._overwrite(window_id, keys(number), blank, tally)
+        return tally
+
+    def _overwrite(self, window_id: int, key: str, part: Part, tally: Tally) -> None:
+        self._record_intent(window_id, key, part, RANGE_PART)
+        self.overwrite(key, part.body)
+        self.store.mark_part_landed(window_id, part.number, self.clock())
+        tally.landed(part.rows, part.size)
+        tally.uploaded(part)
+
+    def _record_intent(self, window_id: int, key: str, part: Part, kind: str) -> None:
+        """The part ledger's record of ``part`` under ``key``, always before its PUT."""
+        self.store.record_part_intent(
+            window_id,
+            number=part.number,
+            key=key,
+            kind=kind,
+            last=part.last,
+            rows=part.rows,
+            size=part.size,
+            md5=part.content_md5,
+            ids=pack_ids(part.ids),
+            now_ms=self.clock(),
+        )
+
+
+def _one_part(writer: PartWriter, rows: Iterator[list[Row]], number: int) -> Part:
+    """The rows of one recorded part, re-cut; never more than the part limit (they were one part)."""
+    parts = list(writer.parts(rows, first=number))
+    return parts[0]
+
+
+def _close(batches: Iterator[object]) -> None:
+    close = getattr(batches, "close", None)
+    if close is not None:
+        close()
