@@ -74,9 +74,9 @@ def _world(p: dict[str, Any], work: Path, destination: Any) -> tuple[Any, str]:
     from seqexport_dagster.destination.base import OperatorPolicy
     from seqexport_dagster.runner import Runner
     from seqexport_dagster.source.reader import SourceReader
+    from seqexport_dagster.store import ControlPlane
     from seqexport_dagster.store.crypto import SecretBox, new_key_spec
     from seqexport_dagster.store.database import create_engine
-    from seqexport_dagster.store.store import ControlPlane
 
     template = Path(p["tmp"]) / CONTROL_TEMPLATE if p.get("tmp") else None
     control = Path(p["control_path"]) if p.get("control_path") else work / "control.db"

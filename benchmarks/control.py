@@ -36,9 +36,9 @@ def tick(p: dict[str, Any]) -> dict[str, Any]:
         SourceResource,
     )
     from seqexport_dagster.planner import due_work
+    from seqexport_dagster.store import ControlPlane
     from seqexport_dagster.store.crypto import SecretBox, new_key_spec
     from seqexport_dagster.store.database import create_engine
-    from seqexport_dagster.store.store import ControlPlane
     from seqexport_dagster.window import HOUR_MS
 
     n = int(p["exports"])
@@ -135,9 +135,9 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
 
     from seqexport_dagster.destination.base import DestinationConfig
     from seqexport_dagster.source.generator import Scale, generate_account
+    from seqexport_dagster.store import ControlPlane
     from seqexport_dagster.store.crypto import SecretBox, new_key_spec
     from seqexport_dagster.store.database import create_engine
-    from seqexport_dagster.store.store import ControlPlane
     from seqexport_dagster.window import DAY_MS, day_of
 
     n = int(p.get("exports", 1))
@@ -210,7 +210,7 @@ def runs_simulation(p: dict[str, Any]) -> dict[str, Any]:
     from dataclasses import replace
 
     from seqexport_dagster.planner import batch, due_work, windows_due
-    from seqexport_dagster.store.store import DatasetState, ExportRecord
+    from seqexport_dagster.store import DatasetState, ExportRecord
     from seqexport_dagster.window import HOUR_MS, MINUTE_MS
 
     n = int(p.get("exports", 1000))

@@ -76,9 +76,9 @@ def _setup(tmp: Path, n: int) -> tuple[str, str, str]:
     from seqexport_dagster.runner import wall_clock_ms
     from seqexport_dagster.source.generator import Scale, generate_account
     from seqexport_dagster.source.tables import create_source_tables
+    from seqexport_dagster.store import ControlPlane
     from seqexport_dagster.store.crypto import SecretBox, new_key_spec
     from seqexport_dagster.store.database import create_engine
-    from seqexport_dagster.store.store import ControlPlane
     from seqexport_dagster.window import HOUR_MS, MINUTE_MS
 
     keys, control, source = new_key_spec("bench"), f"sqlite:///{tmp}/control.db", f"sqlite:///{tmp}/source.db"

@@ -104,9 +104,9 @@ def children(tasks: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def migrated_control_plane(path: Path) -> None:
+    from seqexport_dagster.store import ControlPlane
     from seqexport_dagster.store.crypto import SecretBox, new_key_spec
     from seqexport_dagster.store.database import create_engine
-    from seqexport_dagster.store.store import ControlPlane
 
     engine = create_engine(f"sqlite:///{path}")
     try:

@@ -23,9 +23,9 @@ from seqexport_dagster.defs.inline import evaluate_sensor
 from seqexport_dagster.defs.resources import ControlPlaneResource, FixedClock, OperatorResource, SourceResource
 from seqexport_dagster.destination.base import DestinationConfig
 from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.database import create_engine
-from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.window import DAY_MS, HOUR_MS
 
 DAY0 = 20361 * DAY_MS

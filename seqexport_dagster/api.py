@@ -50,9 +50,7 @@ from seqexport_dagster.idle import next_scheduled
 from seqexport_dagster.presentation import mask_key_id
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS, parse_datasets
-from seqexport_dagster.store.database import create_engine
-from seqexport_dagster.store.rate_limit import admit_connection_test
-from seqexport_dagster.store.store import (
+from seqexport_dagster.store import (
     ACTIVE,
     DELETED,
     PAUSED,
@@ -62,6 +60,8 @@ from seqexport_dagster.store.store import (
     RotationReport,
     RunSummary,
 )
+from seqexport_dagster.store.database import create_engine
+from seqexport_dagster.store.rate_limit import admit_connection_test
 from seqexport_dagster.window import (
     DAY_MS,
     DEFAULT_FREQUENCY,

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     # The API pulls in SQLAlchemy and Alembic (about a second); `seqexport --help` must not wait.
     from seqexport_dagster.api import Exports
     from seqexport_dagster.remote import RemoteExports
-    from seqexport_dagster.store.store import ExportRecord
+    from seqexport_dagster.store import ExportRecord
 
     #: The database (`Exports`) or the HTTP API (`RemoteExports`, with SEQEXPORT_API_URL): same methods.
     AnyExports = Exports | RemoteExports

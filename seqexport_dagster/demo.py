@@ -19,9 +19,9 @@ from seqexport_dagster.runner import Runner, wall_clock_ms
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.source.reader import SourceReader
+from seqexport_dagster.store import ControlPlane, ExportRecord
 from seqexport_dagster.store.crypto import SecretBox, local_key_spec
 from seqexport_dagster.store.database import create_engine
-from seqexport_dagster.store.store import ControlPlane, ExportRecord
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, day_of
 
 ACCOUNTS = ("acme", "globex")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from seqexport_dagster.store.store import ACTIVE, ExportRecord
+from seqexport_dagster.store import ACTIVE, ExportRecord
 
 OK, FAILING, PAUSED = "ok", "failing", "paused"
 

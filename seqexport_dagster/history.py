@@ -17,8 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Final
 
-from seqexport_dagster.store.run_log import RunLog, RunLogEntry
-from seqexport_dagster.store.store import (
+from seqexport_dagster.store import (
     CANCELED,
     COMMITTED,
     FAILED,
@@ -28,6 +27,7 @@ from seqexport_dagster.store.store import (
     ControlPlane,
     LedgerWindow,
 )
+from seqexport_dagster.store.run_log import RunLog, RunLogEntry
 
 SUCCEEDED: Final = "succeeded"
 RESTARTED_NOTE: Final = "destination changed during the run; started over and delivered at the new destination"

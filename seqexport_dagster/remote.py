@@ -34,7 +34,7 @@ from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
 from seqexport_dagster.errors import ConflictError, ExportError, InvalidInput, NotFound, RetryableError
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.schema import parse_datasets
-from seqexport_dagster.store.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
+from seqexport_dagster.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
 from seqexport_dagster.window import DEFAULT_FREQUENCY, DEFAULT_LAG_MS, Window, frequency_ms
 
 #: What the client checks before sending: the server's own policy may be stricter, never looser.

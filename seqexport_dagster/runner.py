@@ -43,7 +43,7 @@ from seqexport_dagster.destination.base import (
 from seqexport_dagster.errors import AccessDenied, ExportError, PermanentError, RunInterrupted
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import Row, SourceReader
-from seqexport_dagster.store.store import (
+from seqexport_dagster.store import (
     ACTIVE,
     COMMITTED,
     LATE_PART,

@@ -16,7 +16,7 @@ from typing import Any
 from seqexport_dagster.api import Exports, ExportStatus, validate_account
 from seqexport_dagster.errors import InvalidInput, NotFound
 from seqexport_dagster.history import RunHistory
-from seqexport_dagster.store.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
+from seqexport_dagster.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
 
 
 @dataclass(frozen=True, slots=True)

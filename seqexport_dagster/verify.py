@@ -37,7 +37,7 @@ from seqexport_dagster.schema import DATASETS, TIMESTAMP_PATTERN, Dataset, Field
 from seqexport_dagster.window import PART_LIMIT, SUCCESS_NAME, Window, iso_ms, parse_key
 
 if TYPE_CHECKING:
-    from seqexport_dagster.store.store import ControlPlane
+    from seqexport_dagster.store import ControlPlane
 
 #: Locations listed per duplicated id; the count is always exact.
 MAX_LOCATIONS: Final = 20
@@ -588,7 +588,7 @@ def _check_ledger(checker: _Checker, store: ControlPlane, export_id: str) -> Non
     Only windows from the start of the bucket's chain on are compared: after a destination change
     the earlier windows live in the old location.
     """
-    from seqexport_dagster.store.store import COMMITTED
+    from seqexport_dagster.store import COMMITTED
 
     checker.report.ledger_checked = True
     latest: dict[tuple[str, Window], int] = {}

@@ -17,10 +17,10 @@ from seqexport_dagster.batch import BatchRunner
 from seqexport_dagster.destination.base import OperatorPolicy, open_destination
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
+from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.lease import Leases
-from seqexport_dagster.store.store import ControlPlane
 
 PART_LIMIT = 5
 

@@ -25,7 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.store.store import COMMITTED, ControlPlane
+from seqexport_dagster.store import COMMITTED, ControlPlane
 from seqexport_dagster.window import Window, iso_ms, parse_iso_ms, parse_key, part_key
 
 

@@ -18,8 +18,8 @@ from seqexport_dagster.config import Settings
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
+from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.database import create_engine
-from seqexport_dagster.store.store import ControlPlane
 
 
 def main(argv: list[str]) -> int:

@@ -17,9 +17,9 @@ from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
 from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.service.errors import TooManyRequests
 from seqexport_dagster.service.guard import RateLimit
+from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.idempotency import KEEP_MS, Claimed, IdempotencyStore, InProgress, Mismatch, Replay
-from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.store.tables import api_tokens
 from seqexport_dagster.store.token import TokenStore
 from seqexport_dagster_tests.api_server import mint, serve_thread

@@ -9,8 +9,8 @@ from alembic.migration import MigrationContext
 
 from seqexport_dagster.destination.base import DestinationConfig
 from seqexport_dagster.errors import NotFound, SecretKeyError
+from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
-from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.store.tables import metadata
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster_tests.world import DAY0, World
@@ -255,7 +255,7 @@ def test_destination_update_bumps_version_and_reseals(any_world: World) -> None:
 
 
 def test_a_new_attempt_closes_attempts_left_running_by_a_dead_worker(world):
-    from seqexport_dagster.store.store import FAILED, RUNNING, WORKER_LOST
+    from seqexport_dagster.store import FAILED, RUNNING, WORKER_LOST
     from seqexport_dagster.window import HOUR_MS, Window
 
     export = world.local_export(datasets=("email_events",))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from seqexport_dagster.source.generator import Scale, generate_account
-from seqexport_dagster.store.store import ControlPlane
+from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.verify import verify_location
 from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, iso_ms, parse_key, part_key, success_key
 from seqexport_dagster_tests.world import DAY0, World, sqlite_world

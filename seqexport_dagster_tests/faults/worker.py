@@ -15,9 +15,9 @@ from seqexport_dagster.destination.base import OperatorPolicy
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
+from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox
 from seqexport_dagster.store.database import create_engine
-from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster_tests.faults.scene import destination_factory
 
 
