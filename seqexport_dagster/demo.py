@@ -19,7 +19,7 @@ from seqexport_dagster.runner import Runner, wall_clock_ms
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.source.reader import SourceReader
-from seqexport_dagster.store import ControlPlane, ExportRecord
+from seqexport_dagster.store import COMMITTED, ControlPlane, ExportRecord
 from seqexport_dagster.store.crypto import SecretBox, local_key_spec
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, day_of
@@ -253,7 +253,7 @@ def run_demo_dagster(
             advance("catching up through Dagster (runs)", summary.runs, None)
     for export in world.exports:
         for w in world.store.ledger(export.id):
-            if w.status == "committed":
+            if w.status == COMMITTED:
                 summary.windows += 1
                 summary.rows += w.rows
                 summary.files += w.parts + (1 if w.snapshot_taken_at is not None else 0)

@@ -32,7 +32,7 @@ from seqexport_dagster.store.run_log import RunLog, RunLogEntry
 SUCCEEDED: Final = "succeeded"
 RESTARTED_NOTE: Final = "destination changed during the run; started over and delivered at the new destination"
 _ORDER: Final = ("running", "failed", "canceled", SUCCEEDED)
-_WORDS: Final = {COMMITTED: SUCCEEDED, RUNNING: "running", FAILED: "failed", CANCELED: "canceled"}
+_WORDS: Final[dict[str, str]] = {COMMITTED: SUCCEEDED, RUNNING: "running", FAILED: "failed", CANCELED: "canceled"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,22 +1,65 @@
 """The control plane's values: status names, and the frozen records its queries return.
 
 Plain values with no database access, so every layer (runner, planner, API, CLI) can hold them.
-The status names are the strings stored in the control-plane tables.
+The status enums' values are the strings stored in the control-plane tables (a `StrEnum` member
+equals its string, so rows read back as plain strings compare equal).
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import Any, Final
 
 from seqexport_dagster.schema import EVENT_DATASETS
 from seqexport_dagster.window import DAY_MS, Window, day_of
 
-ACTIVE, PAUSED, DELETED = "active", "paused", "deleted"
-RUNNING, COMMITTED, FAILED, CANCELED = "running", "committed", "failed", "canceled"
-PART_INTENT, PART_LANDED = "intent", "landed"
-RANGE_PART, LATE_PART, LEGACY_PART, SUCCESS_MARK = "range", "late", "legacy", "success"
+
+class ExportStatus(StrEnum):
+    """An export's status. Deleted exports are kept (their ledger is history), never listed."""
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    DELETED = "deleted"
+
+
+class WindowStatus(StrEnum):
+    """One window attempt in the ledger. Only a committed attempt moves the position."""
+
+    RUNNING = "running"
+    COMMITTED = "committed"
+    FAILED = "failed"
+    CANCELED = "canceled"  # paused, deleted, destination changed or run terminated: not a failure
+
+
+class PartStatus(StrEnum):
+    INTENT = "intent"  # recorded before its PUT; the PUT is not known to have landed
+    LANDED = "landed"  # the store answered 2xx (or 412: an earlier attempt created it)
+
+
+class PartKind(StrEnum):
+    RANGE = "range"  # a window's own part
+    LATE = "late"  # late rows appended to a committed window by reconciliation
+    LEGACY = "legacy"  # written before the part ledger kept row boundaries
+    SUCCESS = "success"  # a snapshot's _SUCCESS marker (part number -1)
+
+
+# The members under their short names, as most callers use them.
+ACTIVE: Final = ExportStatus.ACTIVE
+PAUSED: Final = ExportStatus.PAUSED
+DELETED: Final = ExportStatus.DELETED
+RUNNING: Final = WindowStatus.RUNNING
+COMMITTED: Final = WindowStatus.COMMITTED
+FAILED: Final = WindowStatus.FAILED
+CANCELED: Final = WindowStatus.CANCELED
+PART_INTENT: Final = PartStatus.INTENT
+PART_LANDED: Final = PartStatus.LANDED
+RANGE_PART: Final = PartKind.RANGE
+LATE_PART: Final = PartKind.LATE
+LEGACY_PART: Final = PartKind.LEGACY
+SUCCESS_MARK: Final = PartKind.SUCCESS
+
 HISTORY_MS = 14 * DAY_MS
 WORKER_LOST = "the run writing this window ended without finishing (run worker lost); it was retried"
 
@@ -118,8 +161,8 @@ class PartRecord:
 
     number: int
     key: str
-    kind: str  # RANGE_PART, LATE_PART, LEGACY_PART, or SUCCESS_MARK (a snapshot's _SUCCESS, number -1)
-    status: str  # PART_INTENT (recorded, PUT not known to have landed) or PART_LANDED
+    kind: str  # a `PartKind` value
+    status: str  # a `PartStatus` value
     #: Sort key of the part's last row: (recorded_at, id) for events, (id,) for the snapshot.
     last: tuple[str, ...] | None
     rows: int
