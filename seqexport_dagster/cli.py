@@ -19,10 +19,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from seqexport_dagster.connection_test import ConnectionTestFailed
 from seqexport_dagster.errors import (
     ConfigurationError,
     ConflictError,
+    ConnectionTestFailed,
     EndpointRefused,
     ExportError,
     InvalidInput,
@@ -30,6 +30,7 @@ from seqexport_dagster.errors import (
     RateLimited,
     RetryableError,
     SecretKeyError,
+    UsageError,
     sanitize_error,
 )
 from seqexport_dagster.progress import reporter
@@ -80,6 +81,32 @@ remote: with SEQEXPORT_API_URL and SEQEXPORT_API_TOKEN set, the management comma
 """
 
 
+#: Our error tree as (type, exit code), most specific first: the first type the error is wins.
+ERROR_EXITS: Final[tuple[tuple[type[ExportError], str, int], ...]] = (
+    (ConnectionTestFailed, "connection_test_failed", EXIT_CONNECTION),
+    (InvalidInput, "invalid_input", EXIT_BAD_INPUT),
+    (EndpointRefused, "invalid_input", EXIT_BAD_INPUT),
+    (NotFound, "not_found", EXIT_NOT_FOUND),
+    (ConflictError, "conflict", EXIT_CONFLICT),
+    (RateLimited, "rate_limited", EXIT_RATE_LIMITED),
+    (RetryableError, "unavailable", EXIT_UNAVAILABLE),
+    (SecretKeyError, "unavailable", EXIT_UNAVAILABLE),
+    (ConfigurationError, "unavailable", EXIT_UNAVAILABLE),
+    (ExportError, "error", EXIT_INTERNAL),
+)
+
+
+def exit_for(exc: ExportError) -> tuple[str, int]:
+    """The error's kind (the ``type`` of ``--json``'s error) and exit code, from `ERROR_EXITS`."""
+    return next((kind, code) for cls, kind, code in ERROR_EXITS if isinstance(exc, cls))
+
+
+def _error_field(exc: ExportError) -> str | None:
+    if isinstance(exc, InvalidInput):
+        return exc.field
+    return "endpoint" if isinstance(exc, EndpointRefused) else None
+
+
 _ENV_NAME_RE: Final = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}\Z")
 
 
@@ -95,10 +122,6 @@ def _usage_field(message: str) -> str | None:
         return None
     option = found.group(1)
     return _OPTION_FIELDS.get(option, option.replace("-", "_"))
-
-
-class UsageError(Exception):
-    """argparse's complaint, turned into an exit code 2 instead of a SystemExit."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -961,7 +984,7 @@ def _make_sqlite_folder(url: str) -> None:
 
 
 def _control_plane_exists(settings: Any) -> bool:
-    from seqexport_dagster.api import ConfigurationError, require_control_plane
+    from seqexport_dagster.api import require_control_plane
 
     try:
         require_control_plane(settings)
@@ -989,22 +1012,9 @@ def main(
     args.environ = os.environ if env is None else env
     try:
         return _run(args, out, clock)
-    except ConnectionTestFailed as exc:
-        return out.error("connection_test_failed", exc.message, EXIT_CONNECTION)
-    except InvalidInput as exc:
-        return out.error("invalid_input", exc.message, EXIT_BAD_INPUT, field=exc.field)
-    except EndpointRefused as exc:
-        return out.error("invalid_input", exc.message, EXIT_BAD_INPUT, field="endpoint")
-    except NotFound as exc:
-        return out.error("not_found", exc.message, EXIT_NOT_FOUND)
-    except ConflictError as exc:
-        return out.error("conflict", exc.message, EXIT_CONFLICT)
-    except RateLimited as exc:
-        return out.error("rate_limited", exc.message, EXIT_RATE_LIMITED)
-    except (RetryableError, SecretKeyError, ConfigurationError) as exc:
-        return out.error("unavailable", exc.message, EXIT_UNAVAILABLE)
     except ExportError as exc:
-        return out.error("error", exc.message, EXIT_INTERNAL)
+        kind, code = exit_for(exc)
+        return out.error(kind, exc.message, code, field=_error_field(exc))
     except KeyboardInterrupt:
         return out.error("interrupted", "interrupted", 130)
     except Exception as exc:  # the last line of defence: a message, never a traceback

@@ -9,10 +9,17 @@ from pathlib import Path
 import pytest
 
 from seqexport_dagster.api import Exports, mask_key_id
-from seqexport_dagster.connection_test import ConnectionTestFailed, run_connection_test
+from seqexport_dagster.connection_test import run_connection_test
 from seqexport_dagster.destination.base import Destination, DestinationConfig, OperatorPolicy, PutOutcome
 from seqexport_dagster.destination.local import LocalDestination
-from seqexport_dagster.errors import AccessDenied, ConflictError, InvalidInput, NotFound, RunInterrupted
+from seqexport_dagster.errors import (
+    AccessDenied,
+    ConflictError,
+    ConnectionTestFailed,
+    InvalidInput,
+    NotFound,
+    RunInterrupted,
+)
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, day_of, iso_ms
 from seqexport_dagster_tests.cli_harness import control_plane_rows, files_under

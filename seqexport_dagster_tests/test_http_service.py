@@ -14,8 +14,7 @@ import sqlalchemy as sa
 from seqexport_dagster import presentation as shapes
 from seqexport_dagster.api import Exports
 from seqexport_dagster.destination.base import DestinationConfig, OperatorPolicy
-from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.service.errors import TooManyRequests
+from seqexport_dagster.errors import InvalidInput, TooManyRequests
 from seqexport_dagster.service.guard import RateLimit
 from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec

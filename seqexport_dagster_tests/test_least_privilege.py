@@ -23,7 +23,6 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from seqexport_dagster.api import Exports
-from seqexport_dagster.connection_test import ConnectionTestFailed
 from seqexport_dagster.destination.base import (
     Destination,
     DestinationConfig,
@@ -31,7 +30,7 @@ from seqexport_dagster.destination.base import (
     PutOutcome,
     open_destination,
 )
-from seqexport_dagster.errors import AccessDenied, RetryableError
+from seqexport_dagster.errors import AccessDenied, ConnectionTestFailed, RetryableError
 from seqexport_dagster.source.generator import Scale, generate_account
 from seqexport_dagster.store import COMMITTED
 from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, day_of, iso_ms, part_key

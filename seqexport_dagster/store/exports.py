@@ -22,9 +22,9 @@ from seqexport_dagster.store.records import (
     ACTIVE,
     DELETED,
     DatasetState,
+    ExportLifecycle,
     ExportRecord,
     ExportState,
-    ExportStatus,
     RotationReport,
     dataset_state_of,
 )
@@ -205,7 +205,7 @@ class ExportStore:
             raise NotFound(f"export {export_id!r} not found")
 
     @translate_errors
-    def set_status(self, export_id: str, status: ExportStatus, now_ms: int) -> ExportRecord:
+    def set_status(self, export_id: str, status: ExportLifecycle, now_ms: int) -> ExportRecord:
         current = self.get_export(export_id)
         if current.status == DELETED:
             raise ConflictError(f"export {export_id} is deleted; create a new export instead")

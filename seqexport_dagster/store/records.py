@@ -16,8 +16,11 @@ from seqexport_dagster.schema import EVENT_DATASETS
 from seqexport_dagster.window import DAY_MS, Window, day_of
 
 
-class ExportStatus(StrEnum):
-    """An export's status. Deleted exports are kept (their ledger is history), never listed."""
+class ExportLifecycle(StrEnum):
+    """An export's status column. Deleted exports are kept (their ledger is history), never listed.
+
+    (`api.ExportStatus` is something else: the status view of one export.)
+    """
 
     ACTIVE = "active"
     PAUSED = "paused"
@@ -46,9 +49,9 @@ class PartKind(StrEnum):
 
 
 # The members under their short names, as most callers use them.
-ACTIVE: Final = ExportStatus.ACTIVE
-PAUSED: Final = ExportStatus.PAUSED
-DELETED: Final = ExportStatus.DELETED
+ACTIVE: Final = ExportLifecycle.ACTIVE
+PAUSED: Final = ExportLifecycle.PAUSED
+DELETED: Final = ExportLifecycle.DELETED
 RUNNING: Final = WindowStatus.RUNNING
 COMMITTED: Final = WindowStatus.COMMITTED
 FAILED: Final = WindowStatus.FAILED
