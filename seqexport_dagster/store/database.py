@@ -86,3 +86,10 @@ def translate_errors(fn: Callable[P, T]) -> Callable[P, T]:
             raise RetryableError(f"control-plane database unavailable: {first}") from exc
 
     return wrapper
+
+
+def make_sqlite_folder(url: str) -> None:
+    """A new SQLite control plane's folder (SQLite makes the file, not the folder)."""
+    url = normalize_url(url)
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
