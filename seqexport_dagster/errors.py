@@ -9,6 +9,8 @@ the scheduler's backoff, with a message the customer can act on.
 from __future__ import annotations
 
 import re
+import traceback
+from pathlib import Path
 from typing import Final
 
 #: Stored and shown error text is at most this many bytes of UTF-8: a store may answer anything, and
@@ -33,6 +35,17 @@ def sanitize_error(text: object, limit: int = ERROR_TEXT_LIMIT) -> str:
         return cleaned
     room = limit - len(_TRUNCATED.encode())
     return data[:room].decode("utf-8", "ignore").rstrip() + _TRUNCATED
+
+
+def foreign_error(exc: BaseException) -> str:
+    """``internal error <Type> at <file>:<line>`` for an exception outside our tree.
+
+    Type and place only, never the text: a foreign exception's arguments may carry anything (rows, a
+    decrypted secret).
+    """
+    where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    at = f" at {Path(where[0].filename).name}:{where[0].lineno}" if where else ""
+    return f"internal error {type(exc).__name__}{at}"
 
 
 class ExportError(Exception):

@@ -5,8 +5,6 @@ Stable: scripts rely on them, and `EXIT_CODES_HELP` (the end of ``seqexport --he
 
 from __future__ import annotations
 
-import traceback
-from pathlib import Path
 from typing import Final
 
 from seqexport_dagster.errors import (
@@ -20,6 +18,7 @@ from seqexport_dagster.errors import (
     RateLimited,
     RetryableError,
     SecretKeyError,
+    foreign_error,
 )
 
 EXIT_OK: Final = 0
@@ -83,8 +82,5 @@ def error_field(exc: ExportError) -> str | None:
 
 
 def internal_message(exc: BaseException) -> str:
-    """A bug's one line: type and place only, since a foreign exception's text may carry anything,
-    a decrypted secret included."""
-    where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-    at = f" at {Path(where[0].filename).name}:{where[0].lineno}" if where else ""
-    return f"internal error {type(exc).__name__}{at}; please report it"
+    """A bug's one line (`foreign_error`: type and place only), asking for a report."""
+    return f"{foreign_error(exc)}; please report it"
