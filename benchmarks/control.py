@@ -208,7 +208,7 @@ def runs_simulation(p: dict[str, Any]) -> dict[str, Any]:
     from dataclasses import replace
 
     from seqexport_dagster.planner import batch, due_work, windows_due
-    from seqexport_dagster.store.store import DatasetState, ExportRecord
+    from seqexport_dagster.store import DatasetState, ExportRecord
     from seqexport_dagster.window import HOUR_MS, MINUTE_MS
 
     n = int(p.get("exports", 1000))

@@ -58,8 +58,7 @@ from seqexport_dagster.status import (
     export_status,
     nothing_due_message,
 )
-from seqexport_dagster.store.rate_limit import admit_connection_test
-from seqexport_dagster.store.store import (
+from seqexport_dagster.store import (
     ACTIVE,
     DELETED,
     PAUSED,
@@ -68,6 +67,7 @@ from seqexport_dagster.store.store import (
     RotationReport,
     RunSummary,
 )
+from seqexport_dagster.store.rate_limit import admit_connection_test
 from seqexport_dagster.validation import validate_account, validate_export_id, validate_lag_ms
 from seqexport_dagster.window import (
     DAY_MS,

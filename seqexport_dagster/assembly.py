@@ -25,9 +25,9 @@ from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.config import Settings
 from seqexport_dagster.errors import ConfigurationError
 from seqexport_dagster.source.reader import SourceReader
+from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox
 from seqexport_dagster.store.database import create_engine
-from seqexport_dagster.store.store import ControlPlane
 
 if TYPE_CHECKING:
     # The runner pulls in the writer and the destinations; a CLI call that only reads the control

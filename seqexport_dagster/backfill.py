@@ -18,9 +18,8 @@ from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import SourceReader
-from seqexport_dagster.store import run_log
+from seqexport_dagster.store import ControlPlane, run_log
 from seqexport_dagster.store.lease import Leases
-from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.window import day_of
 
 #: A longer range is several commands: each call stays a bounded amount of work.

@@ -38,10 +38,9 @@ from typing import Final, Protocol
 from seqexport_dagster.errors import ExportError, LeaseLost, NotFound, RunInterrupted
 from seqexport_dagster.idle import retry_note
 from seqexport_dagster.runner import DayReport, Runner, WindowReport
-from seqexport_dagster.store import run_log
+from seqexport_dagster.store import ACTIVE, ControlPlane, run_log
 from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.run_log import RunLog, RunNotes
-from seqexport_dagster.store.store import ACTIVE, ControlPlane
 
 DONE, FAILED, BUSY, INACTIVE, INTERRUPTED, TIMED_OUT = "done", "failed", "busy", "inactive", "interrupted", "timed out"
 #: Waits before the 2nd and 3rd attempt of a dataset after a transient error (throttling, resets, 5xx).

@@ -15,25 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, open_destination
-from seqexport_dagster.errors import ExportError
+from seqexport_dagster.errors import ConnectionTestFailed, ExportError
 from seqexport_dagster.keys import connection_test_key
 from seqexport_dagster.window import iso_ms
 
 DestinationFactory = Callable[[DestinationConfig, OperatorPolicy], Destination]
-
-
-class ConnectionTestFailed(ExportError):
-    """The store refused (or never answered) the test write; nothing was saved.
-
-    ``cause`` is the translated destination error, already in the customer's words (access denied
-    for s3:PutObject on ..., no such bucket, bad signature, endpoint unreachable).
-    """
-
-    def __init__(self, location: str, cause: ExportError) -> None:
-        super().__init__(f"connection test to {location} failed: {cause.message}; nothing was saved")
-        self.location = location
-        self.cause = cause
-        self.retryable = cause.retryable
 
 
 @dataclass(frozen=True, slots=True)

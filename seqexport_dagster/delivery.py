@@ -25,7 +25,7 @@ from seqexport_dagster.errors import AccessDenied, PermanentError, RunInterrupte
 from seqexport_dagster.keys import SNAPSHOT_DATASET, connection_test_key
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import Row, SourceReader
-from seqexport_dagster.store.store import (
+from seqexport_dagster.store import (
     ACTIVE,
     LATE_PART,
     LEGACY_PART,

@@ -74,6 +74,13 @@ class ConfigurationError(ExportError):
     """The operator's settings (``SEQEXPORT_DATABASE_URL`` and friends) are not usable."""
 
 
+class UsageError(Exception):
+    """The command line could not be parsed (argparse's complaint): exit code 2, not a SystemExit.
+
+    Not an `ExportError`: it never leaves the CLI, and it carries no field of ours.
+    """
+
+
 class NotFound(ExportError):
     """The export (or another control-plane object) does not exist."""
 
@@ -134,12 +141,48 @@ class ResponseTooLarge(PermanentError):
     """The store's answer to a PutObject was far larger than any S3 answer; the connection was dropped."""
 
 
+class ConnectionTestFailed(ExportError):
+    """The store refused (or never answered) the test write; nothing was saved.
+
+    ``cause`` is the translated destination error, already in the customer's words (access denied
+    for s3:PutObject on ..., no such bucket, bad signature, endpoint unreachable).
+    """
+
+    def __init__(self, location: str, cause: ExportError) -> None:
+        super().__init__(f"connection test to {location} failed: {cause.message}; nothing was saved")
+        self.location = location
+        self.cause = cause
+        self.retryable = cause.retryable
+
+
+class RemoteConnectionTestFailed(ConnectionTestFailed):
+    """The HTTP API's connection test failed (answered 422); its message is already complete."""
+
+    def __init__(self, message: str) -> None:
+        ExportError.__init__(self, message)
+
+
 class RateLimited(ExportError):
     """Too many connection tests for one account in a short time; try again after ``retry_after_ms``."""
 
     def __init__(self, message: str, retry_after_ms: int) -> None:
         super().__init__(message)
         self.retry_after_ms = retry_after_ms
+
+
+class TooManyRequests(ExportError):
+    """The HTTP API's per-account write limit: answered 429 with ``Retry-After: retry_after_s``."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class Unauthorized(ExportError):
+    """The HTTP API request carried no valid token: answered 401."""
+
+    def __init__(self) -> None:
+        super().__init__("a valid API token is required: Authorization: Bearer sqx_...")
 
 
 class DestinationError(PermanentError):

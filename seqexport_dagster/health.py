@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from seqexport_dagster.store.store import ACTIVE, ExportRecord
+from seqexport_dagster.store import ACTIVE, ExportLifecycle, ExportRecord
 
 OK, FAILING, PAUSED = "ok", "failing", "paused"
 
@@ -38,7 +38,7 @@ def export_health(export: ExportRecord, now_ms: int) -> ExportHealth:
     failures = max((s.failures for s in states), default=0)
     retries = [s.next_retry_at for s in states if s.next_retry_at is not None]
     if export.status != ACTIVE:
-        health = PAUSED if export.status == "paused" else export.status
+        health = PAUSED if export.status == ExportLifecycle.PAUSED else export.status
     else:
         health = FAILING if failures else OK
     return ExportHealth(

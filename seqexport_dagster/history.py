@@ -17,8 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Final
 
-from seqexport_dagster.store.run_log import RunLog, RunLogEntry
-from seqexport_dagster.store.store import (
+from seqexport_dagster.store import (
     CANCELED,
     COMMITTED,
     FAILED,
@@ -28,11 +27,12 @@ from seqexport_dagster.store.store import (
     ControlPlane,
     LedgerWindow,
 )
+from seqexport_dagster.store.run_log import RunLog, RunLogEntry
 
 SUCCEEDED: Final = "succeeded"
 RESTARTED_NOTE: Final = "destination changed during the run; started over and delivered at the new destination"
 _ORDER: Final = ("running", "failed", "canceled", SUCCEEDED)
-_WORDS: Final = {COMMITTED: SUCCEEDED, RUNNING: "running", FAILED: "failed", CANCELED: "canceled"}
+_WORDS: Final[dict[str, str]] = {COMMITTED: SUCCEEDED, RUNNING: "running", FAILED: "failed", CANCELED: "canceled"}
 
 
 @dataclass(frozen=True, slots=True)

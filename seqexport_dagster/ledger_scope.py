@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 
 import sqlalchemy as sa
 
-from seqexport_dagster.store.store import COMMITTED, ControlPlane, location_of
+from seqexport_dagster.store import COMMITTED, ControlPlane, location_of
 from seqexport_dagster.store.tables import windows
 from seqexport_dagster.window import Window
 

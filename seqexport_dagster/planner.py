@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.store.store import ACTIVE, DatasetState, ExportRecord
+from seqexport_dagster.store import ACTIVE, DatasetState, ExportRecord
 from seqexport_dagster.window import DAY_MS, MINUTE_MS, Window, day_of, day_start_ms, due_windows
 
 #: A run that ended without moving any position (worker crash, terminated from the UI) is

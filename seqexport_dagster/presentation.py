@@ -20,7 +20,7 @@ from typing_extensions import TypedDict
 from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.status import DatasetStatus, ExportStatus, LastError
-from seqexport_dagster.store.store import DatasetState, ExportRecord, RotationReport, RunSummary
+from seqexport_dagster.store import DatasetState, ExportRecord, RotationReport, RunSummary
 from seqexport_dagster.window import Window, iso_ms, parse_iso_ms
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.schema import EVENT_DATASETS
-from seqexport_dagster.store.store import ACTIVE, COMMITTED, ExportRecord
+from seqexport_dagster.store import ACTIVE, ExportRecord
 from seqexport_dagster.window import DAY_MS, Window, frequency_ms
 
 DEFAULT_LOOKBACK_MS = DAY_MS
@@ -92,12 +92,8 @@ def reconcile(
         if state.dataset not in wanted or state.dataset not in EVENT_DATASETS or state.failures:
             continue
         runner.store.prune_part_ids(export_id, state.dataset, before_ms=now - max(PRUNE_AFTER_MS, lookback_ms))
-        recent = {
-            w.window
-            for w in runner.store.ledger(export_id, dataset=state.dataset, since_ms=since - DAY_MS)
-            if w.status == COMMITTED and w.window.to_ms > since and w.window.to_ms <= state.position_ms
-        }
-        for window in sorted(recent):
+        recent = runner.store.committed_since(export_id, state.dataset, since_ms=since, until_ms=state.position_ms)
+        for window in recent:
             if not runner.store.committed_at(export_id, state.dataset, window, export.location):
                 continue  # last committed elsewhere, before a destination change
             ledger = runner.store.window_parts(export_id, state.dataset, window, export.location)

@@ -19,30 +19,29 @@ import httpx
 
 from seqexport_dagster import presentation as shapes
 from seqexport_dagster.api import (
-    ConfigurationError,
     ExportStatus,
     Progress,
     Secret,
     _quiet,
 )
-from seqexport_dagster.connection_test import ConnectionTestFailed
 from seqexport_dagster.destination import DestinationConfig, OperatorPolicy, validate_config, validate_provider
-from seqexport_dagster.errors import ConflictError, ExportError, InvalidInput, NotFound, RetryableError
+from seqexport_dagster.errors import (
+    ConfigurationError,
+    ConflictError,
+    ExportError,
+    InvalidInput,
+    NotFound,
+    RemoteConnectionTestFailed,
+    RetryableError,
+)
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.schema import parse_datasets
-from seqexport_dagster.store.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
+from seqexport_dagster.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
 from seqexport_dagster.validation import validate_account, validate_export_id, validate_lag_ms
 from seqexport_dagster.window import DEFAULT_FREQUENCY, DEFAULT_LAG_MS, Window, frequency_ms
 
 #: What the client checks before sending: the server's own policy may be stricter, never looser.
 _LENIENT: Final = OperatorPolicy(allow_local=True)
-
-
-class RemoteConnectionTestFailed(ConnectionTestFailed):
-    """The server's connection test failed; its message is already complete."""
-
-    def __init__(self, message: str) -> None:
-        ExportError.__init__(self, message)
 
 
 def _error(response: httpx.Response) -> ExportError:

@@ -40,7 +40,7 @@ from seqexport_dagster.errors import ExportError, RunInterrupted, internal_error
 from seqexport_dagster.keys import SNAPSHOT_DATASET, part_key, snapshot_part_key, success_key
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import SourceReader
-from seqexport_dagster.store.store import (
+from seqexport_dagster.store import (
     ACTIVE,
     COMMITTED,
     SUCCESS_MARK,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from seqexport_dagster.idle import next_scheduled
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.store.store import DELETED, DatasetState, ExportRecord
+from seqexport_dagster.store import DELETED, DatasetState, ExportRecord
 from seqexport_dagster.window import DAY_MS, MINUTE_MS, Window, iso_ms, next_midnight
 
 

@@ -17,7 +17,7 @@ from seqexport_dagster.api import Exports
 from seqexport_dagster.errors import InvalidInput, NotFound
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.status import ExportStatus
-from seqexport_dagster.store.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
+from seqexport_dagster.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
 from seqexport_dagster.validation import validate_account
 
 

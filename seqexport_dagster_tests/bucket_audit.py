@@ -29,7 +29,7 @@ import sqlalchemy as sa
 
 from seqexport_dagster.keys import parse_key, part_key
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.store.store import COMMITTED, ControlPlane
+from seqexport_dagster.store import COMMITTED, ControlPlane
 from seqexport_dagster.verify import Bucket, StoredObject, verify_bucket
 from seqexport_dagster.window import Window, iso_ms
 

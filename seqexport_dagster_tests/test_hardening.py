@@ -25,10 +25,10 @@ from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.endpoint import validate_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import RateLimited, SecretKeyError
+from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.rate_limit import LIMIT, WINDOW_MS
-from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.store.tables import exports
 from seqexport_dagster_tests.cli_harness import (  # noqa: F401
     Cli,

@@ -32,8 +32,8 @@ def test_summarize_rules() -> None:
     """The pure merge of ledger and run log: the last attempt per window decides, the run log adds
     trigger and day, runs that wrote nothing appear, and a lost worker's run is closed as failed."""
     from seqexport_dagster.history import summarize
+    from seqexport_dagster.store import WORKER_LOST, LedgerWindow
     from seqexport_dagster.store.run_log import RunLogEntry
-    from seqexport_dagster.store.store import WORKER_LOST, LedgerWindow
     from seqexport_dagster.window import Window
 
     w1, w2 = Window(DAY0, DAY0 + HOUR_MS), Window(DAY0 + HOUR_MS, DAY0 + 2 * HOUR_MS)

@@ -15,12 +15,11 @@ from seqexport_dagster import presentation as shapes
 from seqexport_dagster.api import Exports
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
-from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.service.errors import TooManyRequests
+from seqexport_dagster.errors import InvalidInput, TooManyRequests
 from seqexport_dagster.service.guard import RateLimit
+from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.idempotency import KEEP_MS, Claimed, IdempotencyStore, InProgress, Mismatch, Replay
-from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.store.tables import api_tokens
 from seqexport_dagster.store.token import TokenStore
 from seqexport_dagster_tests.api_server import mint, serve_thread

@@ -31,7 +31,7 @@ from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import AccessDenied, RetryableError
 from seqexport_dagster.keys import part_key
-from seqexport_dagster.store.store import COMMITTED
+from seqexport_dagster.store import COMMITTED
 from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, day_of, iso_ms
 from seqexport_dagster_tests.bucket_audit import audit_export, read_objects
 from seqexport_dagster_tests.moto_server import MotoServer

@@ -14,7 +14,7 @@ from seqexport_dagster.planner import (
     windows_due,
     work_for,
 )
-from seqexport_dagster.store.store import DatasetState, ExportRecord
+from seqexport_dagster.store import DatasetState, ExportRecord
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster_tests.world import DAY0
 

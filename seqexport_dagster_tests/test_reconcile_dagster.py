@@ -19,7 +19,7 @@ from seqexport_dagster.defs.resources import ExporterResource, OperatorResource
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.demo.ticker import tick
 from seqexport_dagster.destination.config import DestinationConfig
-from seqexport_dagster.store.store import COMMITTED
+from seqexport_dagster.store import COMMITTED
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window, iso_ms
 from seqexport_dagster_tests.bucket_audit import audit_export, read_objects
 from seqexport_dagster_tests.dagster_harness import Harness, harness

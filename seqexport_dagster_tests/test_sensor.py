@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.factory import open_destination
+from seqexport_dagster.store import CANCELED, COMMITTED
 from seqexport_dagster.store.lease import LEASE_TTL_MS, Leases
-from seqexport_dagster.store.store import CANCELED, COMMITTED
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, chain
 from seqexport_dagster_tests.dagster_harness import Harness, harness
 from seqexport_dagster_tests.world import DAY0

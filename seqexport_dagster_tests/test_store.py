@@ -9,8 +9,8 @@ from alembic.migration import MigrationContext
 
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.errors import NotFound, SecretKeyError
+from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
-from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.store.tables import metadata
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster_tests.world import DAY0, World
@@ -255,7 +255,7 @@ def test_destination_update_bumps_version_and_reseals(any_world: World) -> None:
 
 
 def test_a_new_attempt_closes_attempts_left_running_by_a_dead_worker(world):
-    from seqexport_dagster.store.store import FAILED, RUNNING, WORKER_LOST
+    from seqexport_dagster.store import FAILED, RUNNING, WORKER_LOST
     from seqexport_dagster.window import HOUR_MS, Window
 
     export = world.local_export(datasets=("email_events",))
@@ -285,3 +285,67 @@ def test_history_shows_the_last_14_days_only(world):
     now = start + 15 * DAY_MS
     assert [h.run_id for h in world.store.history(export.id, now)] == ["new", "edge"]
     assert [h.run_id for h in world.store.history(export.id, now + 1)] == ["new"]
+
+
+def test_status_values_are_stored_as_their_plain_strings(any_world: World) -> None:
+    """The status enums are `StrEnum`s: rows hold the same words as before, and read back equal."""
+    from seqexport_dagster.store import PAUSED, ExportLifecycle, PartKind, PartStatus, WindowStatus
+    from seqexport_dagster.store.tables import exports, parts, windows
+
+    store = any_world.store
+    export_id = create(any_world)
+    store.set_status(export_id, PAUSED, any_world.clock())
+    window = Window(DAY0, DAY0 + 15 * MINUTE_MS)
+    window_id = store.start_window(export_id, "email_events", window, run_id="r1", location="loc", now_ms=DAY0)
+    store.record_part_intent(
+        window_id, number=0, key="k0", kind=PartKind.RANGE, last=None, rows=0, size=1, md5="m", ids=b"", now_ms=DAY0
+    )
+    store.commit_window(window_id, rows=0, part_count=1, size=1, now_ms=DAY0)
+    with any_world.control_engine.connect() as conn:
+        status = conn.execute(sa.select(exports.c.status)).scalar_one()
+        window_status = conn.execute(sa.select(windows.c.status)).scalar_one()
+        kind, part_status = conn.execute(sa.select(parts.c.kind, parts.c.status)).one()
+    assert (status, window_status, kind, part_status) == ("paused", "committed", "range", "intent")
+    assert type(status) is str and status == ExportLifecycle.PAUSED
+    assert store.get_export(export_id).status == ExportLifecycle.PAUSED
+    assert store.ledger(export_id)[0].status == WindowStatus.COMMITTED
+    assert store.window_parts(export_id, "email_events", window, "loc")[0].status == PartStatus.INTENT
+
+
+def test_committed_since_lists_each_committed_window_once_within_its_bounds(world: World) -> None:
+    store = world.store
+    export_id = create(world)
+    q = 15 * MINUTE_MS
+    w1, w2, w3 = (Window(DAY0 + i * q, DAY0 + (i + 1) * q) for i in range(3))
+    for window, outcome in ((w1, "commit"), (w2, "commit"), (w2, "commit"), (w3, "fail")):
+        window_id = store.start_window(export_id, "email_events", window, run_id="r", location="loc", now_ms=DAY0)
+        if outcome == "commit":
+            store.commit_window(window_id, rows=0, part_count=1, size=1, now_ms=DAY0)
+        else:
+            store.fail_window(window_id, error="boom", now_ms=DAY0)
+    assert store.committed_since(export_id, "email_events", since_ms=DAY0, until_ms=w3.to_ms) == [w1, w2]
+    assert store.committed_since(export_id, "email_events", since_ms=w1.to_ms, until_ms=w3.to_ms) == [w2]
+    assert store.committed_since(export_id, "email_events", since_ms=DAY0, until_ms=w1.to_ms) == [w1]
+    assert store.committed_since(export_id, "sms_events", since_ms=DAY0, until_ms=w3.to_ms) == []
+
+
+def test_the_store_is_imported_through_its_package() -> None:
+    """`records`, `exports`, `ledger` and `control_plane` are the store's inside: others use `store`."""
+    import ast
+    from pathlib import Path
+
+    import seqexport_dagster
+
+    root = Path(seqexport_dagster.__file__).parent.parent
+    inside = {f"seqexport_dagster.store.{name}" for name in ("records", "exports", "ledger", "control_plane")}
+    offenders = []
+    for folder in ("seqexport_dagster", "seqexport_dagster_tests", "benchmarks"):
+        for path in (root / folder).rglob("*.py"):
+            if path.is_relative_to(root / "seqexport_dagster" / "store"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module in inside:
+                    offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+                elif isinstance(node, ast.Import):
+                    offenders += [f"{path.relative_to(root)}:{node.lineno}" for a in node.names if a.name in inside]
+    assert offenders == []

@@ -39,10 +39,9 @@ from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.reconcile import Reconciled, reconcile
 from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
-from seqexport_dagster.store import run_log
+from seqexport_dagster.store import ACTIVE, ControlPlane, run_log
 from seqexport_dagster.store.fleet import day_totals
 from seqexport_dagster.store.run_log import RunLog
-from seqexport_dagster.store.store import ACTIVE, ControlPlane
 from seqexport_dagster.window import iso_ms, parse_date_key
 
 #: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) deliver what the day lacks.

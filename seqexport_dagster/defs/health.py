@@ -10,8 +10,8 @@ from typing import Any, Final
 import dagster as dg
 
 from seqexport_dagster.health import export_health, failing_exports
+from seqexport_dagster.store import ExportRecord
 from seqexport_dagster.store.fleet import DayTotals
-from seqexport_dagster.store.store import ExportRecord
 from seqexport_dagster.window import iso_ms
 
 STATUS_ASSET: Final = "export_status"

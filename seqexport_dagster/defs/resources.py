@@ -25,10 +25,10 @@ from seqexport_dagster.config import Settings
 from seqexport_dagster.destination import OperatorPolicy
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
+from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.lease import Leases
-from seqexport_dagster.store.store import ControlPlane
 from seqexport_dagster.window import HOUR_MS
 
 

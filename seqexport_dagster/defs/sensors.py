@@ -37,11 +37,10 @@ from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.idle import idle_reason
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.store import run_log
+from seqexport_dagster.store import ExportRecord, run_log
 from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.run_log import RunLog
-from seqexport_dagster.store.store import ExportRecord
 from seqexport_dagster.window import day_of
 
 #: Run tags: one key per export and per account in the run (``export/<id>``, ``account/<id>``).

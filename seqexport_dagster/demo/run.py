@@ -25,7 +25,7 @@ from seqexport_dagster.destination import DestinationConfig, OperatorPolicy
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import SourceReader
-from seqexport_dagster.store.store import COMMITTED, ControlPlane, ExportRecord
+from seqexport_dagster.store import COMMITTED, ControlPlane, ExportRecord
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, day_of
 
 ACCOUNTS = ("acme", "globex")

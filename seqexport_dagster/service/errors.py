@@ -14,10 +14,10 @@ from typing import Final
 
 from fastapi.responses import JSONResponse
 
-from seqexport_dagster.api import ConfigurationError
-from seqexport_dagster.connection_test import ConnectionTestFailed
 from seqexport_dagster.errors import (
+    ConfigurationError,
     ConflictError,
+    ConnectionTestFailed,
     EndpointRefused,
     ExportError,
     InvalidInput,
@@ -25,22 +25,13 @@ from seqexport_dagster.errors import (
     RateLimited,
     RetryableError,
     SecretKeyError,
+    TooManyRequests,
+    Unauthorized,
     sanitize_error,
 )
 
 RETRY_AFTER_S: Final = 5
 log = logging.getLogger("seqexport.api")
-
-
-class TooManyRequests(ExportError):
-    def __init__(self, message: str, retry_after_s: int) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
-class Unauthorized(ExportError):
-    def __init__(self) -> None:
-        super().__init__("a valid API token is required: Authorization: Bearer sqx_...")
 
 
 def error_response(status: int, kind: str, message: str, field: str | None = None, **headers: str) -> JSONResponse:

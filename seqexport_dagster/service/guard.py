@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 
 from fastapi.responses import JSONResponse, Response
 
-from seqexport_dagster.errors import ConflictError, InvalidInput
-from seqexport_dagster.service.errors import TooManyRequests
+from seqexport_dagster.errors import ConflictError, InvalidInput, TooManyRequests
 from seqexport_dagster.store.idempotency import Claimed, IdempotencyStore, InProgress, Mismatch, Replay
 
 

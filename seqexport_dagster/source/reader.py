@@ -28,7 +28,7 @@ import psycopg2
 import sqlalchemy as sa
 
 from seqexport_dagster.errors import RetryableError
-from seqexport_dagster.schema import DATASETS, Dataset
+from seqexport_dagster.schema import DATASETS, SUBSCRIBERS, Dataset
 from seqexport_dagster.window import Window, iso_ms
 
 Row = tuple[Any, ...]
@@ -84,7 +84,7 @@ class SourceReader:
         self, account_id: str, *, after: tuple[str, ...] | None = None, until: tuple[str, ...] | None = None
     ) -> Iterator[list[Row]]:
         """The account's subscribers ordered by id (after / up to an id), from one consistent read."""
-        ds = DATASETS["subscribers"]
+        ds = SUBSCRIBERS
         where, params = self._range("id", after, until)
         sql = (
             f"SELECT {select_list(ds, self.dialect)} FROM {ds.name} WHERE account_id = {self._mark}{where} ORDER BY id"

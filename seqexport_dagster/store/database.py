@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
+
+from seqexport_dagster.errors import RetryableError
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def normalize_url(url: str) -> str:
@@ -64,3 +71,25 @@ def _owner_only(path: Path, mode: int) -> None:
     info = path.stat()
     if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) & 0o077:
         path.chmod(mode)
+
+
+def translate_errors(fn: Callable[P, T]) -> Callable[P, T]:
+    """The control plane's one error boundary: a database that cannot be reached (or dropped the
+    connection) leaves as `RetryableError`, with the driver's first line as the reason."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            first = (str(exc.orig or exc).strip().splitlines() or ["unknown error"])[0]
+            raise RetryableError(f"control-plane database unavailable: {first}") from exc
+
+    return wrapper
+
+
+def make_sqlite_folder(url: str) -> None:
+    """A new SQLite control plane's folder (SQLite makes the file, not the folder)."""
+    url = normalize_url(url)
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from seqexport_dagster.store.store import COMMITTED
+from seqexport_dagster.store.records import COMMITTED
 from seqexport_dagster.store.tables import export_datasets, exports, windows
 from seqexport_dagster.window import DAY_MS, Window, day_start_ms
 

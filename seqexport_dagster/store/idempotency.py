@@ -14,7 +14,7 @@ from typing import Final
 
 import sqlalchemy as sa
 
-from seqexport_dagster.store.store import _translate
+from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.tables import idempotency_keys
 from seqexport_dagster.window import DAY_MS
 
@@ -51,7 +51,7 @@ class IdempotencyStore:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
 
-    @_translate
+    @translate_errors
     def claim(self, caller: str, key: str, operation: str, fingerprint: str, now_ms: int) -> Outcome:
         t = idempotency_keys
         with self.engine.begin() as conn:
@@ -76,7 +76,7 @@ class IdempotencyStore:
                 return Replay(int(m["status_code"]), str(m["body"]))
         return Claimed()
 
-    @_translate
+    @translate_errors
     def finish(self, caller: str, key: str, status_code: int, body: str) -> None:
         t = idempotency_keys
         with self.engine.begin() as conn:
@@ -84,13 +84,13 @@ class IdempotencyStore:
                 t.update().where(t.c.caller == caller, t.c.key == key).values(status_code=status_code, body=body)
             )
 
-    @_translate
+    @translate_errors
     def release(self, caller: str, key: str) -> None:
         t = idempotency_keys
         with self.engine.begin() as conn:
             conn.execute(t.delete().where(t.c.caller == caller, t.c.key == key, t.c.status_code.is_(None)))
 
-    @_translate
+    @translate_errors
     def prune(self, now_ms: int) -> int:
         t = idempotency_keys
         with self.engine.begin() as conn:

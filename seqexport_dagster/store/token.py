@@ -20,7 +20,7 @@ from typing import Final
 import sqlalchemy as sa
 
 from seqexport_dagster.errors import InvalidInput, NotFound
-from seqexport_dagster.store.store import _translate
+from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.tables import api_tokens
 
 ACCOUNT_SCOPE: Final = "account"
@@ -65,7 +65,7 @@ class TokenStore:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
 
-    @_translate
+    @translate_errors
     def create(self, *, account_id: str | None, now_ms: int, name: str = "") -> tuple[str, ApiToken]:
         """Mint a token for ``account_id`` (``None``: operator scope). Returns the value, shown once."""
         if len(name) > 128:
@@ -86,7 +86,7 @@ class TokenStore:
             )
         return value, ApiToken(token_id, account_id, scope, name, now_ms, None)
 
-    @_translate
+    @translate_errors
     def list(self, *, account_id: str | None = None, include_revoked: bool = False) -> list[ApiToken]:
         query = sa.select(api_tokens).order_by(api_tokens.c.created_at, api_tokens.c.id)
         if account_id is not None:
@@ -96,7 +96,7 @@ class TokenStore:
         with self.engine.connect() as conn:
             return [_row(r) for r in conn.execute(query).all()]
 
-    @_translate
+    @translate_errors
     def revoke(self, token_id: str, now_ms: int) -> ApiToken:
         if not _ID_RE.match(token_id or ""):
             raise InvalidInput("token_id", f"{token_id!r} is not a token id: ids look like sqx_0123456789ab")
@@ -111,7 +111,7 @@ class TokenStore:
             raise NotFound(f"token {token_id!r} not found")
         return _row(row)
 
-    @_translate
+    @translate_errors
     def authenticate(self, value: str) -> ApiToken | None:
         """The live token with this value, or ``None`` (unknown, malformed, wrong secret, revoked)."""
         match = _TOKEN_RE.match(value or "")

@@ -27,7 +27,7 @@ from seqexport_dagster.window import Window, iso_ms
 from seqexport_dagster.writer import PART_LIMIT
 
 if TYPE_CHECKING:
-    from seqexport_dagster.store.store import ControlPlane
+    from seqexport_dagster.store import ControlPlane
 
 #: Locations listed per duplicated id; the count is always exact.
 MAX_LOCATIONS: Final = 20

@@ -8,7 +8,7 @@ from seqexport_dagster.verify.report import Problem
 from seqexport_dagster.window import Window
 
 if TYPE_CHECKING:
-    from seqexport_dagster.store.store import ControlPlane
+    from seqexport_dagster.store import ControlPlane
 
 
 def ledger_problems(
@@ -20,7 +20,7 @@ def ledger_problems(
     the earlier windows live in the old location.
     """
     from seqexport_dagster.ledger_scope import committed_elsewhere
-    from seqexport_dagster.store.store import COMMITTED
+    from seqexport_dagster.store import COMMITTED
 
     problems: list[Problem] = []
     latest: dict[tuple[str, Window], int] = {}

@@ -42,7 +42,7 @@ def downgrade() -> None:
 def _reseal() -> None:
     # Imported here: a migration module is loaded by Alembic's script directory, not by the package.
     from seqexport_dagster.errors import SecretKeyError
-    from seqexport_dagster.store.store import seal_binding
+    from seqexport_dagster.store import seal_binding
 
     box = context.config.attributes.get("secret_box")
     exports = sa.table(

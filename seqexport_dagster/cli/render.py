@@ -1,0 +1,372 @@
+"""What the CLI prints: the output channel (which scrubs secrets), tables, and each command's view.
+
+Results go to stdout (as JSON with ``--json``: the shapes are `seqexport_dagster.presentation`'s, the
+same as the HTTP API's), progress and errors to stderr. Nothing here reads a database or a bucket.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from seqexport_dagster.destination.config import describe_location
+from seqexport_dagster.errors import sanitize_error
+from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.window import iso_ms
+
+if TYPE_CHECKING:
+    from seqexport_dagster.batch import BatchReport
+    from seqexport_dagster.demo.run import DemoSummary
+    from seqexport_dagster.history import RunHistory
+    from seqexport_dagster.status import ExportNowPlan, ExportStatus
+    from seqexport_dagster.store import ExportRecord, RotationReport
+    from seqexport_dagster.store.token import ApiToken
+
+
+class Output:
+    """Prints results and errors; scrubs every secret the command has read from all of it."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.secrets: list[str] = []
+
+    def scrub(self, text: str) -> str:
+        for secret in self.secrets:
+            # Also its JSON-escaped form; a secret of a few characters would blank out every
+            # matching word of the output, and no real store issues one that short.
+            if len(secret) >= 4:
+                text = text.replace(secret, "***").replace(json.dumps(secret)[1:-1], "***")
+        return text
+
+    def line(self, text: str = "") -> None:
+        print(self.scrub(text), file=sys.stdout)
+
+    def progress(self, text: str) -> None:
+        print(self.scrub(text), file=sys.stderr, flush=True)
+
+    def json(self, value: object) -> None:
+        print(self.scrub(json.dumps(value, indent=2)), file=sys.stdout)
+
+    def error(self, kind: str, message: str, code: int, field: str | None = None) -> int:
+        message = sanitize_error(message)
+        if self.as_json:
+            error: dict[str, object] = {"type": kind, "message": self.scrub(message), "exit_code": code}
+            if field:
+                error["field"] = field
+            self.json({"error": error})
+        else:
+            print(f"error: {self.scrub(message)}", file=sys.stderr)
+        return code
+
+
+def shapes() -> ModuleType:
+    """`seqexport_dagster.presentation`, the JSON shapes shared with the HTTP API.
+
+    Imported late: it pulls in the API, SQLAlchemy and Alembic (about a second), and
+    `seqexport --help` must not wait for them."""
+    import seqexport_dagster.presentation as module
+
+    return module
+
+
+def mask_key_id(access_key_id: str | None) -> str | None:
+    masked: str | None = shapes().mask_key_id(access_key_id)
+    return masked
+
+
+def export_json(e: ExportRecord) -> dict[str, object]:
+    return dict(shapes().export_json(e))
+
+
+def when(ms: int | None) -> str:
+    return "-" if ms is None else iso_ms(ms)[:19].replace("T", " ") + "Z"
+
+
+def duration(ms: int) -> str:
+    seconds = ms // 1000
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {seconds:02d}s"
+    return f"{seconds}s"
+
+
+def size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{n} B"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Aligned columns for people; numbers right-aligned."""
+    cells = [[str(c) for c in headers], *[["-" if c is None else str(c) for c in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    numeric = [all(isinstance(row[i], int) for row in rows) and bool(rows) for i in range(len(headers))]
+    lines = []
+    for r in cells:
+        parts = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(r, widths, numeric, strict=True)]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def where(e: ExportRecord) -> str:
+    """The destination as a URL (``s3://bucket/prefix via endpoint``)."""
+    return describe_location(e.provider, e.bucket, e.prefix, e.endpoint if e.provider != "gcs" else None)
+
+
+def describe(out: Output, e: ExportRecord) -> None:
+    rows = [
+        ("export", e.id),
+        ("account", e.account_id),
+        ("status", e.status),
+        ("destination", where(e)),
+        ("region", e.region or "-"),
+        ("access key id", mask_key_id(e.access_key_id) or "-"),
+        ("frequency", f"{e.frequency} (lag {duration(e.lag_ms)})"),
+        ("datasets", ", ".join(d.dataset for d in e.datasets)),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        out.line(f"{key.ljust(width)}  {value}")
+
+
+def changed(out: Output, record: ExportRecord, verb: str) -> None:
+    if out.as_json:
+        out.json(export_json(record))
+    else:
+        out.line(f"Export {record.id} {verb}; status {record.status}.")
+
+
+def created(out: Output, record: ExportRecord) -> None:
+    if out.as_json:
+        out.json(export_json(record))
+    else:
+        out.line(f"Created export {record.id}. The first files arrive after the first {record.frequency} window.")
+        describe(out, record)
+
+
+def export_list(out: Output, records: Sequence[ExportRecord], *, include_deleted: bool) -> None:
+    if out.as_json:
+        out.json([export_json(r) for r in records])
+        return
+    if not records:
+        out.line("No exports." + ("" if include_deleted else " (--all also shows deleted ones)"))
+        return
+    out.line(
+        table(
+            ("EXPORT", "ACCOUNT", "STATUS", "FREQ", "DATASETS", "DESTINATION"),
+            [
+                (r.id, r.account_id, r.status, r.frequency, ",".join(d.dataset for d in r.datasets), where(r))
+                for r in records
+            ],
+        )
+    )
+
+
+def export_status(out: Output, status: ExportStatus) -> None:
+    e = status.export
+    if out.as_json:
+        out.json(shapes().status_json(status))
+        return
+    describe(out, e)
+    if e.export_now_at is not None:
+        out.line(f"export now  requested at {when(e.export_now_at)}")
+    out.line()
+    out.line(
+        table(
+            ("DATASET", "POSITION (UTC)", "BEHIND", "FAILURES", "NEXT RETRY"),
+            [
+                (
+                    d.dataset,
+                    when(d.position_ms),
+                    duration(d.behind_ms),
+                    d.last_error.attempts if d.last_error else 0,
+                    when(d.last_error.next_retry_at) if d.last_error else "-",
+                )
+                for d in status.datasets
+            ],
+        )
+    )
+    errors = [d.last_error for d in status.datasets if d.last_error]
+    for err in errors:
+        out.line()
+        out.line(f"last error of {err.dataset} (shown until a run succeeds):")
+        out.line(f"  window      {err.window if err.window else '-'}")
+        out.line(f"  at          {when(err.at)}")
+        out.line(f"  attempts    {err.attempts}")
+        out.line(f"  next retry  {when(err.next_retry_at)}")
+        out.line(f"  message     {sanitize_error(err.message)}")
+    if not errors:
+        out.line()
+        out.line("No errors.")
+
+
+def export_now_plan(out: Output, plan: ExportNowPlan, warning: str | None) -> None:
+    if out.as_json:
+        body = export_json(plan.export)
+        body["export_now"] = [
+            {"dataset": name, "from_ms": w.from_ms, "to_ms": w.to_ms, "window": str(w)} for name, w in plan.due
+        ]
+        body["daemon_warning"] = warning
+        out.json(body)
+        return
+    out.line(f"Export {plan.export.id}: export now requested; the scheduler starts it at its next tick (within 30 s):")
+    for name, window in plan.due:
+        what = f"snapshot of {window.date_key}" if DATASETS[name].is_snapshot else f"from {window}"
+        out.line(f"  {name:14} {what}")
+
+
+def run_history(out: Output, runs: Sequence[RunHistory]) -> None:
+    if out.as_json:
+        out.json(shapes().history_json(runs))
+        return
+    if not runs:
+        out.line("No runs in the last 14 days.")
+        return
+    out.line(
+        table(
+            ("STARTED (UTC)", "DAY", "TRIGGER", "STATUS", "DATASETS", "WINDOWS", "ROWS", "FILES", "SIZE", "ERROR"),
+            [
+                (
+                    when(r.started_at),
+                    ",".join(r.days) or "-",
+                    r.trigger or "-",
+                    r.status,
+                    ",".join(r.datasets),
+                    r.windows,
+                    r.rows,
+                    r.files,
+                    size(r.bytes),
+                    sanitize_error(r.error or r.note or "", 200),
+                )
+                for r in runs
+            ],
+        )
+    )
+
+
+def rotation(out: Output, report: RotationReport) -> bool:
+    """Shows a key rotation; returns whether every stored secret was re-sealed."""
+    body = shapes().resealed_json(report)
+    failed = body["failed"]
+    if out.as_json:
+        out.json(body)
+    else:
+        out.line(f"Re-sealed {report.resealed} secret(s).")
+        for item in failed:
+            out.line(f"NOT re-sealed: export {item['export_id']}: {item['error']}")
+        if failed:
+            out.line(
+                "Keep the old keys in SEQEXPORT_SECRET_KEYS until these are fixed (or the destination re-entered)."
+            )
+        else:
+            out.line("Old keys may now be dropped from SEQEXPORT_SECRET_KEYS.")
+    return not failed
+
+
+def demo_json(summary: DemoSummary) -> None:
+    print(
+        json.dumps(
+            {
+                "home": str(summary.home),
+                "exports": [
+                    {"account_id": e.account_id, "export_id": e.export_id, "root": str(e.root)} for e in summary.exports
+                ],
+                "windows": summary.windows,
+                "files": summary.files,
+                "rows": summary.rows,
+                "bytes": summary.bytes,
+                "seconds": round(summary.seconds, 3),
+                "runs": summary.runs,
+                "dagster_home": str(summary.dagster_home) if summary.dagster_home else None,
+                "duckdb_query": summary.duckdb_query(),
+            }
+        )
+    )
+
+
+def demo_summary(summary: DemoSummary, counts: Sequence[Sequence[Any]] | None) -> None:
+    """The demo's closing words; ``counts`` are its DuckDB query's rows (None without DuckDB)."""
+    print(
+        f"\nExported {summary.rows:,} rows in {summary.windows} windows, {summary.files} files, "
+        f"{summary.bytes / 1e6:.2f} MB, in {summary.seconds:.1f} s."
+    )
+    for e in summary.exports:
+        print(f"  {e.account_id:8} {e.export_id}  ->  {e.root}")
+    print("\nQuery the files with DuckDB:\n")
+    print(f"  {summary.duckdb_query()}\n")
+    if counts is not None:
+        for event_type, count in counts:
+            print(f"  {event_type:14} {count:>8,}")
+        print()
+    if summary.dagster_home:
+        print(f"{summary.runs} Dagster runs are recorded in {summary.dagster_home}. Browse them with:\n")
+        print(f"  {summary.browse_command()}\n")
+
+
+def token_json(token: ApiToken) -> dict[str, object]:
+    return dict(shapes().token_json(token))
+
+
+def token_created(out: Output, token: ApiToken, value: str) -> None:
+    """The one time a token's value is shown: printed past `Output`, which would scrub it."""
+    if out.as_json:
+        print(json.dumps({**token_json(token), "token": value}, indent=2))
+        return
+    print(
+        f"Created {token.scope} token {token.id}"
+        + (f" for account {token.account_id}" if token.account_id else "")
+        + "."
+    )
+    print("It is shown only now; store it in your secret manager:")
+    print(value)
+
+
+def token_revoked(out: Output, token: ApiToken) -> None:
+    if out.as_json:
+        out.json(token_json(token))
+    else:
+        out.line(f"Token {token.id} is revoked; requests with it now get 401.")
+
+
+def token_list(out: Output, tokens: Sequence[ApiToken]) -> None:
+    if out.as_json:
+        out.json([token_json(t) for t in tokens])
+    elif not tokens:
+        out.line("No tokens.")
+    else:
+        out.line(
+            table(
+                ("TOKEN", "SCOPE", "ACCOUNT", "NAME", "CREATED (UTC)", "REVOKED (UTC)"),
+                [
+                    (t.id, t.scope, t.account_id or "*", t.name or "-", when(t.created_at), when(t.revoked_at))
+                    for t in tokens
+                ],
+            )
+        )
+
+
+def backfill_report(out: Output, start: str, end: str, report: BatchReport) -> None:
+    outcomes: list[dict[str, Any]] = [
+        {"export_id": o.export_id, "status": o.status, "rows": o.rows, "files": o.files, "bytes": o.bytes,
+         "errors": [{"dataset": d, "message": m} for d, m in o.errors]}
+        for o in report.outcomes.values()
+    ]  # fmt: skip
+    if out.as_json:
+        out.json({"from": start, "to": end, "exports": outcomes})
+        return
+    for o in outcomes:
+        out.line(f"{o['export_id']}: {o['status']}; {o['rows']} rows, {o['files']} files, {o['bytes']} bytes")
+        for e in o["errors"]:
+            out.line(f"  {e['dataset']}: {e['message']}")

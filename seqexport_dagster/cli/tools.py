@@ -1,0 +1,170 @@
+"""The commands that open what they need themselves: the demo, verify, API tokens, the API server
+and operators' backfill. Management commands (`commands`) get an API from `app` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from seqexport_dagster.cli import render
+from seqexport_dagster.cli.commands import read_secret
+from seqexport_dagster.cli.exits import EXIT_INTERNAL, EXIT_OK, EXIT_VERIFY_FAILED
+from seqexport_dagster.cli.render import Output
+from seqexport_dagster.errors import InvalidInput
+from seqexport_dagster.progress import reporter
+
+if TYPE_CHECKING:
+    from seqexport_dagster.cli.commands import AnyExports
+    from seqexport_dagster.demo.run import DemoSummary
+
+
+def demo(args: argparse.Namespace) -> int:
+    from seqexport_dagster.demo.run import run_demo
+
+    with reporter(bool(args.json)) as shown:
+        summary = run_demo(
+            Path(args.home), Path(args.dest_dir) if args.dest_dir else None, progress=shown.line, advance=shown.advance
+        )
+    if args.json:
+        render.demo_json(summary)
+    else:
+        render.demo_summary(summary, _duckdb_counts(summary))
+    return EXIT_OK
+
+
+def _duckdb_counts(summary: DemoSummary) -> list[tuple[Any, ...]] | None:
+    """The demo's own DuckDB query over what it wrote, when DuckDB is installed."""
+    try:
+        import duckdb
+    except ImportError:
+        return None
+    return duckdb.execute(summary.duckdb_query()).fetchall()
+
+
+def verify(args: argparse.Namespace) -> int:
+    """Customer-side: checks a bucket with the customer's read key; the ledger only for operators."""
+    from seqexport_dagster.verify import verify_location
+
+    out = Output(bool(args.json))
+    secret = read_secret(args, out, required=bool(args.access_key_id))
+    ledger: Any = None
+    api: AnyExports | None = None
+    if args.ledger and args.environ.get("SEQEXPORT_API_URL"):
+        # Customers: the ledger comes from the HTTP API (their token), the bucket from their read key.
+        from seqexport_dagster.remote import RemoteExports
+
+        api = RemoteExports.from_env(args.environ)
+        ledger = (api, api.get_export(args.ledger).id)
+    elif args.ledger:
+        from seqexport_dagster.api import Exports
+        from seqexport_dagster.config import Settings
+
+        api = Exports.from_settings(Settings.from_env(args.environ), must_exist=True)
+        ledger = (api.store, api.store.get_export(args.ledger).id)
+    try:
+        with reporter(out.as_json) as shown:
+            report = verify_location(
+                args.source,
+                s3_endpoint=args.endpoint,
+                access_key_id=args.access_key_id,
+                secret_access_key=secret,
+                region=args.region,
+                ledger=ledger,
+                progress=shown.advance,
+            )
+    finally:
+        if api is not None:
+            api.close()
+    out.line(report.to_json() if out.as_json else report.render())
+    return EXIT_OK if report.ok else EXIT_VERIFY_FAILED
+
+
+def local_only(args: argparse.Namespace, what: str) -> None:
+    if args.environ.get("SEQEXPORT_API_URL"):
+        raise InvalidInput(
+            "SEQEXPORT_API_URL", f"{what} needs the control-plane database; unset SEQEXPORT_API_URL and run it there"
+        )
+
+
+def tokens(args: argparse.Namespace) -> int:
+    """Operators mint, list and revoke API tokens; a token's value is printed once, at creation."""
+    from seqexport_dagster.api import Exports
+    from seqexport_dagster.clock import wall_clock_ms
+    from seqexport_dagster.config import Settings
+    from seqexport_dagster.store.token import TokenStore
+    from seqexport_dagster.validation import validate_account
+
+    local_only(args, "managing tokens")
+    out = Output(bool(args.json))
+    if args.action == "create" and bool(args.account) == bool(args.operator):
+        raise InvalidInput("account", "give --account ACCOUNT for an account token, or --operator (sees every account)")
+    if args.action == "revoke" and not args.token_id:
+        raise InvalidInput("token_id", "give the id of the token to revoke (see `seqexport tokens list`)")
+    if args.account:
+        validate_account(args.account)
+    api = Exports.from_settings(Settings.from_env(args.environ))
+    try:
+        store = TokenStore(api.store.engine)
+        if args.action == "create":
+            value, token = store.create(account_id=args.account, now_ms=wall_clock_ms(), name=args.name or "")
+            out.secrets.append(value.rsplit("_", 1)[1])
+            render.token_created(out, token, value)
+        elif args.action == "revoke":
+            render.token_revoked(out, store.revoke(args.token_id, wall_clock_ms()))
+        else:
+            render.token_list(out, store.list(account_id=args.account, include_revoked=args.all))
+        return EXIT_OK
+    finally:
+        api.close()
+
+
+def serve(args: argparse.Namespace) -> int:
+    from seqexport_dagster.config import Settings
+    from seqexport_dagster.service.guard import RateLimit
+    from seqexport_dagster.service.server import serve as run_server
+
+    local_only(args, "serving the API")
+    if not 0 < args.port < 65536:
+        raise InvalidInput("port", f"{args.port} is not a TCP port (1-65535)")
+    run_server(
+        Settings.from_env(args.environ), host=args.host, port=args.port, write_limit=RateLimit.parse(args.write_limit)
+    )
+    return EXIT_OK
+
+
+def backfill(args: argparse.Namespace) -> int:
+    """Operators: re-deliver days for chosen exports (create-only; never before an export's start)."""
+    import uuid
+
+    from seqexport_dagster.api import Exports
+    from seqexport_dagster.assembly import open_source
+    from seqexport_dagster.backfill import backfill as run_backfill
+    from seqexport_dagster.batch import DONE
+    from seqexport_dagster.clock import wall_clock_ms
+    from seqexport_dagster.config import Settings
+
+    local_only(args, "seqexport backfill")
+    out = Output(bool(args.json))
+    settings = Settings.from_env(args.environ)
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()] if args.datasets else []
+    api = Exports.from_settings(settings)
+    source = open_source(settings)
+    try:
+        report = run_backfill(
+            api.store,
+            source,
+            settings.policy,
+            args.export,
+            args.start,
+            args.end,
+            clock=wall_clock_ms,
+            datasets=datasets,
+            holder=f"seqexport-backfill-{uuid.uuid4().hex[:8]}",
+        )
+    finally:
+        source.engine.dispose()
+        api.close()
+    render.backfill_report(out, args.start, args.end, report)
+    return EXIT_OK if all(o.status == DONE for o in report.outcomes.values()) else EXIT_INTERNAL

@@ -1,0 +1,398 @@
+"""The windows ledger and the part ledger: every window attempt, every part, and the positions.
+
+Invariants kept here:
+- A position only moves in the transaction that commits its window in the ledger, and only forward
+  along the chain (the committed window must start exactly at the current position).
+- A part's intent is recorded before its PUT and marked landed after a 2xx; part numbers never shrink.
+- A failure counts for backoff and shows as the dataset's last error until a window commits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from seqexport_dagster.errors import sanitize_error
+from seqexport_dagster.store.database import translate_errors
+from seqexport_dagster.store.records import (
+    CANCELED,
+    COMMITTED,
+    FAILED,
+    HISTORY_MS,
+    PART_INTENT,
+    PART_LANDED,
+    RUNNING,
+    WORKER_LOST,
+    DatasetState,
+    LedgerWindow,
+    PartRecord,
+    RunSummary,
+    dataset_state_of,
+    part_record_of,
+)
+from seqexport_dagster.store.tables import export_datasets, exports, parts, windows
+from seqexport_dagster.window import DAY_MS, Window, backoff_ms
+
+
+class LedgerStore:
+    """What runs record and customers read back as history. Mixed into `ControlPlane`."""
+
+    engine: sa.Engine
+
+    @translate_errors
+    def start_window(
+        self, export_id: str, dataset: str, window: Window, *, run_id: str | None, location: str, now_ms: int
+    ) -> int:
+        """Open a ledger attempt. Attempts of the same (export, dataset) still marked running belong to
+        a worker that died (SIGKILL, lost node): only one run per export writes at a time. They are
+        closed as failed here, so history never shows a run as running forever."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                windows.update()
+                .where(windows.c.export_id == export_id, windows.c.dataset == dataset, windows.c.status == RUNNING)
+                .values(status=FAILED, error=WORKER_LOST, finished_at=now_ms)
+            )
+            result = conn.execute(
+                windows.insert().values(
+                    export_id=export_id,
+                    dataset=dataset,
+                    date=window.date_key,
+                    from_ms=window.from_ms,
+                    to_ms=window.to_ms,
+                    run_id=run_id,
+                    location=location,
+                    status=RUNNING,
+                    started_at=now_ms,
+                )
+            )
+            key = result.inserted_primary_key
+            assert key is not None
+            return int(key[0])
+
+    def _part_number(self, export_id: str, dataset: str, window: Window, location: str) -> sa.ColumnElement[bool]:
+        return sa.and_(
+            parts.c.export_id == export_id,
+            parts.c.dataset == dataset,
+            parts.c.from_ms == window.from_ms,
+            parts.c.to_ms == window.to_ms,
+            parts.c.location == location,
+        )
+
+    @translate_errors
+    def window_parts(self, export_id: str, dataset: str, window: Window, location: str) -> list[PartRecord]:
+        """The part ledger of one window at one location, by part number."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(parts).where(self._part_number(export_id, dataset, window, location)).order_by(parts.c.part)
+            ).all()
+        return [part_record_of(r) for r in rows]
+
+    @translate_errors
+    def record_part_intent(
+        self,
+        window_id: int,
+        *,
+        number: int,
+        key: str,
+        kind: str,
+        last: tuple[str, ...] | None,
+        rows: int,
+        size: int,
+        md5: str,
+        ids: bytes,
+        now_ms: int,
+    ) -> None:
+        """Record a part before its PUT: what it will hold and where its rows end.
+
+        A number already in the ledger is only recorded again by an operator's replace; its row is
+        then rewritten in place as a new intent.
+        """
+        with self.engine.begin() as conn:
+            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            values: dict[str, Any] = {
+                "window_id": window_id,
+                "key": key,
+                "kind": kind,
+                "status": PART_INTENT,
+                "last_recorded_at": last[0] if last and len(last) > 1 else None,
+                "last_id": last[-1] if last else None,
+                "rows": rows,
+                "bytes": size,
+                "md5": md5,
+                "ids": ids,
+                "written_at": now_ms,
+                "landed_at": None,
+            }
+            where = sa.and_(
+                self._part_number(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location),
+                parts.c.part == number,
+            )
+            if conn.execute(parts.update().where(where).values(**values)).rowcount == 0:
+                conn.execute(
+                    parts.insert().values(
+                        export_id=w.export_id,
+                        dataset=w.dataset,
+                        from_ms=w.from_ms,
+                        to_ms=w.to_ms,
+                        location=w.location,
+                        part=number,
+                        **values,
+                    )
+                )
+
+    @translate_errors
+    def mark_part_landed(self, window_id: int, number: int, now_ms: int) -> None:
+        with self.engine.begin() as conn:
+            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            where = sa.and_(
+                self._part_number(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location),
+                parts.c.part == number,
+            )
+            conn.execute(parts.update().where(where).values(status=PART_LANDED, landed_at=now_ms))
+
+    @translate_errors
+    def forget_part_intent(self, window_id: int, number: int) -> None:
+        """Drop an intent whose PUT the store definitely refused: nothing landed under its name."""
+        with self.engine.begin() as conn:
+            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            where = sa.and_(
+                self._part_number(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location),
+                parts.c.part == number,
+                parts.c.status == PART_INTENT,
+            )
+            conn.execute(parts.delete().where(where))
+
+    @translate_errors
+    def prune_part_ids(self, export_id: str, dataset: str, *, before_ms: int) -> int:
+        """Drop the ids of committed windows ending before ``before_ms``: late-row detection never
+        looks that far back, and the ids are the ledger's only per-row cost. Returns parts pruned."""
+        committed = (
+            sa.select(windows.c.id)
+            .where(
+                windows.c.export_id == parts.c.export_id,
+                windows.c.dataset == parts.c.dataset,
+                windows.c.from_ms == parts.c.from_ms,
+                windows.c.to_ms == parts.c.to_ms,
+                windows.c.location == parts.c.location,
+                windows.c.status == COMMITTED,
+            )
+            .exists()
+        )
+        with self.engine.begin() as conn:
+            return conn.execute(
+                parts.update()
+                .where(
+                    parts.c.export_id == export_id,
+                    parts.c.dataset == dataset,
+                    parts.c.to_ms < before_ms,
+                    parts.c.ids.is_not(None),
+                    committed,
+                )
+                .values(ids=None)
+            ).rowcount
+
+    @translate_errors
+    def commit_window(
+        self,
+        window_id: int,
+        *,
+        rows: int,
+        part_count: int,
+        size: int,
+        now_ms: int,
+        snapshot_taken_at: int | None = None,
+    ) -> bool:
+        """Mark the window written and, if it continues the chain, advance the position.
+
+        Returns whether the position moved. Both happen in one transaction: the position is never
+        ahead of the ledger, and the ledger never claims a window the position has skipped.
+        """
+        with self.engine.begin() as conn:
+            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            conn.execute(
+                windows.update()
+                .where(windows.c.id == window_id)
+                .values(
+                    status=COMMITTED,
+                    rows=rows,
+                    parts=part_count,
+                    bytes=size,
+                    finished_at=now_ms,
+                    error=None,
+                    snapshot_taken_at=snapshot_taken_at,
+                )
+            )
+            active = sa.and_(
+                export_datasets.c.export_id == w.export_id,
+                export_datasets.c.dataset == w.dataset,
+                export_datasets.c.removed_at.is_(None),
+            )
+            advanced = conn.execute(
+                export_datasets.update()
+                .where(active, export_datasets.c.position_ms == w.from_ms)
+                .values(position_ms=w.to_ms)
+            ).rowcount
+            conn.execute(
+                export_datasets.update()
+                .where(active)
+                .values(
+                    failures=0,
+                    next_retry_at=None,
+                    last_error=None,
+                    last_error_at=None,
+                    last_error_from_ms=None,
+                    last_error_to_ms=None,
+                )
+            )
+        return bool(advanced)
+
+    @translate_errors
+    def fail_window(
+        self, window_id: int, *, error: str, now_ms: int, count_failure: bool = True, canceled: bool = False
+    ) -> DatasetState | None:
+        """Record an unfinished attempt.
+
+        ``canceled`` (pause, delete, destination change, terminated run) is not a failure: the ledger
+        says canceled and backoff is untouched. A failure is always shown as failed; ``count_failure``
+        only says whether it counts for backoff and the last error now (False while the run itself
+        still retries a transient error, so one failing run counts once).
+        """
+        with self.engine.begin() as conn:
+            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            conn.execute(
+                windows.update()
+                .where(windows.c.id == window_id)
+                .values(status=CANCELED if canceled else FAILED, error=sanitize_error(error), finished_at=now_ms)
+            )
+        if canceled:
+            count_failure = False
+        if not count_failure:
+            return None
+        return self.record_failure(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), error, now_ms)
+
+    @translate_errors
+    def record_failure(
+        self, export_id: str, dataset: str, window: Window | None, error: str, now_ms: int
+    ) -> DatasetState | None:
+        with self.engine.begin() as conn:
+            e = conn.execute(sa.select(exports.c.frequency).where(exports.c.id == export_id)).first()
+            active = sa.and_(
+                export_datasets.c.export_id == export_id,
+                export_datasets.c.dataset == dataset,
+                export_datasets.c.removed_at.is_(None),
+            )
+            d = conn.execute(sa.select(export_datasets).where(active)).first()
+            if e is None or d is None:
+                return None
+            failures = d.failures + 1
+            conn.execute(
+                export_datasets.update()
+                .where(active)
+                .values(
+                    failures=failures,
+                    next_retry_at=now_ms + backoff_ms(e.frequency, failures),
+                    last_error=sanitize_error(error),
+                    last_error_at=now_ms,
+                    last_error_from_ms=window.from_ms if window else None,
+                    last_error_to_ms=window.to_ms if window else None,
+                )
+            )
+            d = conn.execute(sa.select(export_datasets).where(active)).one()
+        return dataset_state_of(d)
+
+    @translate_errors
+    def ledger(
+        self,
+        export_id: str,
+        *,
+        dataset: str | None = None,
+        since_ms: int | None = None,
+        date: str | None = None,
+    ) -> list[LedgerWindow]:
+        query = sa.select(windows).where(windows.c.export_id == export_id)
+        if dataset:
+            query = query.where(windows.c.dataset == dataset)
+        if since_ms is not None:
+            query = query.where(windows.c.started_at >= since_ms)
+        if date:
+            query = query.where(windows.c.date == date)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(windows.c.id)).all()
+        return [
+            LedgerWindow(
+                id=r.id,
+                dataset=r.dataset,
+                window=Window(r.from_ms, r.to_ms),
+                run_id=r.run_id,
+                status=r.status,
+                rows=r.rows,
+                parts=r.parts,
+                bytes=r.bytes,
+                error=r.error,
+                started_at=r.started_at,
+                finished_at=r.finished_at,
+                snapshot_taken_at=r.snapshot_taken_at,
+            )
+            for r in rows
+        ]
+
+    @translate_errors
+    def committed_at(self, export_id: str, dataset: str, window: Window, location: str) -> bool:
+        """Whether the window was ever committed at ``location``."""
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                sa.select(windows.c.id)
+                .where(
+                    windows.c.export_id == export_id,
+                    windows.c.dataset == dataset,
+                    windows.c.from_ms == window.from_ms,
+                    windows.c.to_ms == window.to_ms,
+                    windows.c.location == location,
+                    windows.c.status == COMMITTED,
+                )
+                .limit(1)
+            ).first()
+        return found is not None
+
+    def committed_since(self, export_id: str, dataset: str, *, since_ms: int, until_ms: int) -> list[Window]:
+        """The distinct windows committed (anywhere) that end in ``(since_ms, until_ms]``: what
+        reconciliation checks for late rows. Attempts are looked up from a day before ``since_ms``,
+        since a window that ends after it may have been started that long before."""
+        found = {
+            w.window
+            for w in self.ledger(export_id, dataset=dataset, since_ms=since_ms - DAY_MS)
+            if w.status == COMMITTED and since_ms < w.window.to_ms <= until_ms
+        }
+        return sorted(found)
+
+    def committed_windows(self, export_id: str, dataset: str, day: str) -> list[Window]:
+        """The distinct windows ever committed on one day: what a backfill of that day checks."""
+        return sorted({w.window for w in self.ledger(export_id, dataset=dataset, date=day) if w.status == COMMITTED})
+
+    def history(self, export_id: str, now_ms: int) -> list[RunSummary]:
+        """Every run of the last 14 days, newest first, as the customer sees it."""
+        runs: dict[str, list[LedgerWindow]] = {}
+        for w in self.ledger(export_id, since_ms=now_ms - HISTORY_MS):
+            runs.setdefault(w.run_id or f"window-{w.id}", []).append(w)
+        summaries = []
+        for run_id, ws in runs.items():
+            statuses = {w.status for w in ws}
+            status = next(s for s in (RUNNING, FAILED, CANCELED, COMMITTED) if s in statuses or s == COMMITTED)
+            errors = [w.error for w in ws if w.error]
+            finished = [w.finished_at for w in ws if w.finished_at is not None]
+            summaries.append(
+                RunSummary(
+                    run_id=run_id,
+                    started_at=min(w.started_at for w in ws),
+                    finished_at=max(finished) if finished and RUNNING not in statuses else None,
+                    status=status,
+                    datasets=tuple(sorted({w.dataset for w in ws})),
+                    windows=sum(1 for w in ws if w.status == COMMITTED),
+                    rows=sum(w.rows for w in ws if w.status == COMMITTED),
+                    files=sum(w.parts for w in ws if w.status == COMMITTED),
+                    bytes=sum(w.bytes for w in ws if w.status == COMMITTED),
+                    error=errors[-1] if errors else None,
+                )
+            )
+        return sorted(summaries, key=lambda s: s.started_at, reverse=True)
