@@ -13,7 +13,7 @@ from typing import Any
 
 from benchmarks.data import DAY0
 from benchmarks.procinfo import peak_rss_mb
-from seqexport_dagster_tests.processes import daemon_env
+from seqexport_dagster_tests.support.processes import daemon_env
 
 _FREQUENCIES = ("15m", "1h", "6h", "24h")
 

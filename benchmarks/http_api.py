@@ -56,9 +56,9 @@ def run(exports_n: int, seconds: float) -> dict[str, Any]:
     from seqexport_dagster.config import Settings
     from seqexport_dagster.store.crypto import new_key_spec
     from seqexport_dagster.store.token import TokenStore
-    from seqexport_dagster_tests.api_server import wait_ready
-    from seqexport_dagster_tests.moto_server import free_port
-    from seqexport_dagster_tests.processes import stop_group
+    from seqexport_dagster_tests.support.api_server import wait_ready
+    from seqexport_dagster_tests.support.moto_server import free_port
+    from seqexport_dagster_tests.support.processes import stop_group
 
     name = f"seqexport_bench_api_{secrets.token_hex(4)}"
     admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from seqexport_dagster_tests.processes import daemon_env, stop_group
+from seqexport_dagster_tests.support.processes import daemon_env, stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
 TERMINAL = ("SUCCESS", "FAILURE", "CANCELED")

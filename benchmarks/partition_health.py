@@ -31,8 +31,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from seqexport_dagster_tests.moto_server import free_port
-from seqexport_dagster_tests.processes import stop_group
+from seqexport_dagster_tests.support.moto_server import free_port
+from seqexport_dagster_tests.support.processes import stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
 DAYS = 730

@@ -21,7 +21,7 @@ from seqexport_dagster.destination import s3_transport
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.destination.s3 import S3Destination
-from seqexport_dagster_tests.hostile_server import running
+from seqexport_dagster_tests.support.hostile_server import running
 
 
 class _NoWatch:

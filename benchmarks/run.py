@@ -244,7 +244,7 @@ def postgres_section(rep: Report, src: data.Source, size: int, tmp: str, pg_name
 
 def s3_section(rep: Report, src: data.Source, size: int, tmp: str) -> None:
     sys.path.insert(0, str(ROOT))
-    from seqexport_dagster_tests import moto_server
+    from seqexport_dagster_tests.support import moto_server
 
     print("3. S3 sink through moto's server")
     to_ms, _rows = src.windows[size]

@@ -24,7 +24,7 @@ from botocore.config import Config
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.destination.s3 import S3Destination
-from seqexport_dagster_tests import moto_server
+from seqexport_dagster_tests.support import moto_server
 
 LOCAL = OperatorPolicy(allow_local=True)
 BUCKET = "bench"

@@ -32,11 +32,11 @@ from seqexport_dagster.planner import batch, due_work
 from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, iso_ms
-from seqexport_dagster_tests import moto_server
-from seqexport_dagster_tests.bucket_audit import audit_export
-from seqexport_dagster_tests.faults import proxy as fp
-from seqexport_dagster_tests.faults.scene import destination_factory, s3_export, s3_runner
-from seqexport_dagster_tests.world import DAY0, sqlite_world
+from seqexport_dagster_tests.support import moto_server
+from seqexport_dagster_tests.support.bucket_audit import audit_export
+from seqexport_dagster_tests.support.faults import proxy as fp
+from seqexport_dagster_tests.support.faults.scene import destination_factory, s3_export, s3_runner
+from seqexport_dagster_tests.support.world import DAY0, sqlite_world
 
 FREQUENCIES = ("15m", "1h", "6h", "24h")
 DATASETS = ("email_events", "sms_events", "custom_events", "subscribers")

@@ -30,7 +30,7 @@ from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import RetryableError
 from seqexport_dagster.store.tables import parts
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window
-from seqexport_dagster_tests.world import DAY0, sqlite_world
+from seqexport_dagster_tests.support.world import DAY0, sqlite_world
 
 WINDOW = Window(DAY0, DAY0 + HOUR_MS)
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from seqexport_dagster_tests import moto_server
+from seqexport_dagster_tests.support import moto_server
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +32,7 @@ def iam_moto() -> Iterator[moto_server.MotoServer]:
 @pytest.fixture
 def world(tmp_path):  # type: ignore[no-untyped-def]
     """Control plane + source on SQLite in tmp_path, a frozen clock at 2026-09-30T00:00Z."""
-    from seqexport_dagster_tests.world import sqlite_world
+    from seqexport_dagster_tests.support.world import sqlite_world
 
     with sqlite_world(tmp_path) as w:
         yield w
@@ -41,7 +41,7 @@ def world(tmp_path):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def pg_world(tmp_path):  # type: ignore[no-untyped-def]
     """The same world with both databases on the real PostgreSQL server (fresh databases)."""
-    from seqexport_dagster_tests.world import postgres_world
+    from seqexport_dagster_tests.support.world import postgres_world
 
     with postgres_world(tmp_path) as w:
         yield w

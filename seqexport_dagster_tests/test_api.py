@@ -17,8 +17,8 @@ from seqexport_dagster.destination.local import LocalDestination
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import AccessDenied, ConflictError, InvalidInput, NotFound, RunInterrupted
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, day_of, iso_ms
-from seqexport_dagster_tests.cli_harness import control_plane_rows, files_under
-from seqexport_dagster_tests.world import DAY0, World
+from seqexport_dagster_tests.support.cli_harness import control_plane_rows, files_under
+from seqexport_dagster_tests.support.world import DAY0, World
 
 SCALE = Scale(subscribers=30, email_sends_per_hour=40, sms_sends_per_hour=2, custom_per_hour=2)
 

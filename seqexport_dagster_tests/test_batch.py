@@ -25,9 +25,9 @@ from seqexport_dagster.store import COMMITTED
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.store.lease import LEASE_TTL_MS, Leases
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, chain, day_of
-from seqexport_dagster_tests.processes import stop_group
+from seqexport_dagster_tests.support.processes import stop_group
+from seqexport_dagster_tests.support.world import DAY0, World, postgres_world
 from seqexport_dagster_tests.test_sensor import bucket_rows
-from seqexport_dagster_tests.world import DAY0, World, postgres_world
 
 ROOT = Path(__file__).resolve().parents[1]
 D0 = day_of(DAY0)
@@ -195,7 +195,7 @@ def test_a_sigkilled_worker_holding_20_exports_loses_nothing_and_duplicates_noth
     world.clock.now_ms = now
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     worker = subprocess.Popen(
-        [sys.executable, "-m", "seqexport_dagster_tests.batch_worker", world.control_url, world.source_url,
+        [sys.executable, "-m", "seqexport_dagster_tests.support.batch_worker", world.control_url, world.source_url,
          D0.isoformat(), str(now), "killed-run", *exports],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip

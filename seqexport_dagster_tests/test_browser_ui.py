@@ -29,9 +29,9 @@ from seqexport_dagster.destination import DestinationConfig
 from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import MINUTE_MS, floor_to_grid
-from seqexport_dagster_tests.moto_server import free_port
-from seqexport_dagster_tests.processes import ROOT, daemon_env, stop_group
-from seqexport_dagster_tests.world import World
+from seqexport_dagster_tests.support.moto_server import free_port
+from seqexport_dagster_tests.support.processes import ROOT, daemon_env, stop_group
+from seqexport_dagster_tests.support.world import World
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTEFACTS = ROOT / "test-artefacts"

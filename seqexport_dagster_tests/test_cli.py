@@ -22,9 +22,15 @@ from seqexport_dagster.destination.base import PutOutcome
 from seqexport_dagster.errors import AccessDenied, RunInterrupted
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of, iso_ms
-from seqexport_dagster_tests.cli_harness import Cli, control_plane_rows, files_under, run_fixture, run_sqlite_fixture  # noqa: F401 - fixtures
-from seqexport_dagster_tests.moto_server import MotoServer, free_port
-from seqexport_dagster_tests.world import DAY0, World
+from seqexport_dagster_tests.support.cli_harness import (  # noqa: F401 - fixtures
+    Cli,
+    control_plane_rows,
+    files_under,
+    run_fixture,
+    run_sqlite_fixture,
+)
+from seqexport_dagster_tests.support.moto_server import MotoServer, free_port
+from seqexport_dagster_tests.support.world import DAY0, World
 
 LAG = 2 * MINUTE_MS
 SMALL = Scale(subscribers=40, email_sends_per_hour=12, sms_sends_per_hour=4, custom_per_hour=6)

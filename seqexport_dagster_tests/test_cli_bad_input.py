@@ -10,8 +10,14 @@ from typing import Any
 
 import pytest
 
-from seqexport_dagster_tests.cli_harness import Cli, control_plane_rows, files_under, run_fixture, run_sqlite_fixture  # noqa: F401
-from seqexport_dagster_tests.moto_server import MotoServer, free_port
+from seqexport_dagster_tests.support.cli_harness import (  # noqa: F401
+    Cli,
+    control_plane_rows,
+    files_under,
+    run_fixture,
+    run_sqlite_fixture,
+)
+from seqexport_dagster_tests.support.moto_server import MotoServer, free_port
 
 S3 = ("create", "--account", "acme", "--bucket", "acme-exports", "--region", "us-east-1")
 KEY = ("--access-key-id", "AKIAEXAMPLE000000001")

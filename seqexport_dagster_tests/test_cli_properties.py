@@ -22,7 +22,7 @@ from seqexport_dagster.connection_test import ConnectionTestResult, run_connecti
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.destination.s3 import S3Destination
-from seqexport_dagster_tests.cli_harness import Cli, cli_world, env_for
+from seqexport_dagster_tests.support.cli_harness import Cli, cli_world, env_for
 
 SECRET = "PLANTED-hyp-s3cr3t-0d9e8f7a6b"
 

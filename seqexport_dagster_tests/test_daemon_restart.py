@@ -33,10 +33,10 @@ from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.store import COMMITTED
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, floor_to_grid
-from seqexport_dagster_tests.bucket_audit import audit_export
-from seqexport_dagster_tests.faults import proxy as fp
-from seqexport_dagster_tests.processes import daemon_env, start_daemon, stop_group
-from seqexport_dagster_tests.world import World
+from seqexport_dagster_tests.support.bucket_audit import audit_export
+from seqexport_dagster_tests.support.faults import proxy as fp
+from seqexport_dagster_tests.support.processes import daemon_env, start_daemon, stop_group
+from seqexport_dagster_tests.support.world import World
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("email_events", "sms_events")

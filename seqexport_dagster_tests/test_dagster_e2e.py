@@ -25,8 +25,8 @@ from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, chain, day_of, day_start
-from seqexport_dagster_tests.processes import daemon_env, start_daemon, stop_group
-from seqexport_dagster_tests.world import World
+from seqexport_dagster_tests.support.processes import daemon_env, start_daemon, stop_group
+from seqexport_dagster_tests.support.world import World
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("email_events", "sms_events")

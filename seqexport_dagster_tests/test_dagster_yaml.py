@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from seqexport_dagster_tests.world import postgres_database
+from seqexport_dagster_tests.support.world import postgres_database
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,7 @@ import duckdb
 from seqexport_dagster import cli
 from seqexport_dagster.demo.run import DemoSummary
 from seqexport_dagster.window import iso_ms
-from seqexport_dagster_tests.layout import check_layout
+from seqexport_dagster_tests.support.layout import check_layout
 
 
 def test_demo_exports_a_valid_layout_that_duckdb_reads(tmp_path, capsys):

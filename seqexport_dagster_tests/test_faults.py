@@ -28,10 +28,10 @@ from seqexport_dagster.keys import part_key
 from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
-from seqexport_dagster_tests.bucket_audit import audit_export
-from seqexport_dagster_tests.faults import proxy as fp
-from seqexport_dagster_tests.faults.scene import Outcome, Stopwatch, format_table, minutes, s3_export, s3_runner
-from seqexport_dagster_tests.world import DAY0, World
+from seqexport_dagster_tests.support.bucket_audit import audit_export
+from seqexport_dagster_tests.support.faults import proxy as fp
+from seqexport_dagster_tests.support.faults.scene import Outcome, Stopwatch, format_table, minutes, s3_export, s3_runner
+from seqexport_dagster_tests.support.world import DAY0, World
 
 EVENTS = ("email_events", "sms_events", "custom_events")
 DAY = dt.date(2026, 9, 30)
@@ -312,7 +312,7 @@ def start_worker(world: World, spec: str, export_id: str, dataset: str, day: dt.
         str(PART_LIMIT),
     ]
     return subprocess.Popen(
-        [sys.executable, "-m", "seqexport_dagster_tests.faults.worker", *argv],
+        [sys.executable, "-m", "seqexport_dagster_tests.support.faults.worker", *argv],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

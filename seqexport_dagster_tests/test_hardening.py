@@ -30,7 +30,7 @@ from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.rate_limit import LIMIT, WINDOW_MS
 from seqexport_dagster.store.tables import exports
-from seqexport_dagster_tests.cli_harness import (  # noqa: F401
+from seqexport_dagster_tests.support.cli_harness import (  # noqa: F401
     Cli,
     cli_world,
     control_plane_rows,
@@ -39,8 +39,8 @@ from seqexport_dagster_tests.cli_harness import (  # noqa: F401
     run_fixture,
     run_sqlite_fixture,
 )
-from seqexport_dagster_tests.processes import ROOT
-from seqexport_dagster_tests.world import World
+from seqexport_dagster_tests.support.processes import ROOT
+from seqexport_dagster_tests.support.world import World
 
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 STRICT = OperatorPolicy()
@@ -227,7 +227,7 @@ def test_migration_0003_reseals_old_rows_and_reports_the_rest(tmp_path: Path, ba
     from alembic import command
     from alembic.config import Config
 
-    from seqexport_dagster_tests.world import postgres_database
+    from seqexport_dagster_tests.support.world import postgres_database
 
     box = SecretBox.parse(new_key_spec("t1"))
     lost = SecretBox.parse(new_key_spec("gone"))

@@ -21,9 +21,9 @@ import pytest
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.history import RESTARTED_NOTE
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS
-from seqexport_dagster_tests.cli_harness import env_for, run_sqlite_fixture  # noqa: F401 - fixture
-from seqexport_dagster_tests.dagster_harness import KEYS_ENV
-from seqexport_dagster_tests.world import DAY0
+from seqexport_dagster_tests.support.cli_harness import env_for, run_sqlite_fixture  # noqa: F401 - fixture
+from seqexport_dagster_tests.support.dagster_harness import KEYS_ENV
+from seqexport_dagster_tests.support.world import DAY0
 
 D0 = "2026-09-30"
 
@@ -90,7 +90,7 @@ def dagster_status(h: Any, run_id: str) -> str:
 
 @pytest.fixture
 def h(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    from seqexport_dagster_tests.dagster_harness import harness
+    from seqexport_dagster_tests.support.dagster_harness import harness
 
     with harness(tmp_path, monkeypatch) as value:
         generate_account(value.world.source_engine, "acme", DAY0, DAY0 + DAY_MS, scale=Scale(20, 10, 1, 2))

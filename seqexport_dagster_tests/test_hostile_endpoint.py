@@ -20,10 +20,10 @@ import pytest
 
 from seqexport_dagster.errors import ERROR_TEXT_LIMIT
 from seqexport_dagster.store.crypto import new_key_spec
-from seqexport_dagster_tests.cli_harness import Cli, env_for
-from seqexport_dagster_tests.hostile_server import HostileServer, running
-from seqexport_dagster_tests.processes import ROOT
-from seqexport_dagster_tests.world import DAY0, World
+from seqexport_dagster_tests.support.cli_harness import Cli, env_for
+from seqexport_dagster_tests.support.hostile_server import HostileServer, running
+from seqexport_dagster_tests.support.processes import ROOT
+from seqexport_dagster_tests.support.world import DAY0, World
 
 DEADLINE_S = 3.0
 #: botocore's backoff between attempts of a quickly failing PUT, and process start-up slack.
@@ -90,7 +90,7 @@ def test_hostile_endpoint_is_bounded_in_time_memory_and_words(
                 [
                     sys.executable,
                     "-m",
-                    "seqexport_dagster_tests.hostile_worker",
+                    "seqexport_dagster_tests.support.hostile_worker",
                     export_id,
                     "email_events",
                     "2026-09-30",
@@ -156,7 +156,7 @@ def test_dagster_event_log_gets_one_bounded_line_and_a_drip_ends_in_time(
     message, no event carries the store's control characters, and a store that drips its answer
     costs the run one deadline."""
     from seqexport_dagster.destination.config import DestinationConfig
-    from seqexport_dagster_tests.dagster_harness import harness
+    from seqexport_dagster_tests.support.dagster_harness import harness
 
     monkeypatch.setenv("SEQEXPORT_PUT_DEADLINE_SECONDS", str(DEADLINE_S))
     with harness(tmp_path, monkeypatch, now_ms=DAY0) as h:

@@ -19,8 +19,8 @@ from seqexport_dagster.api import Exports
 from seqexport_dagster.config import Settings
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.store.token import TokenStore
-from seqexport_dagster_tests.api_server import ApiServer, mint, serve_process, server_env
-from seqexport_dagster_tests.moto_server import MotoServer
+from seqexport_dagster_tests.support.api_server import ApiServer, mint, serve_process, server_env
+from seqexport_dagster_tests.support.moto_server import MotoServer
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from schemathesis.checks import not_a_server_error, response_schema_conformance
 from seqexport_dagster.api import Exports
 from seqexport_dagster.config import Settings
 from seqexport_dagster.store.crypto import new_key_spec
-from seqexport_dagster_tests.api_server import ApiServer, mint, serve_process, server_env
+from seqexport_dagster_tests.support.api_server import ApiServer, mint, serve_process, server_env
 
 pytestmark = pytest.mark.slow
 TOKENS: dict[str, str] = {}

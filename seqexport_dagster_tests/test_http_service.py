@@ -22,14 +22,14 @@ from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.idempotency import KEEP_MS, Claimed, IdempotencyStore, InProgress, Mismatch, Replay
 from seqexport_dagster.store.tables import api_tokens
 from seqexport_dagster.store.token import TokenStore
-from seqexport_dagster_tests.api_server import mint, serve_thread
-from seqexport_dagster_tests.cli_harness import Cli, run_sqlite_fixture  # noqa: F401 - fixture
-from seqexport_dagster_tests.world import DAY0, World
+from seqexport_dagster_tests.support.api_server import mint, serve_thread
+from seqexport_dagster_tests.support.cli_harness import Cli, run_sqlite_fixture  # noqa: F401 - fixture
+from seqexport_dagster_tests.support.world import DAY0, World
 
 
 @pytest.fixture(name="any_world", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def any_world_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    from seqexport_dagster_tests.world import postgres_world, sqlite_world
+    from seqexport_dagster_tests.support.world import postgres_world, sqlite_world
 
     with (sqlite_world if request.param == "sqlite" else postgres_world)(tmp_path) as w:
         yield w

@@ -6,7 +6,7 @@ from typing import Any
 
 from seqexport_dagster.idle import idle_reason
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, iso_ms
-from seqexport_dagster_tests.world import DAY0, sqlite_world
+from seqexport_dagster_tests.support.world import DAY0, sqlite_world
 
 
 def test_idle_reason_says_nothing_due_paused_or_in_backoff(tmp_path: Any) -> None:
@@ -30,7 +30,7 @@ def test_idle_reason_says_nothing_due_paused_or_in_backoff(tmp_path: Any) -> Non
 
 
 def test_the_sensor_tick_carries_the_reason(tmp_path: Any, monkeypatch: Any) -> None:
-    from seqexport_dagster_tests.dagster_harness import harness
+    from seqexport_dagster_tests.support.dagster_harness import harness
 
     with harness(tmp_path, monkeypatch) as h:
         paused = h.world.local_export(datasets=("email_events",), folder="p")

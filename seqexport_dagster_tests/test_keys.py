@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from seqexport_dagster.keys import ParsedKey, connection_test_key, parse_key, part_key, snapshot_part_key, success_key
 from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, day_of, day_start_ms
-from seqexport_dagster_tests.world import DAY0
+from seqexport_dagster_tests.support.world import DAY0
 
 DATASET_NAMES = ("email_events", "sms_events", "custom_events")
 # 2000-01-01 .. 2100-01-01: the range any export will live in.

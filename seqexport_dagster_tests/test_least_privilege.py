@@ -33,9 +33,9 @@ from seqexport_dagster.errors import AccessDenied, RetryableError
 from seqexport_dagster.keys import part_key
 from seqexport_dagster.store import COMMITTED
 from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, day_of, iso_ms
-from seqexport_dagster_tests.bucket_audit import audit_export, read_objects
-from seqexport_dagster_tests.moto_server import MotoServer
-from seqexport_dagster_tests.world import ALL_DATASETS, DAY0, World
+from seqexport_dagster_tests.support.bucket_audit import audit_export, read_objects
+from seqexport_dagster_tests.support.moto_server import MotoServer
+from seqexport_dagster_tests.support.world import ALL_DATASETS, DAY0, World
 
 BUCKET = "acme-exports"
 PREFIX = "sequenzy"

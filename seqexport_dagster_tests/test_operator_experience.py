@@ -21,8 +21,14 @@ import sqlalchemy as sa
 from seqexport_dagster.api import Exports
 from seqexport_dagster.demo.generator import Scale, generate_account, subscribers
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, day_of, iso_ms
-from seqexport_dagster_tests.cli_harness import Cli, control_plane_rows, files_under, run_fixture, run_sqlite_fixture  # noqa: F401 - fixtures
-from seqexport_dagster_tests.world import DAY0, World, postgres_database
+from seqexport_dagster_tests.support.cli_harness import (  # noqa: F401 - fixtures
+    Cli,
+    control_plane_rows,
+    files_under,
+    run_fixture,
+    run_sqlite_fixture,
+)
+from seqexport_dagster_tests.support.world import DAY0, World, postgres_database
 
 LAG = 2 * MINUTE_MS
 SMALL = Scale(subscribers=30, email_sends_per_hour=20, sms_sends_per_hour=4, custom_per_hour=6)

@@ -16,7 +16,7 @@ from seqexport_dagster.planner import (
 )
 from seqexport_dagster.store import DatasetState, ExportRecord
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window
-from seqexport_dagster_tests.world import DAY0
+from seqexport_dagster_tests.support.world import DAY0
 
 D0 = dt.date(2026, 9, 30)
 D1 = dt.date(2026, 10, 1)

@@ -21,9 +21,9 @@ from seqexport_dagster.demo.ticker import tick
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.store import COMMITTED
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window, iso_ms
-from seqexport_dagster_tests.bucket_audit import audit_export, read_objects
-from seqexport_dagster_tests.dagster_harness import Harness, harness
-from seqexport_dagster_tests.world import DAY0
+from seqexport_dagster_tests.support.bucket_audit import audit_export, read_objects
+from seqexport_dagster_tests.support.dagster_harness import Harness, harness
+from seqexport_dagster_tests.support.world import DAY0
 
 D0 = "2026-09-30"
 PREFIX = "sequenzy"

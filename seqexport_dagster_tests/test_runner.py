@@ -26,8 +26,8 @@ from seqexport_dagster.runner import DayReport, Runner
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, frequency_ms, parse_iso_ms
 from seqexport_dagster.writer import EMPTY_GZIP
-from seqexport_dagster_tests.layout import check_layout
-from seqexport_dagster_tests.world import DAY0, World
+from seqexport_dagster_tests.support.layout import check_layout
+from seqexport_dagster_tests.support.world import DAY0, World
 
 DAY = dt.date(2026, 9, 30)
 LAG = 120_000

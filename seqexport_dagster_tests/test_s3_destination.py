@@ -52,7 +52,7 @@ from seqexport_dagster.errors import (
     NoSuchBucket,
     RetryableError,
 )
-from seqexport_dagster_tests.moto_server import MotoServer
+from seqexport_dagster_tests.support.moto_server import MotoServer
 
 LOCAL = OperatorPolicy(allow_local=True)
 STRICT = OperatorPolicy()

@@ -15,7 +15,7 @@ from seqexport_dagster.schema_publish import CUSTOMER_DOC, SCHEMA_DIR, render_ta
 from seqexport_dagster.source.tables import TABLES
 from seqexport_dagster.window import DAY_MS
 from seqexport_dagster.writer import PartWriter
-from seqexport_dagster_tests.world import DAY0
+from seqexport_dagster_tests.support.world import DAY0
 
 #: DESIGN §8, field by field: the published contract, written out independently of the code.
 CONTRACT = {

@@ -17,7 +17,7 @@ from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.verify import row_problem
 from seqexport_dagster.window import DAY_MS, HOUR_MS, Window
 from seqexport_dagster.writer import PartWriter
-from seqexport_dagster_tests.world import DAY0
+from seqexport_dagster_tests.support.world import DAY0
 
 REPO = Path(__file__).parent.parent
 

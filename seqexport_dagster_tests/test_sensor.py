@@ -16,8 +16,8 @@ from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.store import CANCELED, COMMITTED
 from seqexport_dagster.store.lease import LEASE_TTL_MS, Leases
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, chain
-from seqexport_dagster_tests.dagster_harness import Harness, harness
-from seqexport_dagster_tests.world import DAY0
+from seqexport_dagster_tests.support.dagster_harness import Harness, harness
+from seqexport_dagster_tests.support.world import DAY0
 
 EVENTS = ("email_events", "sms_events", "custom_events")
 SMALL = Scale(subscribers=60, email_sends_per_hour=12, sms_sends_per_hour=4, custom_per_hour=6)

@@ -20,7 +20,7 @@ from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.source.tables import create_source_tables
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms, parse_iso_ms
-from seqexport_dagster_tests.world import DAY0, PG_ADMIN_URL, World
+from seqexport_dagster_tests.support.world import DAY0, PG_ADMIN_URL, World
 
 TIE_IDS = ["b", "a_b", "ab", "a-c", "A", "Z9", "a", "é", "e", "a b"]
 SMALL = Scale(subscribers=60, email_sends_per_hour=40, sms_sends_per_hour=10, custom_per_hour=20)

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from seqexport_dagster.schema import DATASETS, TIMESTAMP_PATTERN
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.window import Window, parse_iso_ms
-from seqexport_dagster_tests.world import PG_ADMIN_URL, postgres_database
+from seqexport_dagster_tests.support.world import PG_ADMIN_URL, postgres_database
 
 pytestmark = pytest.mark.postgres
 

@@ -13,7 +13,7 @@ from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.tables import metadata
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window
-from seqexport_dagster_tests.world import DAY0, World
+from seqexport_dagster_tests.support.world import DAY0, World
 
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 

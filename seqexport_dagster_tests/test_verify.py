@@ -17,7 +17,7 @@ from seqexport_dagster.keys import parse_key, part_key, success_key
 from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.verify import verify_location
 from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, iso_ms
-from seqexport_dagster_tests.world import DAY0, World, sqlite_world
+from seqexport_dagster_tests.support.world import DAY0, World, sqlite_world
 
 ACCOUNT = "acme"
 DAY = Window(DAY0, DAY0 + DAY_MS).day

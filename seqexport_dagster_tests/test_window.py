@@ -26,7 +26,7 @@ from seqexport_dagster.window import (
     iso_ms,
     parse_iso_ms,
 )
-from seqexport_dagster_tests.world import DAY0
+from seqexport_dagster_tests.support.world import DAY0
 
 DATASET_NAMES = ("email_events", "sms_events", "custom_events")
 # 2000-01-01 .. 2100-01-01: the range any export will live in.

@@ -29,10 +29,10 @@ from seqexport_dagster.runner import Runner
 from seqexport_dagster.store import ExportRecord
 from seqexport_dagster.verify import verify_location
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
-from seqexport_dagster_tests.bucket_audit import audit_export
-from seqexport_dagster_tests.dagster_harness import Harness, harness
-from seqexport_dagster_tests.faults import proxy as fp
-from seqexport_dagster_tests.world import DAY0
+from seqexport_dagster_tests.support.bucket_audit import audit_export
+from seqexport_dagster_tests.support.dagster_harness import Harness, harness
+from seqexport_dagster_tests.support.faults import proxy as fp
+from seqexport_dagster_tests.support.world import DAY0
 
 D0 = "2026-09-30"
 PREFIX = "sequenzy"

@@ -19,7 +19,7 @@ from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.window import DAY_MS
 from seqexport_dagster.writer import EMPTY_GZIP, PART_LIMIT, PartWriter
-from seqexport_dagster_tests.world import DAY0
+from seqexport_dagster_tests.support.world import DAY0
 
 CUSTOM = DATASETS["custom_events"]
 EMAIL = DATASETS["email_events"]

@@ -1,6 +1,6 @@
 """A hostile S3 endpoint on 127.0.0.1, in its own process: what a customer's server could answer.
 
-``python -m seqexport_dagster_tests.hostile_server PORT MODE_FILE``. Each request reads its mode
+``python -m seqexport_dagster_tests.support.hostile_server PORT MODE_FILE``. Each request reads its mode
 from ``MODE_FILE`` (so a test switches modes without restarting), consumes the request, then:
 
 ``ok``        200, empty body: a store that accepts the PUT
@@ -126,14 +126,14 @@ class HostileServer:
 @contextmanager
 def running(folder: Path) -> Iterator[HostileServer]:
     """The server in its own process group on a free port, in mode ``ok``; stopped by PID."""
-    from seqexport_dagster_tests.moto_server import free_port
-    from seqexport_dagster_tests.processes import ROOT, stop_group
+    from seqexport_dagster_tests.support.moto_server import free_port
+    from seqexport_dagster_tests.support.processes import ROOT, stop_group
 
     port = free_port()
     server = HostileServer(f"http://127.0.0.1:{port}", folder / "hostile-mode")
     server.set_mode("ok")
     process = subprocess.Popen(
-        [sys.executable, "-m", "seqexport_dagster_tests.hostile_server", str(port), str(server.mode_file)],
+        [sys.executable, "-m", "seqexport_dagster_tests.support.hostile_server", str(port), str(server.mode_file)],
         cwd=ROOT,
         start_new_session=True,
     )

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from seqexport_dagster import cli
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.tables import export_datasets, exports, parts, windows
-from seqexport_dagster_tests.world import DAY0, Clock, World, postgres_database
+from seqexport_dagster_tests.support.world import DAY0, Clock, World, postgres_database
 
 
 class FakeStdin(io.StringIO):
@@ -123,7 +123,7 @@ def remote_env(world: World, spec: str) -> Any:
     and the environment that makes `seqexport` call it with an operator token."""
     from seqexport_dagster.api import Exports
     from seqexport_dagster.destination.policy import OperatorPolicy
-    from seqexport_dagster_tests.api_server import mint, serve_thread
+    from seqexport_dagster_tests.support.api_server import mint, serve_thread
 
     exports = Exports(world.store, OperatorPolicy(allow_local=True), clock=world.clock)
     with serve_thread(exports) as server:

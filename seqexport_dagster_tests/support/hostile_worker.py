@@ -1,6 +1,6 @@
 """A run worker in its own process, to measure what a hostile endpoint costs it.
 
-``python -m seqexport_dagster_tests.hostile_worker EXPORT_ID DATASET DAY NOW_MS``; everything else
+``python -m seqexport_dagster_tests.support.hostile_worker EXPORT_ID DATASET DAY NOW_MS``; everything else
 comes from the operator's environment (``SEQEXPORT_*``, read by `Settings`), as in a real worker.
 Prints one JSON line: the error type, seconds spent in the run and the process's peak RSS (VmHWM).
 """

@@ -20,8 +20,8 @@ from seqexport_dagster.api import Exports
 from seqexport_dagster.service.app import create_app
 from seqexport_dagster.service.guard import RateLimit
 from seqexport_dagster.store.token import TokenStore
-from seqexport_dagster_tests.moto_server import free_port
-from seqexport_dagster_tests.processes import ROOT, stop_group
+from seqexport_dagster_tests.support.moto_server import free_port
+from seqexport_dagster_tests.support.processes import ROOT, stop_group
 
 
 @dataclass

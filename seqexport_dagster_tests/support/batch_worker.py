@@ -1,6 +1,6 @@
 """A batched run worker in its own process, so a test can SIGKILL it while it holds many leases.
 
-``python -m seqexport_dagster_tests.batch_worker CONTROL_URL SOURCE_URL DAY NOW_MS HOLDER EXPORT_ID...``;
+``python -m seqexport_dagster_tests.support.batch_worker CONTROL_URL SOURCE_URL DAY NOW_MS HOLDER EXPORT_ID...``;
 the credential keys come from ``SEQEXPORT_SECRET_KEYS``. Every PUT sleeps 50 ms (a slow store), so
 the worker is mid-window in every export when it is killed. Prints ``started`` once it runs.
 """

@@ -30,7 +30,7 @@ from seqexport_dagster.demo.ticker import TickOutcome, evaluate_sensor, tick
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.store.fleet import first_export_day
 from seqexport_dagster.window import day_of
-from seqexport_dagster_tests.world import DAY0, World
+from seqexport_dagster_tests.support.world import DAY0, World
 
 KEYS_ENV = "SEQEXPORT_SECRET_KEYS"
 

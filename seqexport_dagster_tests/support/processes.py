@@ -27,7 +27,7 @@ def stop_group(process: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
         pass
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def daemon_env(home: Path, control_url: str, source_url: str, key_spec: str) -> dict[str, str]:

@@ -15,7 +15,7 @@ from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.destination.s3 import S3Destination
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.store import ExportRecord
-from seqexport_dagster_tests.faults.proxy import FaultProxy
+from seqexport_dagster_tests.support.faults.proxy import FaultProxy
 
 ACCESS_KEY = "AKIAFAULTSUITE000001"
 SECRET_KEY = "fault-suite-secret-never-printed-0001"

@@ -1,6 +1,6 @@
 """A run worker in its own process, so a test can SIGKILL it between two parts.
 
-``python -m seqexport_dagster_tests.faults.worker CONTROL_URL SOURCE_URL EXPORT_ID DATASET DAY NOW_MS
+``python -m seqexport_dagster_tests.support.faults.worker CONTROL_URL SOURCE_URL EXPORT_ID DATASET DAY NOW_MS
 PART_LIMIT``; the credential keys come from ``SEQEXPORT_SECRET_KEYS`` (never the command line).
 Exit 0 when the run finished; 3 on an export error.
 """
@@ -15,7 +15,7 @@ from seqexport_dagster.assembly import control_plane_at, source_at
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.runner import Runner
-from seqexport_dagster_tests.faults.scene import destination_factory
+from seqexport_dagster_tests.support.faults.scene import destination_factory
 
 
 def main(argv: list[str]) -> int:
