@@ -10,9 +10,9 @@ from seqexport_dagster.demo.generator import Scale, generate_account, insert_row
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, iso_ms
 from seqexport_dagster_tests.support.dagster_harness import harness
+from seqexport_dagster_tests.support.local_bucket import bucket_rows
 from seqexport_dagster_tests.support.moto_server import free_port
 from seqexport_dagster_tests.support.world import DAY0
-from seqexport_dagster_tests.test_sensor import bucket_rows
 
 D0 = "2026-09-30"
 

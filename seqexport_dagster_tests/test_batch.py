@@ -25,9 +25,9 @@ from seqexport_dagster.store import COMMITTED
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.store.lease import LEASE_TTL_MS, Leases
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, chain, day_of
+from seqexport_dagster_tests.support.local_bucket import bucket_rows
 from seqexport_dagster_tests.support.processes import stop_group
 from seqexport_dagster_tests.support.world import DAY0, World, postgres_world
-from seqexport_dagster_tests.test_sensor import bucket_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 D0 = day_of(DAY0)

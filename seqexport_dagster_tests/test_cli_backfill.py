@@ -10,8 +10,8 @@ from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.store import COMMITTED
 from seqexport_dagster.window import DAY_MS, HOUR_MS
 from seqexport_dagster_tests.support.cli_harness import Cli, run_sqlite_fixture  # noqa: F401 - fixture
+from seqexport_dagster_tests.support.local_bucket import bucket_rows
 from seqexport_dagster_tests.support.world import DAY0
-from seqexport_dagster_tests.test_sensor import bucket_rows
 
 
 def test_backfill_redelivers_chosen_exports_and_never_writes_before_their_start(run_sqlite: Cli) -> None:

@@ -16,8 +16,8 @@ from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.warehouse import PARTITION_COLUMN, duckdb_type
 from seqexport_dagster.warehouse import duckdb as duckdb_view
 from seqexport_dagster.window import DAY_MS, iso_ms
+from seqexport_dagster_tests.support.demo_export import ACCOUNT, write_demo_export
 from seqexport_dagster_tests.support.world import DAY0, World, sqlite_world
-from seqexport_dagster_tests.test_verify import ACCOUNT, write_demo_export
 
 EVENT_KIND = {"email_events": "event_type", "sms_events": "event_type", "custom_events": "name"}
 

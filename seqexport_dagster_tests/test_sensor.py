@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
-import json
-from pathlib import Path
-
 import dagster as dg
 import pytest
 import sqlalchemy as sa
@@ -17,6 +13,7 @@ from seqexport_dagster.store import CANCELED, COMMITTED
 from seqexport_dagster.store.lease import LEASE_TTL_MS, Leases
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, chain
 from seqexport_dagster_tests.support.dagster_harness import Harness, harness
+from seqexport_dagster_tests.support.local_bucket import bucket_rows
 from seqexport_dagster_tests.support.world import DAY0
 
 EVENTS = ("email_events", "sms_events", "custom_events")
@@ -28,13 +25,6 @@ def h(tmp_path, monkeypatch):
     with harness(tmp_path, monkeypatch) as value:
         generate_account(value.world.source_engine, "acme", DAY0, DAY0 + 2 * DAY_MS, scale=SMALL)
         yield value
-
-
-def bucket_rows(root: Path, dataset: str) -> list[dict]:
-    rows = []
-    for path in sorted((root / dataset).rglob("*.jsonl.gz")):
-        rows += [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
-    return rows
 
 
 def assert_chain(h: Harness, export_id: str, dataset: str, start: int, end: int) -> None:
