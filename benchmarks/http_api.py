@@ -58,7 +58,7 @@ def run(exports_n: int, seconds: float) -> dict[str, Any]:
     from seqexport_dagster.store.token import TokenStore
     from seqexport_dagster_tests.support.api_server import wait_ready
     from seqexport_dagster_tests.support.moto_server import free_port
-    from seqexport_dagster_tests.support.processes import stop_group
+    from seqexport_dagster_tests.support.processes import start_group, stop_group
 
     name = f"seqexport_bench_api_{secrets.token_hex(4)}"
     admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
@@ -75,15 +75,12 @@ def run(exports_n: int, seconds: float) -> dict[str, Any]:
             token, _ = TokenStore(api.store.engine).create(account_id=None, now_ms=DAY0)
             target = api.list()[exports_n // 2].id
             port = free_port()
-            with open(Path(tmp) / "server.log", "wb") as log:
-                process = subprocess.Popen(
-                    [str(Path(sys.executable).parent / "seqexport"), "serve", "--port", str(port)],
-                    cwd=ROOT,
-                    env={"PATH": "/usr/bin:/bin", **env},
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            process = start_group(
+                [str(Path(sys.executable).parent / "seqexport"), "serve", "--port", str(port)],
+                log=Path(tmp) / "server.log",
+                cwd=ROOT,
+                env={"PATH": "/usr/bin:/bin", **env},
+            )
             base = f"http://127.0.0.1:{port}"
             wait_ready(base, process)
             with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, trust_env=False) as c:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from seqexport_dagster_tests.support.processes import daemon_env, stop_group
+from seqexport_dagster_tests.support.processes import daemon_env, start_group, stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
 TERMINAL = ("SUCCESS", "FAILURE", "CANCELED")
@@ -123,11 +122,7 @@ def measure(p: dict[str, Any]) -> dict[str, Any]:
         # Storage created here first: the daemon and this process creating the SQLite files at
         # the same moment race on their Alembic stamps.
         with dg.DagsterInstance.from_config(str(home)) as instance:
-            with log.open("wb") as out:
-                daemon = subprocess.Popen(
-                    [daemon_bin, "run", "-w", str(ROOT / "workspace.yaml")],
-                    cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                )  # fmt: skip
+            daemon = start_group([daemon_bin, "run", "-w", str(ROOT / "workspace.yaml")], log=log, cwd=ROOT, env=env)
             sampler = CpuSampler(daemon.pid)
             try:
                 last_poll = 0.0

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from seqexport_dagster_tests.support.moto_server import free_port
-from seqexport_dagster_tests.support.processes import stop_group
+from seqexport_dagster_tests.support.processes import start_group, stop_group
 
 ROOT = Path(__file__).resolve().parent.parent
 DAYS = 730
@@ -172,10 +172,9 @@ def serve(home: Path, layout: str) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "SEQEXPORT_BENCH_LAYOUT": layout, "PYTHONPATH": str(ROOT)}
     binary = shutil.which("dagster-webserver", path=str(Path(sys.executable).parent)) or "dagster-webserver"
-    log = (home / "webserver.log").open("ab")
-    proc = subprocess.Popen(
+    proc = start_group(
         [binary, "-m", "benchmarks.partition_layouts", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        log=home / "webserver.log", cwd=ROOT, env=env,
     )  # fmt: skip
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:

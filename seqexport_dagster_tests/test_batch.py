@@ -26,7 +26,7 @@ from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.store.lease import LEASE_TTL_MS, Leases
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, chain, day_of
 from seqexport_dagster_tests.support.local_bucket import bucket_rows
-from seqexport_dagster_tests.support.processes import stop_group
+from seqexport_dagster_tests.support.processes import kill_group, start_group, stop_group
 from seqexport_dagster_tests.support.world import DAY0, World, postgres_world
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,10 +194,10 @@ def test_a_sigkilled_worker_holding_20_exports_loses_nothing_and_duplicates_noth
     now = DAY0 + 8 * HOUR_MS + 2 * MINUTE_MS
     world.clock.now_ms = now
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    worker = subprocess.Popen(
+    worker = start_group(
         [sys.executable, "-m", "seqexport_dagster_tests.support.batch_worker", world.control_url, world.source_url,
          D0.isoformat(), str(now), "killed-run", *exports],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
         assert worker.stdout is not None and worker.stdout.readline().strip() == b"started"
@@ -209,7 +209,7 @@ def test_a_sigkilled_worker_holding_20_exports_loses_nothing_and_duplicates_noth
                 break
             time.sleep(0.05)
         assert len(leases.held(now)) == 20, "the worker holds all 20 leases"
-        os.killpg(worker.pid, signal.SIGKILL)
+        kill_group(worker)
         worker.wait(timeout=10)
     finally:
         stop_group(worker)

@@ -30,7 +30,7 @@ from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import MINUTE_MS, floor_to_grid
 from seqexport_dagster_tests.support.moto_server import free_port
-from seqexport_dagster_tests.support.processes import ROOT, daemon_env, stop_group
+from seqexport_dagster_tests.support.processes import ROOT, daemon_env, group_process
 from seqexport_dagster_tests.support.world import World
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -110,56 +110,52 @@ def test_failed_run_page_and_sensor_tick_show_message_and_next_retry(
     env = daemon_env(home, world.control_url, world.source_url, key_spec)
     dagster = str(Path(sys.executable).parent / "dagster")
     command = [dagster, "dev", "-w", str(ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)]
-    with log.open("ab") as out:
-        server = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
     base = f"http://127.0.0.1:{port}"
     ARTEFACTS.mkdir(exist_ok=True)
     try:
-        wait_for("the webserver answering", lambda: answers(f"{base}/server_info"), server, log, 120)
+        with group_process(command, env=env, log=log) as server:
+            wait_for("the webserver answering", lambda: answers(f"{base}/server_info"), server, log, 120)
 
-        def failed_run() -> Any:
-            runs = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
-            return runs[0] if runs else None
+            def failed_run() -> Any:
+                runs = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+                return runs[0] if runs else None
 
-        run = wait_for("the export's run failing", failed_run, server, log, 180)
-        state = world.store.get_export(export.id).dataset_state("email_events")
-        assert state is not None and state.failures == 1 and state.last_error
-        assert "does not exist" in state.last_error
-        retry = run.tags["seqexport/retry"]
-        assert retry.startswith("retries at ") and retry.endswith("(attempt 2)")
+            run = wait_for("the export's run failing", failed_run, server, log, 180)
+            state = world.store.get_export(export.id).dataset_state("email_events")
+            assert state is not None and state.failures == 1 and state.last_error
+            assert "does not exist" in state.last_error
+            retry = run.tags["seqexport/retry"]
+            assert retry.startswith("retries at ") and retry.endswith("(attempt 2)")
 
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-            try:
-                page = browser.new_page(viewport={"width": 1600, "height": 1200})
-                page.goto(f"{base}/runs/{run.run_id}", wait_until="networkidle")
-                skip_community_dialog(page)
-                page.get_by_text("does not exist").first.wait_for(timeout=60_000)
-                page.screenshot(path=str(ARTEFACTS / "failed_run.png"), full_page=True)
-                text = page.inner_text("body")
-                assert "does not exist" in text and retry in text, text[-3000:]
-                # The failure leads with the customer message, not Dagster's class path.
-                assert "ExportFailed: bucket " in text and "events.Failure" not in text
-                assert "Not retrying" not in text
-                assert secret not in text and secret not in page.content()
-
-                # A later tick skips: the export waits out its backoff, and the tick says so.
-                sensor = f"{base}/locations/seqexport/sensors/scheduler_sensor"
-
-                def skip_shown() -> bool:
-                    page.goto(sensor, wait_until="networkidle")
-                    page.wait_for_timeout(1500)
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+                try:
+                    page = browser.new_page(viewport={"width": 1600, "height": 1200})
+                    page.goto(f"{base}/runs/{run.run_id}", wait_until="networkidle")
                     skip_community_dialog(page)
-                    body = page.inner_text("body")
-                    return "in backoff" in body and retry in body
+                    page.get_by_text("does not exist").first.wait_for(timeout=60_000)
+                    page.screenshot(path=str(ARTEFACTS / "failed_run.png"), full_page=True)
+                    text = page.inner_text("body")
+                    assert "does not exist" in text and retry in text, text[-3000:]
+                    # The failure leads with the customer message, not Dagster's class path.
+                    assert "ExportFailed: bucket " in text and "events.Failure" not in text
+                    assert "Not retrying" not in text
+                    assert secret not in text and secret not in page.content()
 
-                wait_for("a skipped tick saying why", skip_shown, server, log, 180)
-                page.screenshot(path=str(ARTEFACTS / "sensor_tick.png"), full_page=True)
-            finally:
-                browser.close()
+                    # A later tick skips: the export waits out its backoff, and the tick says so.
+                    sensor = f"{base}/locations/seqexport/sensors/scheduler_sensor"
+
+                    def skip_shown() -> bool:
+                        page.goto(sensor, wait_until="networkidle")
+                        page.wait_for_timeout(1500)
+                        skip_community_dialog(page)
+                        body = page.inner_text("body")
+                        return "in backoff" in body and retry in body
+
+                    wait_for("a skipped tick saying why", skip_shown, server, log, 180)
+                    page.screenshot(path=str(ARTEFACTS / "sensor_tick.png"), full_page=True)
+                finally:
+                    browser.close()
     finally:
-        stop_group(server)
         instance.dispose()
         world.dispose()

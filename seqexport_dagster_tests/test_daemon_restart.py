@@ -14,8 +14,6 @@ sensor) launch it again, and the window is rewritten under the same names.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import time
 import uuid
@@ -35,7 +33,7 @@ from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, floor_to_grid
 from seqexport_dagster_tests.support.bucket_audit import audit_export
 from seqexport_dagster_tests.support.faults import proxy as fp
-from seqexport_dagster_tests.support.processes import daemon_env, start_daemon, stop_group
+from seqexport_dagster_tests.support.processes import daemon_env, group_gone, kill_group, start_daemon, stop_group
 from seqexport_dagster_tests.support.world import World
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,14 +63,6 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float, log: Path) -> 
     raise AssertionError(f"timed out after {timeout} s waiting for {what}:\n{log.read_text()[-3000:]}")
 
 
-def group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 class Daemon:
     """`dagster-daemon run` in its own process group, its output appended to one log."""
 
@@ -86,7 +76,7 @@ class Daemon:
     def kill(self) -> None:
         """SIGKILL of the whole group: the daemon, its code server and any run worker it launched."""
         assert self.process is not None
-        os.killpg(self.process.pid, signal.SIGKILL)
+        kill_group(self.process)
 
     def reap(self) -> int:
         assert self.process is not None

@@ -31,6 +31,7 @@ from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
 from seqexport_dagster_tests.support.bucket_audit import audit_export
 from seqexport_dagster_tests.support.faults import proxy as fp
 from seqexport_dagster_tests.support.faults.scene import Outcome, Stopwatch, format_table, minutes, s3_export, s3_runner
+from seqexport_dagster_tests.support.processes import kill_group, start_group
 from seqexport_dagster_tests.support.world import DAY0, World
 
 EVENTS = ("email_events", "sms_events", "custom_events")
@@ -311,12 +312,12 @@ def start_worker(world: World, spec: str, export_id: str, dataset: str, day: dt.
         str(world.clock()),
         str(PART_LIMIT),
     ]
-    return subprocess.Popen(
+    return start_group(
         [sys.executable, "-m", "seqexport_dagster_tests.support.faults.worker", *argv],
+        cwd=None,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        start_new_session=True,
     )
 
 
@@ -324,7 +325,7 @@ def kill_on(proxy: fp.FaultProxy, match: str, holder: dict[str, subprocess.Popen
     """SIGKILL the worker when its PUT of ``match`` arrives; the PUT itself still lands afterwards."""
 
     def kill() -> None:
-        os.killpg(holder["worker"].pid, signal.SIGKILL)
+        kill_group(holder["worker"])
         deadline = time.monotonic() + 10
         while holder["worker"].poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -342,7 +343,7 @@ def run_killed_worker(
         assert worker.wait(timeout=60) == -signal.SIGKILL, worker.stderr.read() if worker.stderr else b""
     finally:
         if worker.poll() is None:
-            os.killpg(worker.pid, signal.SIGKILL)
+            kill_group(worker)
         if worker.stderr:
             worker.stderr.close()
     proxy.wait_idle()

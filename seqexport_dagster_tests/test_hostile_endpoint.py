@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from seqexport_dagster.errors import ERROR_TEXT_LIMIT
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster_tests.support.cli_harness import Cli, env_for
 from seqexport_dagster_tests.support.hostile_server import HostileServer, running
-from seqexport_dagster_tests.support.processes import ROOT
+from seqexport_dagster_tests.support.processes import ROOT, run_in_group
 from seqexport_dagster_tests.support.world import DAY0, World
 
 DEADLINE_S = 3.0
@@ -86,7 +85,7 @@ def test_hostile_endpoint_is_bounded_in_time_memory_and_words(
         worker_env |= env | {"PYTHONPATH": str(ROOT)}
 
         def worker() -> dict[str, object]:
-            done = subprocess.run(
+            done = run_in_group(
                 [
                     sys.executable,
                     "-m",
@@ -96,12 +95,8 @@ def test_hostile_endpoint_is_bounded_in_time_memory_and_words(
                     "2026-09-30",
                     str(DAY0 + 3 * HOUR_MS),
                 ],
-                cwd=ROOT,
                 env=worker_env,
-                capture_output=True,
-                text=True,
                 timeout=120,
-                start_new_session=True,
             )
             assert done.returncode == 0, done.stderr[-2000:]
             return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

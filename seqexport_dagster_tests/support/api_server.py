@@ -21,7 +21,7 @@ from seqexport_dagster.service.app import create_app
 from seqexport_dagster.service.guard import RateLimit
 from seqexport_dagster.store.token import TokenStore
 from seqexport_dagster_tests.support.moto_server import free_port
-from seqexport_dagster_tests.support.processes import ROOT, stop_group
+from seqexport_dagster_tests.support.processes import ROOT, group_process
 
 
 @dataclass
@@ -60,21 +60,11 @@ def wait_ready(
 def serve_process(env: dict[str, str], log: Path, *extra: str) -> Iterator[ApiServer]:
     """`seqexport serve` as a subprocess (own process group), stopped by PID."""
     port = free_port()
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "seqexport"), "serve", "--port", str(port), *extra],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
+    command = [str(Path(sys.executable).parent / "seqexport"), "serve", "--port", str(port), *extra]
+    with group_process(command, env=env, log=log) as process:
         url = f"http://127.0.0.1:{port}"
         wait_ready(url, process)
         yield ApiServer(url, log)
-    finally:
-        stop_group(process)
 
 
 @contextmanager

@@ -15,7 +15,6 @@ from ``MODE_FILE`` (so a test switches modes without restarting), consumes the r
 from __future__ import annotations
 
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -125,19 +124,15 @@ class HostileServer:
 
 @contextmanager
 def running(folder: Path) -> Iterator[HostileServer]:
-    """The server in its own process group on a free port, in mode ``ok``; stopped by PID."""
+    """The server in its own process group on a free port, in mode ``ok``; stopped with its group."""
     from seqexport_dagster_tests.support.moto_server import free_port
-    from seqexport_dagster_tests.support.processes import ROOT, stop_group
+    from seqexport_dagster_tests.support.processes import group_process
 
     port = free_port()
     server = HostileServer(f"http://127.0.0.1:{port}", folder / "hostile-mode")
     server.set_mode("ok")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "seqexport_dagster_tests.support.hostile_server", str(port), str(server.mode_file)],
-        cwd=ROOT,
-        start_new_session=True,
-    )
-    try:
+    command = [sys.executable, "-m", "seqexport_dagster_tests.support.hostile_server", str(port), str(server.mode_file)]
+    with group_process(command, grace_s=2) as process:
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -148,8 +143,6 @@ def running(folder: Path) -> Iterator[HostileServer]:
                     raise RuntimeError("the hostile server did not start") from None
                 time.sleep(0.05)
         yield server
-    finally:
-        stop_group(process, grace_s=2)
 
 
 if __name__ == "__main__":

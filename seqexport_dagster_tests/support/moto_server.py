@@ -8,7 +8,6 @@ share a process with the tests (or with another server that should stay permissi
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,8 @@ from typing import Any, cast
 
 import boto3
 from botocore.config import Config
+
+from seqexport_dagster_tests.support.processes import start_group, stop_group
 
 ADMIN_KEY = "testing"
 ADMIN_SECRET = "testing"  # moto accepts anything while auth is off
@@ -75,17 +76,8 @@ class MotoServer:
     def stop(self) -> None:
         for client in self._clients:
             client.close()
-        if self.process.poll() is not None:
-            return
         # The server runs in its own session: signal the group so a reloader child dies too.
-        try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=5)
-        except ProcessLookupError:
-            pass
+        stop_group(self.process, grace_s=5)
 
 
 def _no_proxy_opener() -> urllib.request.OpenerDirector:
@@ -97,12 +89,12 @@ def start(iam: bool = False, timeout: float = 30.0) -> MotoServer:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("AWS_", "HTTP_PROXY", "HTTPS_PROXY"))}
     env["AWS_DEFAULT_REGION"] = "us-east-1"
-    process = subprocess.Popen(
+    process = start_group(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        cwd=None,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,
     )
     server = MotoServer(port=port, process=process, iam=iam)
     deadline = time.monotonic() + timeout

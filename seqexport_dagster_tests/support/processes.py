@@ -1,8 +1,8 @@
-"""Stopping the servers tests start (dagster-daemon, dagster dev, workers).
+"""Starting and stopping the servers and workers tests start (dagster-daemon, dagster dev, workers).
 
-Each server runs in its own process group (``start_new_session=True``), so its children (code
-server, run workers) are stopped with it: first SIGTERM to the group, then SIGKILL after a grace
-period. A leftover child holding the output pipe would otherwise hang CI until its time limit.
+Each one runs in its own process group (``start_new_session=True``), so its children (code server,
+run workers) are stopped with it: first SIGTERM to the group, then SIGKILL after a grace period. A
+leftover child holding the output pipe would otherwise hang CI until its time limit.
 """
 
 from __future__ import annotations
@@ -11,10 +11,72 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+#: The repository (this file is seqexport_dagster_tests/support/processes.py).
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def stop_group(process: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
+def start_group(
+    command: Sequence[str],
+    *,
+    log: Path | None = None,
+    cwd: Path | None = ROOT,
+    env: Mapping[str, str] | None = None,
+    **popen: Any,
+) -> subprocess.Popen[Any]:
+    """``command`` in its own process group. With ``log``, its stdout and stderr are appended to that
+    file; otherwise ``popen`` (``stdout=``, ``stderr=``, ``text=``...) goes to `subprocess.Popen`."""
+    if log is None:
+        return subprocess.Popen(list(command), cwd=cwd, env=env, start_new_session=True, **popen)
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            list(command), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, **popen
+        )
+
+
+@contextmanager
+def group_process(command: Sequence[str], *, grace_s: float = 15.0, **start: Any) -> Iterator[subprocess.Popen[Any]]:
+    """`start_group`, stopped with `stop_group` however the block ends."""
+    process = start_group(command, **start)
+    try:
+        yield process
+    finally:
+        stop_group(process, grace_s)
+
+
+def run_in_group(
+    command: Sequence[str], *, timeout: float, grace_s: float = 2.0, **start: Any
+) -> subprocess.CompletedProcess[str]:
+    """A worker run to its end in its own process group, its output captured as text. One still
+    running after ``timeout`` is stopped with its whole group before `TimeoutExpired` is raised
+    (`subprocess.run` would kill the worker alone and leave its children)."""
+    with group_process(
+        command, grace_s=grace_s, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **start
+    ) as process:
+        out, err = process.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(list(command), process.returncode, out, err)
+
+
+def kill_group(process: subprocess.Popen[Any]) -> None:
+    """SIGKILL of the whole group at once: a crash, not a shutdown. A group already gone raises
+    `ProcessLookupError`, since a test that kills a process expects it to be alive."""
+    os.killpg(process.pid, signal.SIGKILL)
+
+
+def group_gone(pgid: int) -> bool:
+    """True once no process of the group ``pgid`` is left (zombies reaped)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def stop_group(process: subprocess.Popen[Any], grace_s: float = 15.0) -> None:
     if process.poll() is not None:
         return
     try:
@@ -25,9 +87,6 @@ def stop_group(process: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
         process.wait(timeout=10)
     except ProcessLookupError:
         pass
-
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def daemon_env(home: Path, control_url: str, source_url: str, key_spec: str) -> dict[str, str]:
@@ -47,12 +106,8 @@ def daemon_env(home: Path, control_url: str, source_url: str, key_spec: str) -> 
 
 def start_daemon(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """`dagster-daemon run` on the repo's workspace, in its own process group, appending to ``log``."""
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    return start_group(
+        [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
+        log=log,
+        env=env,
+    )
