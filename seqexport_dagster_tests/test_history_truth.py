@@ -97,6 +97,30 @@ def h(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         yield value
 
 
+@pytest.fixture
+def missing_bucket_export(h: Any, moto: Any) -> Any:
+    """An hourly export of email_events, created at DAY0, to a bucket that does not exist on moto:
+    its run fails with a customer-readable reason and a retry."""
+    from seqexport_dagster.destination import DestinationConfig
+
+    return h.world.store.create_export(
+        account_id="acme",
+        destination=DestinationConfig(
+            "s3",
+            f"missing-{uuid.uuid4().hex[:12]}",
+            prefix="sequenzy",
+            region="us-east-1",
+            endpoint=moto.endpoint,
+            access_key_id="AKIAHISTORYTEST",
+            secret_access_key="history-test-secret",
+        ),
+        datasets=("email_events",),
+        frequency="1h",
+        lag_ms=2 * MINUTE_MS,
+        now_ms=DAY0,
+    )
+
+
 def test_history_through_the_cli_agrees_with_dagster_scheduled_export_now_backfill_manual(h: Any, capsys: Any) -> None:
     """Four triggers, each a real Dagster run on a real instance: the day, the trigger and Dagster's
     run status per run, as `seqexport history` shows them (JSON and the table)."""
@@ -146,30 +170,14 @@ def test_history_shows_a_run_canceled_before_its_first_file_and_dagster_says_can
 
 
 def test_history_shows_a_failed_run_with_its_retry_and_dagster_failed_it_plainly(
-    h: Any, moto: Any, capsys: Any
+    h: Any, missing_bucket_export: Any, capsys: Any
 ) -> None:
     """A run whose only export fails (its bucket does not exist): Dagster fails the run with the
     customer message first (not a stack trace), the run says when the scheduler retries, and run
     retries are off for it (no "Not retrying since ..."); history shows the same, with the retry."""
-    from seqexport_dagster.destination import DestinationConfig
     from seqexport_dagster.idle import retry_note
 
-    export = h.world.store.create_export(
-        account_id="acme",
-        destination=DestinationConfig(
-            "s3",
-            f"missing-{uuid.uuid4().hex[:12]}",
-            prefix="sequenzy",
-            region="us-east-1",
-            endpoint=moto.endpoint,
-            access_key_id="AKIAHISTORYTEST",
-            secret_access_key="history-test-secret",
-        ),
-        datasets=("email_events",),
-        frequency="1h",
-        lag_ms=2 * MINUTE_MS,
-        now_ms=DAY0,
-    )
+    export = missing_bucket_export
     h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
     outcome = h.tick()
     (run_id,) = outcome.run_ids
@@ -199,28 +207,12 @@ def test_history_shows_a_failed_run_with_its_retry_and_dagster_failed_it_plainly
 
 
 def test_a_batch_with_one_failing_export_succeeds_and_shows_the_failure_on_the_run(
-    h: Any, moto: Any, capsys: Any
+    h: Any, missing_bucket_export: Any, capsys: Any
 ) -> None:
     """One run, two exports, one failing: the run succeeds (the other delivered), its observations
     name the failing export with its message and next retry; each history shows its own outcome."""
-    from seqexport_dagster.destination import DestinationConfig
-
     good = h.world.local_export(datasets=("email_events",))
-    bad = h.world.store.create_export(
-        account_id="acme",
-        destination=DestinationConfig(
-            "s3",
-            f"missing-{uuid.uuid4().hex[:12]}",
-            region="us-east-1",
-            endpoint=moto.endpoint,
-            access_key_id="AKIAHISTORYTEST",
-            secret_access_key="history-test-secret",
-        ),
-        datasets=("email_events",),
-        frequency="1h",
-        lag_ms=2 * MINUTE_MS,
-        now_ms=DAY0,
-    )
+    bad = missing_bucket_export
     h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
     (run_id,) = h.tick().run_ids
     assert dagster_status(h, run_id) == "succeeded"
