@@ -6,7 +6,7 @@ inverse, for the remote CLI: it rebuilds the records from the HTTP API's answer 
 the same code as the local CLI, so both print the same thing. No shape carries a secret; the access
 key id is masked (`mask_key_id`), and masking a masked id changes nothing.
 
-About 400 lines on purpose: each shape, its builder and its inverse stay side by side, so a field
+Size: about 400 lines on purpose. Each shape, its builder and its inverse stay side by side, so a field
 added to one is seen in the other two (`test_http_service` round-trips them).
 """
 

@@ -128,7 +128,7 @@ def export_now(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
         render.changed(out, api.export_now(args.export_id), "will run at the next scheduler tick (no backoff wait)")
         return EXIT_OK
     plan = api.export_now_plan(args.export_id)
-    from seqexport_dagster.daemon_health import daemon_warning
+    from seqexport_dagster.defs.daemon_health import daemon_warning
 
     warning = daemon_warning(args.environ)
     if warning:
