@@ -50,6 +50,10 @@ def _id(what: str) -> Field:
     return Field("id", "string", f"Stable {what} id; the deduplication key.", nullable=False, max_length=128)
 
 
+def _event_type(*values: str) -> Field:
+    return Field("event_type", "string", "What happened.", nullable=False, enum=values)
+
+
 _OCCURRED = Field("occurred_at", "timestamp", "When it happened. Use this for analysis.", nullable=False)
 _RECORDED = Field(
     "recorded_at",
@@ -68,13 +72,7 @@ EMAIL_EVENTS = Dataset(
     "One row per email event.",
     (
         _id("event"),
-        Field(
-            "event_type",
-            "string",
-            "What happened.",
-            nullable=False,
-            enum=("sent", "delivered", "opened", "clicked", "bounced", "complained", "unsubscribed"),
-        ),
+        _event_type("sent", "delivered", "opened", "clicked", "bounced", "complained", "unsubscribed"),
         _OCCURRED,
         _RECORDED,
         _SUBSCRIBER,
@@ -96,13 +94,7 @@ SMS_EVENTS = Dataset(
     "One row per SMS event.",
     (
         _id("event"),
-        Field(
-            "event_type",
-            "string",
-            "What happened.",
-            nullable=False,
-            enum=("sent", "delivered", "failed", "clicked", "replied", "opted_out"),
-        ),
+        _event_type("sent", "delivered", "failed", "clicked", "replied", "opted_out"),
         _OCCURRED,
         _RECORDED,
         _SUBSCRIBER,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -66,6 +66,10 @@ def _entry(
 def _close(conn: sa.Connection, where: sa.ColumnElement[bool], status: str, now_ms: int, message: str | None) -> int:
     ended = conn.execute(run_log.update().where(where).values(status=status, message=message, finished_at=now_ms))
     return int(ended.rowcount or 0)
+
+
+#: The table's columns in `RunLogEntry`'s field order, so a row builds an entry as it is.
+_ENTRY_COLUMNS: Final = tuple(run_log.c[f.name] for f in fields(RunLogEntry))
 
 
 class RunLog:
@@ -133,25 +137,12 @@ class RunLog:
 
     def entries(self, export_id: str, since_ms: int) -> list[RunLogEntry]:
         query = (
-            sa.select(run_log)
+            sa.select(*_ENTRY_COLUMNS)
             .where(run_log.c.export_id == export_id, run_log.c.started_at >= since_ms)
             .order_by(run_log.c.id)
         )
         with self.engine.connect() as conn:
-            return [
-                RunLogEntry(
-                    run_id=r.run_id,
-                    export_id=r.export_id,
-                    dataset=r.dataset,
-                    date=r.date,
-                    trigger=r.trigger,
-                    status=r.status,
-                    message=r.message,
-                    started_at=r.started_at,
-                    finished_at=r.finished_at,
-                )
-                for r in conn.execute(query)
-            ]
+            return [RunLogEntry(*row) for row in conn.execute(query)]
 
 
 @dataclass(frozen=True, slots=True)
