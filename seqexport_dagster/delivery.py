@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome, content_md5
-from seqexport_dagster.errors import AccessDenied, PermanentError, RunInterrupted
+from seqexport_dagster.errors import AccessDenied, DestinationChanged, PermanentError, RunInterrupted
 from seqexport_dagster.keys import SNAPSHOT_DATASET, connection_test_key
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import Row, SourceReader
@@ -45,10 +45,6 @@ EMPTY_MD5: Final = content_md5(b"")
 _PROBE: Final = b"Sequenzy Data Exports write probe: checks that this key may still create objects. Safe to delete.\n"
 
 DestinationFactory = Callable[[DestinationConfig, OperatorPolicy], Destination]
-
-
-class DestinationChanged(Exception):
-    """Internal signal: restart the current window or snapshot at the new destination."""
 
 
 @dataclass(frozen=True, slots=True)
