@@ -21,7 +21,7 @@ One run carries up to K exports of one day (`planner.batch`). Inside it:
    message and "retries at <time> (attempt n)") or canceled (paused or deleted, even before the
    first file). `seqexport history` reads it; `run_verdict` gives the run's own end state.
 
-Over 400 lines on purpose: the workers, the watching thread, deadlines and revocation share one
+Size: over 400 lines on purpose. The workers, the watching thread, deadlines and revocation share one
 concurrency protocol (the lock, the revoked set, the event queue); split, it would be read in halves.
 """
 

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome
-from seqexport_dagster.errors import AccessDenied, PermanentError, RunInterrupted
+from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome, content_md5
+from seqexport_dagster.errors import AccessDenied, DestinationChanged, PermanentError, RunInterrupted
 from seqexport_dagster.keys import SNAPSHOT_DATASET, connection_test_key
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import Row, SourceReader
@@ -41,14 +41,10 @@ from seqexport_dagster.writer import EMPTY_GZIP, Part, PartWriter, SortKey, pack
 
 #: The snapshot's _SUCCESS in the part ledger: a number no part can have.
 SUCCESS_NUMBER: Final = -1
-EMPTY_MD5: Final = "1B2M2Y8AsgTpgAmY7PhCfg=="  # base64 MD5 of b""
+EMPTY_MD5: Final = content_md5(b"")
 _PROBE: Final = b"Sequenzy Data Exports write probe: checks that this key may still create objects. Safe to delete.\n"
 
 DestinationFactory = Callable[[DestinationConfig, OperatorPolicy], Destination]
-
-
-class DestinationChanged(Exception):
-    """Internal signal: restart the current window or snapshot at the new destination."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -211,3 +211,8 @@ class LeaseLost(RunInterrupted):
         )
         self.export_id = export_id
         self.status = "leased elsewhere"
+
+
+class DestinationChanged(Exception):
+    """Internal signal between delivery and the runner, never shown: the export's destination changed
+    during a window or snapshot, which restarts at the new place."""

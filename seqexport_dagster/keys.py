@@ -16,9 +16,11 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from seqexport_dagster.schema import SUBSCRIBERS
 from seqexport_dagster.window import Window, date_key
 
-SNAPSHOT_DATASET: Final = "subscribers"
+#: The one snapshot dataset; its objects are named by day, not by window.
+SNAPSHOT_DATASET: Final = SUBSCRIBERS.name
 SUCCESS_NAME: Final = "_SUCCESS"
 CONTROL_FOLDER: Final = "_sequenzy"
 

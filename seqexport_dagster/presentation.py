@@ -6,7 +6,7 @@ inverse, for the remote CLI: it rebuilds the records from the HTTP API's answer 
 the same code as the local CLI, so both print the same thing. No shape carries a secret; the access
 key id is masked (`mask_key_id`), and masking a masked id changes nothing.
 
-About 400 lines on purpose: each shape, its builder and its inverse stay side by side, so a field
+Size: about 400 lines on purpose. Each shape, its builder and its inverse stay side by side, so a field
 added to one is seen in the other two (`test_http_service` round-trips them).
 """
 
@@ -54,16 +54,14 @@ class DatasetJson(TypedDict):
     position: str | None
 
 
-class DatasetStatusJson(TypedDict):
-    dataset: str
-    added_at: str | None
-    position_ms: int
-    position: str | None
+class DatasetStatusJson(DatasetJson):
     behind_ms: int
     last_error: LastErrorJson | None
 
 
-class ExportJson(TypedDict):
+class _ExportFields(TypedDict):
+    """What `ExportJson` and `ExportStatusJson` share; they differ in their datasets' shape."""
+
     id: str
     account_id: str
     status: str
@@ -75,7 +73,6 @@ class ExportJson(TypedDict):
     access_key_id: str | None
     frequency: str
     lag_ms: int
-    datasets: list[DatasetJson]
     config_version: int
     destination_version: int
     export_now_requested_at: str | None
@@ -84,27 +81,14 @@ class ExportJson(TypedDict):
     deleted_at: str | None
 
 
-class ExportStatusJson(TypedDict):
+class ExportJson(_ExportFields):
+    datasets: list[DatasetJson]
+
+
+class ExportStatusJson(_ExportFields):
     """`ExportJson` with each dataset's delay and last error, the time of the answer and the latest error."""
 
-    id: str
-    account_id: str
-    status: str
-    provider: str
-    bucket: str
-    prefix: str
-    region: str | None
-    endpoint: str | None
-    access_key_id: str | None
-    frequency: str
-    lag_ms: int
     datasets: list[DatasetStatusJson]
-    config_version: int
-    destination_version: int
-    export_now_requested_at: str | None
-    created_at: str | None
-    updated_at: str | None
-    deleted_at: str | None
     now: str | None
     last_error: LastErrorJson | None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from seqexport_dagster.schema import DATASETS, README_BEGIN, README_END, json_schema_text, readme_section
+from seqexport_dagster.schema import DATASETS, TABLES_BEGIN, TABLES_END, json_schema_text, schema_tables
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 #: The customers' document: its "Row schemas" section holds the generated tables between the markers.
@@ -18,8 +18,8 @@ CUSTOMER_DOC = Path(__file__).parent.parent / "docs" / "customers.md"
 
 def render_tables(text: str) -> str:
     """``text`` with the generated tables between its markers replaced by the current ones."""
-    start, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
-    return text[:start] + readme_section() + text[end:]
+    start, end = text.index(TABLES_BEGIN), text.index(TABLES_END) + len(TABLES_END)
+    return text[:start] + schema_tables() + text[end:]
 
 
 def main() -> int:

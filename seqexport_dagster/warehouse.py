@@ -1,7 +1,7 @@
-"""Warehouse DDL generated from the row contract, so the README's statements match the schemas exactly.
+"""Warehouse DDL generated from the row contract, so the published statements match the schemas exactly.
 
 ``python -m seqexport_dagster.warehouse WAREHOUSE DATASET`` prints the statements for any dataset;
-the README shows them for ``email_events`` and a test keeps both in step with `schema.DATASETS`.
+``docs/customers.md`` shows them for ``email_events`` and a test keeps both in step with `schema.DATASETS`.
 
 Type choices, and why:
 - timestamps are ``YYYY-MM-DDTHH:MM:SS.mmmZ``: Snowflake's TIMESTAMP_TZ, BigQuery's TIMESTAMP,

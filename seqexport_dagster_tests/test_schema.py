@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from seqexport_dagster.demo import generator
-from seqexport_dagster.schema import DATASETS, EVENT_DATASETS, json_schema, json_schema_text, readme_section
+from seqexport_dagster.schema import DATASETS, EVENT_DATASETS, json_schema, json_schema_text, schema_tables
 from seqexport_dagster.schema_publish import CUSTOMER_DOC, SCHEMA_DIR, render_tables
 from seqexport_dagster.source.tables import TABLES
 from seqexport_dagster.window import DAY_MS
@@ -81,7 +81,7 @@ def test_published_schema_files_do_not_drift() -> None:
 
 def test_customer_doc_tables_do_not_drift() -> None:
     text = CUSTOMER_DOC.read_text()
-    assert readme_section() in text
+    assert schema_tables() in text
     assert render_tables(text) == text, (
         "docs/customers.md tables drifted: run python -m seqexport_dagster.schema_publish"
     )

@@ -11,7 +11,7 @@ import pytest
 
 from seqexport_dagster import schema_publish
 from seqexport_dagster.demo.generator import generate_account
-from seqexport_dagster.schema import DATASETS, SCHEMA_VERSION, json_schema, json_schema_text, readme_section
+from seqexport_dagster.schema import DATASETS, SCHEMA_VERSION, json_schema, json_schema_text, schema_tables
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.verify import row_problem
@@ -65,9 +65,9 @@ def test_customer_doc_tables_match_the_definition() -> None:
     """The row-schema tables live with their section, in the customers' document (not the README)."""
     doc = (REPO / "docs" / "customers.md").read_text()
     assert schema_publish.CUSTOMER_DOC == REPO / "docs" / "customers.md"
-    assert readme_section() in doc, "run `python -m seqexport_dagster.schema_publish`"
+    assert schema_tables() in doc, "run `python -m seqexport_dagster.schema_publish`"
     assert schema_publish.render_tables(doc) == doc
-    assert readme_section() not in (REPO / "README.md").read_text()
+    assert schema_tables() not in (REPO / "README.md").read_text()
 
 
 def test_versioning_policy_fields_only_appended() -> None:

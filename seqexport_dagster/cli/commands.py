@@ -128,7 +128,7 @@ def export_now(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
         render.changed(out, api.export_now(args.export_id), "will run at the next scheduler tick (no backoff wait)")
         return EXIT_OK
     plan = api.export_now_plan(args.export_id)
-    from seqexport_dagster.daemon_health import daemon_warning
+    from seqexport_dagster.defs.daemon_health import daemon_warning
 
     warning = daemon_warning(args.environ)
     if warning:
@@ -139,13 +139,12 @@ def export_now(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 def frequency(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     record = api.change_frequency(args.export_id, args.frequency)
-    if out.as_json:
-        out.json(render.export_json(record))
-    else:
-        out.line(
-            f"Export {record.id} now runs every {record.frequency}; each dataset continues from its position "
-            "to the next point of the new grid, with no gap."
-        )
+    render.export_changed(
+        out,
+        record,
+        f"Export {record.id} now runs every {record.frequency}; each dataset continues from its position "
+        "to the next point of the new grid, with no gap.",
+    )
     return EXIT_OK
 
 
@@ -194,10 +193,11 @@ def datasets(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     else:
         record = api.remove_datasets(args.export_id, args.names)
         verb = f"no longer exports {args.names} (files stay)"
-    if out.as_json:
-        out.json(render.export_json(record))
-    else:
-        out.line(f"Export {record.id} {verb}; datasets: {', '.join(d.dataset for d in record.datasets)}.")
+    render.export_changed(
+        out,
+        record,
+        f"Export {record.id} {verb}; datasets: {', '.join(d.dataset for d in record.datasets)}.",
+    )
     return EXIT_OK
 
 
@@ -215,10 +215,11 @@ def destination(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
         secret_access_key=(lambda: read_secret(args, out, required=needs_secret)) if asked else None,
         progress=out.progress,
     )
-    if out.as_json:
-        out.json(render.export_json(record))
-    else:
-        out.line(f"Export {record.id} now writes to {render.where(record)}; it continues from its position there.")
+    render.export_changed(
+        out,
+        record,
+        f"Export {record.id} now writes to {render.where(record)}; it continues from its position there.",
+    )
     return EXIT_OK
 
 

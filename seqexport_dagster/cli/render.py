@@ -81,6 +81,14 @@ def export_json(e: ExportRecord) -> dict[str, object]:
     return dict(shapes().export_json(e))
 
 
+def export_changed(out: Output, record: ExportRecord, sentence: str) -> None:
+    """A changed export: its JSON shape, or one sentence saying what changed."""
+    if out.as_json:
+        out.json(export_json(record))
+    else:
+        out.line(sentence)
+
+
 def when(ms: int | None) -> str:
     return "-" if ms is None else iso_ms(ms)[:19].replace("T", " ") + "Z"
 

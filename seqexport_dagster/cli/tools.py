@@ -17,7 +17,6 @@ from seqexport_dagster.progress import reporter
 
 if TYPE_CHECKING:
     from seqexport_dagster.cli.commands import AnyExports
-    from seqexport_dagster.demo.run import DemoSummary
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -30,17 +29,8 @@ def demo(args: argparse.Namespace) -> int:
     if args.json:
         render.demo_json(summary)
     else:
-        render.demo_summary(summary, _duckdb_counts(summary))
+        render.demo_summary(summary, summary.duckdb_counts())
     return EXIT_OK
-
-
-def _duckdb_counts(summary: DemoSummary) -> list[tuple[Any, ...]] | None:
-    """The demo's own DuckDB query over what it wrote, when DuckDB is installed."""
-    try:
-        import duckdb
-    except ImportError:
-        return None
-    return duckdb.execute(summary.duckdb_query()).fetchall()
 
 
 def verify(args: argparse.Namespace) -> int:

@@ -243,25 +243,24 @@ def settle_run(control_plane: ControlPlaneResource, run: dg.DagsterRun, status: 
     )  # fmt: skip
 
 
-@dg.run_status_sensor(
-    run_status=dg.DagsterRunStatus.CANCELED,
-    name="run_log_canceled_sensor",
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Keeps `seqexport history` in step with Dagster: runs canceled before or while writing.",
-)
-def run_log_canceled_sensor(
-    context: dg.RunStatusSensorContext, control_plane: ControlPlaneResource, clock: ClockResource
-) -> None:
-    settle_run(control_plane, context.dagster_run, run_log.CANCELED, clock.now_ms())
+def run_log_sensor(dagster_status: dg.DagsterRunStatus, status: str, name: str, what: str) -> dg.SensorDefinition:
+    """A sensor that settles the run log (`settle_run`) of every run Dagster ends in ``dagster_status``."""
+
+    @dg.run_status_sensor(
+        run_status=dagster_status,
+        name=name,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Keeps `seqexport history` in step with Dagster: {what}.",
+    )
+    def settle(context: dg.RunStatusSensorContext, control_plane: ControlPlaneResource, clock: ClockResource) -> None:
+        settle_run(control_plane, context.dagster_run, status, clock.now_ms())
+
+    return settle
 
 
-@dg.run_status_sensor(
-    run_status=dg.DagsterRunStatus.FAILURE,
-    name="run_log_failed_sensor",
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Keeps `seqexport history` in step with Dagster: runs whose worker was lost.",
+run_log_canceled_sensor = run_log_sensor(
+    dg.DagsterRunStatus.CANCELED, run_log.CANCELED, "run_log_canceled_sensor", "runs canceled before or while writing"
 )
-def run_log_failed_sensor(
-    context: dg.RunStatusSensorContext, control_plane: ControlPlaneResource, clock: ClockResource
-) -> None:
-    settle_run(control_plane, context.dagster_run, run_log.FAILED, clock.now_ms())
+run_log_failed_sensor = run_log_sensor(
+    dg.DagsterRunStatus.FAILURE, run_log.FAILED, "run_log_failed_sensor", "runs whose worker was lost"
+)

@@ -60,6 +60,14 @@ class DemoSummary:
             "hive_partitioning = true) GROUP BY event_type ORDER BY 2 DESC;"
         )
 
+    def duckdb_counts(self) -> list[tuple[Any, ...]] | None:
+        """`duckdb_query` run over what the demo wrote, when DuckDB is installed (it is a test extra)."""
+        try:
+            import duckdb
+        except ImportError:
+            return None
+        return duckdb.execute(self.duckdb_query()).fetchall()
+
     def browse_command(self) -> str:
         """`dg dev` on the demo's instance, with absolute paths only, so it works from any folder.
 

@@ -29,6 +29,10 @@ class TickOutcome:
     asset_events: list[Any] = field(default_factory=list)
     cursor: str | None = None
 
+    @property
+    def run_ids(self) -> list[str]:
+        return [r.run_id for r in self.results]
+
 
 def evaluate_sensor(
     instance: dg.DagsterInstance, resources: Mapping[str, Any], cursor: str | None = None

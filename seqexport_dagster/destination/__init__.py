@@ -12,7 +12,7 @@ The modules, from the bottom up (none imports one above it):
 
 from __future__ import annotations
 
-from seqexport_dagster.destination.base import Destination, PutOutcome
+from seqexport_dagster.destination.base import Destination, PutOutcome, content_md5
 from seqexport_dagster.destination.config import DestinationConfig, Provider, validate_config, validate_provider
 from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.destination.policy import OperatorPolicy
@@ -23,6 +23,7 @@ __all__ = [
     "OperatorPolicy",
     "Provider",
     "PutOutcome",
+    "content_md5",
     "open_destination",
     "validate_config",
     "validate_provider",

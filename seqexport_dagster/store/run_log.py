@@ -1,7 +1,7 @@
 """The run log: how each run was started and how it ended, per (run, export, dataset).
 
 Written by the Dagster wiring around `Runner.run_day`; read by `seqexport_dagster.history`. Kept
-apart from the windows ledger (`store.store`) on purpose: the ledger records what reached the
+apart from the windows ledger (`store.ledger`) on purpose: the ledger records what reached the
 bucket, the run log what was asked for and what Dagster reported, including runs that never
 opened a window (paused or deleted before their first file).
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final
+from dataclasses import dataclass, fields
+from typing import Any, Final
 
 import sqlalchemy as sa
 
@@ -42,6 +42,36 @@ class RunLogEntry:
     finished_at: int | None
 
 
+#: The control plane is away or the table is not migrated yet. A history note is never worth failing
+#: a customer's export over: the outcome is in the ledger and in Dagster, so only the note is lost.
+_UNAVAILABLE: Final = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.ProgrammingError)
+
+
+def _entry(
+    run_id: str, export_id: str, dataset: str, date: str, trigger: str, status: str, now_ms: int
+) -> dict[str, Any]:
+    """One insert row: an entry opened at ``now_ms`` (closed at once unless ``status`` is running)."""
+    return {
+        "run_id": run_id,
+        "export_id": export_id,
+        "dataset": dataset,
+        "date": date,
+        "trigger": trigger,
+        "status": status,
+        "started_at": now_ms,
+        "finished_at": None if status == RUNNING else now_ms,
+    }
+
+
+def _close(conn: sa.Connection, where: sa.ColumnElement[bool], status: str, now_ms: int, message: str | None) -> int:
+    ended = conn.execute(run_log.update().where(where).values(status=status, message=message, finished_at=now_ms))
+    return int(ended.rowcount or 0)
+
+
+#: The table's columns in `RunLogEntry`'s field order, so a row builds an entry as it is.
+_ENTRY_COLUMNS: Final = tuple(run_log.c[f.name] for f in fields(RunLogEntry))
+
+
 class RunLog:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
@@ -53,21 +83,9 @@ class RunLog:
             with self.engine.begin() as conn:
                 if conn.execute(sa.select(run_log.c.id).where(where)).first():
                     conn.execute(run_log.update().where(where).values(status=RUNNING, finished_at=None))
-                    return
-                conn.execute(
-                    run_log.insert().values(
-                        run_id=run_id,
-                        export_id=export_id,
-                        dataset=dataset,
-                        date=date,
-                        trigger=trigger,
-                        status=RUNNING,
-                        started_at=now_ms,
-                    )
-                )
-        except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.ProgrammingError):
-            # Never fail a customer's export over its history note: if the control plane is away
-            # the runner fails on its own a moment later; a table not yet migrated only loses notes.
+                else:
+                    conn.execute(run_log.insert(), [_entry(run_id, export_id, dataset, date, trigger, RUNNING, now_ms)])
+        except _UNAVAILABLE:
             return
 
     def finish(
@@ -76,18 +94,17 @@ class RunLog:
         where = sa.and_(run_log.c.run_id == run_id, run_log.c.export_id == export_id, run_log.c.dataset == dataset)
         try:
             with self.engine.begin() as conn:
-                conn.execute(run_log.update().where(where).values(status=status, message=message, finished_at=now_ms))
-        except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.ProgrammingError):
-            return  # the outcome is in the ledger and in Dagster; losing this line only loses a note
+                _close(conn, where, status, now_ms, message)
+        except _UNAVAILABLE:
+            return
 
     def close_run(self, run_id: str, status: str, now_ms: int, message: str) -> None:
         """End every entry of the run still open: the run itself ended (terminated, or crashed in
         our wiring) while those datasets were in progress or queued."""
-        where = sa.and_(run_log.c.run_id == run_id, run_log.c.status == RUNNING)
         try:
             with self.engine.begin() as conn:
-                conn.execute(run_log.update().where(where).values(status=status, message=message, finished_at=now_ms))
-        except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.ProgrammingError):
+                _close(conn, sa.and_(run_log.c.run_id == run_id, run_log.c.status == RUNNING), status, now_ms, message)
+        except _UNAVAILABLE:
             return
 
     def settle(
@@ -103,52 +120,29 @@ class RunLog:
         """Dagster ended the run (``status``) on its own: close the entries still open, or, when the
         run wrote none (canceled while queued, its worker lost before it began), add one per
         (export, dataset) of ``work``. Returns how many entries changed."""
-        where = run_log.c.run_id == run_id
         try:
             with self.engine.begin() as conn:
-                if conn.execute(sa.select(run_log.c.id).where(where).limit(1)).first() is None:
-                    for export_id, dataset in work:
-                        conn.execute(
-                            run_log.insert().values(
-                                run_id=run_id,
-                                export_id=export_id,
-                                dataset=dataset,
-                                date=date,
-                                trigger=trigger,
-                                status=status,
-                                message=message,
-                                started_at=now_ms,
-                                finished_at=now_ms,
-                            )
-                        )
+                if conn.execute(sa.select(run_log.c.id).where(run_log.c.run_id == run_id).limit(1)).first() is None:
+                    if work:
+                        rows = [
+                            _entry(run_id, e, d, date, trigger, status, now_ms) | {"message": message} for e, d in work
+                        ]
+                        conn.execute(run_log.insert(), rows)
                     return len(work)
-                values = {"status": status, "message": message, "finished_at": now_ms}
-                changed = conn.execute(run_log.update().where(where, run_log.c.status == RUNNING).values(**values))
-                return int(changed.rowcount or 0)
-        except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.ProgrammingError):
+                return _close(
+                    conn, sa.and_(run_log.c.run_id == run_id, run_log.c.status == RUNNING), status, now_ms, message
+                )
+        except _UNAVAILABLE:
             return 0
 
     def entries(self, export_id: str, since_ms: int) -> list[RunLogEntry]:
         query = (
-            sa.select(run_log)
+            sa.select(*_ENTRY_COLUMNS)
             .where(run_log.c.export_id == export_id, run_log.c.started_at >= since_ms)
             .order_by(run_log.c.id)
         )
         with self.engine.connect() as conn:
-            return [
-                RunLogEntry(
-                    run_id=r.run_id,
-                    export_id=r.export_id,
-                    dataset=r.dataset,
-                    date=r.date,
-                    trigger=r.trigger,
-                    status=r.status,
-                    message=r.message,
-                    started_at=r.started_at,
-                    finished_at=r.finished_at,
-                )
-                for r in conn.execute(query)
-            ]
+            return [RunLogEntry(*row) for row in conn.execute(query)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from seqexport_dagster.errors import ExportError
-from seqexport_dagster.keys import SUCCESS_NAME, parse_key
+from seqexport_dagster.keys import SNAPSHOT_DATASET, SUCCESS_NAME, parse_key
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.schema import DATASETS, Dataset
 from seqexport_dagster.verify.bucket import Bucket, LocalBucket, StoredObject, open_bucket, prefetch
@@ -233,32 +233,35 @@ def _check_snapshots(
     successes: dict[str, StoredObject],
     workers: int,
 ) -> None:
-    ds = DATASETS["subscribers"]
-    summary = checker.report.datasets["subscribers"]
+    ds = DATASETS[SNAPSHOT_DATASET]
+    summary = checker.report.datasets[SNAPSHOT_DATASET]
     days = sorted(set(parts_by_day) | set(successes))
     for earlier, later in zip(days, days[1:], strict=False):
         missing = (dt.date.fromisoformat(later) - dt.date.fromisoformat(earlier)).days - 1
         if missing > 0:
-            checker.problem("gap", "subscribers", f"after date={earlier}", f"{missing} day(s) without a snapshot")
+            checker.problem("gap", SNAPSHOT_DATASET, f"after date={earlier}", f"{missing} day(s) without a snapshot")
     for day in days:
         parts = sorted(parts_by_day.get(day, []), key=lambda p: p.number)
         label = f"date={day}"
         success = successes.get(day)
         if not parts:
-            checker.problem("missing_part", "subscribers", label, "_SUCCESS without any part")
+            checker.problem("missing_part", SNAPSHOT_DATASET, label, "_SUCCESS without any part")
         else:
-            checker.check_numbering("subscribers", label, parts)
+            checker.check_numbering(SNAPSHOT_DATASET, label, parts)
         if success is None:
             checker.problem(
-                "missing_success", "subscribers", f"subscribers/{label}/{SUCCESS_NAME}", "the snapshot is incomplete"
+                "missing_success",
+                SNAPSHOT_DATASET,
+                f"{SNAPSHOT_DATASET}/{label}/{SUCCESS_NAME}",
+                "the snapshot is incomplete",
             )
         else:
             if success.size:
-                checker.problem("success_not_empty", "subscribers", success.key, f"{success.size} bytes; must be 0")
+                checker.problem("success_not_empty", SNAPSHOT_DATASET, success.key, f"{success.size} bytes; must be 0")
             late = [p.obj.key for p in parts if p.obj.modified_ns > success.modified_ns]
             if late:
                 checker.problem(
-                    "success_not_last", "subscribers", success.key, f"written before {len(late)} part(s): {late[0]}"
+                    "success_not_last", SNAPSHOT_DATASET, success.key, f"written before {len(late)} part(s): {late[0]}"
                 )
         seen: dict[str, list[str]] = {}
         previous: tuple[str, ...] | None = None
@@ -267,10 +270,10 @@ def _check_snapshots(
             summary.rows += rows
             summary.parts += 1
             summary.bytes += part.obj.size
-            checker.rows_by_window[("subscribers", _day_window(day))] = (
-                checker.rows_by_window.get(("subscribers", _day_window(day)), 0) + rows
+            checker.rows_by_window[(SNAPSHOT_DATASET, _day_window(day))] = (
+                checker.rows_by_window.get((SNAPSHOT_DATASET, _day_window(day)), 0) + rows
             )
-        checker.report_duplicates("subscribers", seen)
+        checker.report_duplicates(SNAPSHOT_DATASET, seen)
     summary.days = len(days)
     if days:
         summary.first, summary.last = days[0], days[-1]
@@ -295,12 +298,12 @@ def verify_bucket(
     events, snapshot_parts, successes = _classify(checker, objects)
     _count_progress(checker, progress, events, snapshot_parts)
     for name in DATASETS:
-        present = name in events or (name == "subscribers" and (snapshot_parts or successes))
+        present = name in events or (name == SNAPSHOT_DATASET and (snapshot_parts or successes))
         if present:
             report.datasets[name] = DatasetSummary()
     for name, by_window in events.items():
         _check_events(checker, bucket, name, by_window, workers)
-    if "subscribers" in report.datasets:
+    if SNAPSHOT_DATASET in report.datasets:
         _check_snapshots(checker, bucket, snapshot_parts, successes, workers)
     if not objects:
         checker.problem("no_data", "-", report.source, f"no dataset folder ({', '.join(DATASETS)}) found")
