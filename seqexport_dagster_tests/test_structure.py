@@ -12,10 +12,10 @@ That test modules never import each other lives in `test_structure_of_tests`.
 
 from __future__ import annotations
 
-import ast
 import re
-from collections.abc import Iterator
 from pathlib import Path
+
+from seqexport_dagster_tests.support.imports import imported, module_name
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "seqexport_dagster"
@@ -29,44 +29,20 @@ def is_under(name: str, roots: tuple[str, ...]) -> bool:
     return any(name == root or name.startswith(root + ".") for root in roots)
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
 def modules(package: str) -> dict[str, Path]:
-    return {module_name(p): p for p in sorted((ROOT / package).rglob("*.py"))}
+    return {module_name(ROOT, p): p for p in sorted((ROOT / package).rglob("*.py"))}
 
 
-def _under_type_checking(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
-    while node in parents:
-        node = parents[node]
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            return True
-    return False
+def imports_of(path: Path) -> set[str]:
+    return {name for _, name in imported(ROOT, path)}
 
 
-def imported(path: Path, name: str) -> Iterator[str]:
-    """Every module ``path`` imports at run time, absolute, relative imports resolved."""
-    tree = ast.parse(path.read_text(), str(path))
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    is_package = path.name == "__init__.py"
-    for node in ast.walk(tree):
-        if _under_type_checking(node, parents):
-            continue
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = name.split(".")
-                anchor = anchor if is_package else anchor[:-1]
-                anchor = anchor[: len(anchor) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            yield base
-            yield from (f"{base}.{alias.name}" for alias in node.names)
+def owner(name: str, known: dict[str, Path]) -> str | None:
+    """The module an imported name lives in: ``a.b.X`` is ``a.b`` when ``a.b`` is a module."""
+    parts = name.split(".")
+    while parts and ".".join(parts) not in known:
+        parts.pop()
+    return ".".join(parts) or None
 
 
 def import_graph(package: str) -> dict[str, set[str]]:
@@ -74,10 +50,11 @@ def import_graph(package: str) -> dict[str, set[str]]:
     before the module runs, so ``from seqexport_dagster.cli import render`` inside ``cli/`` depends on
     ``cli.render``, not on ``cli/__init__``."""
     known = modules(package)
-    return {
-        name: {m for m in imported(path, name) if m in known and m != name and not name.startswith(m + ".")}
-        for name, path in known.items()
-    }
+    graph: dict[str, set[str]] = {}
+    for name, path in known.items():
+        targets = {owner(m, known) for m in imports_of(path)}
+        graph[name] = {m for m in targets if m and m != name and not name.startswith(m + ".")}
+    return graph
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -108,15 +85,21 @@ def test_the_cycle_finder_sees_a_circle_and_a_clean_graph() -> None:
 
 
 def test_the_import_walker_resolves_relative_and_from_imports(tmp_path: Path) -> None:
-    source = tmp_path / "m.py"
+    (tmp_path / "seqexport_dagster" / "pkg").mkdir(parents=True)
+    source = tmp_path / "seqexport_dagster" / "pkg" / "m.py"
     source.write_text(
         "from __future__ import annotations\nfrom typing import TYPE_CHECKING\nimport os\n"
         "from . import sibling\nfrom .sub import thing\n"
         "if TYPE_CHECKING:\n    from seqexport_dagster import hidden\n"
         "def f():\n    from seqexport_dagster.lazy import x\n"
     )
-    found = set(imported(source, "seqexport_dagster.pkg.m"))
-    assert {"os", "seqexport_dagster.pkg.sibling", "seqexport_dagster.pkg.sub.thing", "seqexport_dagster.lazy"} <= found
+    found = {name for _, name in imported(tmp_path, source)}
+    assert {
+        "os",
+        "seqexport_dagster.pkg.sibling",
+        "seqexport_dagster.pkg.sub.thing",
+        "seqexport_dagster.lazy.x",
+    } <= found
     assert not any("hidden" in m for m in found)
 
 
@@ -130,7 +113,7 @@ def test_no_import_cycle_in_the_package() -> None:
 def test_dagster_is_imported_only_by_the_wiring() -> None:
     offenders = []
     for name, path in modules(PACKAGE).items():
-        dagster = sorted({m for m in imported(path, name) if m.split(".")[0] in DAGSTER_PACKAGES})
+        dagster = sorted({m for m in imports_of(path) if m.split(".")[0] in DAGSTER_PACKAGES})
         if dagster and not is_under(name, WIRING):
             offenders.append(f"{name} imports {', '.join(dagster)}")
     assert not offenders, "the core must not import Dagster:\n" + "\n".join(offenders)
@@ -139,7 +122,7 @@ def test_dagster_is_imported_only_by_the_wiring() -> None:
 def test_the_wiring_does_import_dagster() -> None:
     """Guards the test above against a walker that finds nothing."""
     path = ROOT / PACKAGE / "definitions.py"
-    assert "dagster" in {m.split(".")[0] for m in imported(path, f"{PACKAGE}.definitions")}
+    assert "dagster" in {m.split(".")[0] for m in imports_of(path)}
 
 
 def test_no_long_module_without_a_stated_reason() -> None:
@@ -158,7 +141,7 @@ def test_the_core_never_imports_the_wiring() -> None:
     for name, path in modules(PACKAGE).items():
         if is_under(name, WIRING + FRONT_ENDS):
             continue
-        wiring = sorted({m for m in imported(path, name) if is_under(m, WIRING)})
+        wiring = sorted({m for m in imports_of(path) if is_under(m, WIRING)})
         if wiring:
             offenders.append(f"{name} imports {', '.join(wiring)}")
     assert not offenders, "the core must not depend on the Dagster wiring or the demo:\n" + "\n".join(offenders)
@@ -168,4 +151,4 @@ def test_the_wiring_rule_sees_an_offender(tmp_path: Path) -> None:
     """Guards the rule above: a core module with a lazy import of the wiring is caught."""
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from seqexport_dagster.defs.resources import x\n")
-    assert any(is_under(m, WIRING) for m in imported(source, f"{PACKAGE}.runner"))
+    assert any(is_under(m, WIRING) for m in imports_of(source))

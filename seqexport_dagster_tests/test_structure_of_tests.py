@@ -8,10 +8,10 @@ imports inside functions and dotted module names given as strings (``python -m .
 
 from __future__ import annotations
 
-import ast
 import re
-from collections.abc import Iterator
 from pathlib import Path
+
+from seqexport_dagster_tests.support.imports import imported
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = "seqexport_dagster_tests"
@@ -20,36 +20,12 @@ SUPPORT = f"{TESTS}.support"
 MODULE_STRING = re.compile(rf"{TESTS}(\.\w+)+")
 
 
-def package_of(root: Path, path: Path) -> list[str]:
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    return parts if path.name == "__init__.py" else parts[:-1]
-
-
-def named_modules(root: Path, path: Path) -> Iterator[tuple[int, str]]:
-    """(line, dotted name) of everything ``path`` imports or names as a module; for ``from m import
-    x`` the name is ``m.x``, so ``from seqexport_dagster_tests import world`` reads as the module."""
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                package = package_of(root, path)
-                package = package[: len(package) - (node.level - 1)]
-                base = ".".join([*package, *([base] if base else [])])
-            for alias in node.names:
-                yield node.lineno, f"{base}.{alias.name}"
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_STRING.fullmatch(node.value):
-            yield node.lineno, node.value
-
-
 def offences(root: Path) -> list[str]:
     found = []
     for folder in (TESTS, "benchmarks"):
         for path in sorted((root / folder).rglob("*.py")):
             where = path.relative_to(root).as_posix()
-            for line, name in sorted(named_modules(root, path)):
+            for line, name in sorted(imported(root, path, MODULE_STRING)):
                 parts = name.split(".")
                 if parts[0] != TESTS:
                     continue
