@@ -150,10 +150,8 @@ def describe(out: Output, e: ExportRecord) -> None:
 
 
 def changed(out: Output, record: ExportRecord, verb: str) -> None:
-    if out.as_json:
-        out.json(export_json(record))
-    else:
-        out.line(f"Export {record.id} {verb}; status {record.status}.")
+    """A state change (pause, resume, export now, delete): the verb and the status it left."""
+    export_changed(out, record, f"Export {record.id} {verb}; status {record.status}.")
 
 
 def created(out: Output, record: ExportRecord) -> None:
