@@ -63,6 +63,16 @@ def _entry(
     }
 
 
+def _one(run_id: str, export_id: str, dataset: str) -> sa.ColumnElement[bool]:
+    """The entry of one (run, export, dataset)."""
+    return sa.and_(run_log.c.run_id == run_id, run_log.c.export_id == export_id, run_log.c.dataset == dataset)
+
+
+def _still_open(run_id: str) -> sa.ColumnElement[bool]:
+    """The entries of a run that nothing has closed yet."""
+    return sa.and_(run_log.c.run_id == run_id, run_log.c.status == RUNNING)
+
+
 def _close(conn: sa.Connection, where: sa.ColumnElement[bool], status: str, now_ms: int, message: str | None) -> int:
     ended = conn.execute(run_log.update().where(where).values(status=status, message=message, finished_at=now_ms))
     return int(ended.rowcount or 0)
@@ -78,7 +88,7 @@ class RunLog:
 
     def start(self, run_id: str, export_id: str, dataset: str, date: str, trigger: str, now_ms: int) -> None:
         """Open (or, on a step retry, reopen) the entry of this run's dataset."""
-        where = sa.and_(run_log.c.run_id == run_id, run_log.c.export_id == export_id, run_log.c.dataset == dataset)
+        where = _one(run_id, export_id, dataset)
         try:
             with self.engine.begin() as conn:
                 if conn.execute(sa.select(run_log.c.id).where(where)).first():
@@ -91,7 +101,7 @@ class RunLog:
     def finish(
         self, run_id: str, export_id: str, dataset: str, status: str, now_ms: int, message: str | None = None
     ) -> None:
-        where = sa.and_(run_log.c.run_id == run_id, run_log.c.export_id == export_id, run_log.c.dataset == dataset)
+        where = _one(run_id, export_id, dataset)
         try:
             with self.engine.begin() as conn:
                 _close(conn, where, status, now_ms, message)
@@ -103,7 +113,7 @@ class RunLog:
         our wiring) while those datasets were in progress or queued."""
         try:
             with self.engine.begin() as conn:
-                _close(conn, sa.and_(run_log.c.run_id == run_id, run_log.c.status == RUNNING), status, now_ms, message)
+                _close(conn, _still_open(run_id), status, now_ms, message)
         except _UNAVAILABLE:
             return
 
@@ -129,9 +139,7 @@ class RunLog:
                         ]
                         conn.execute(run_log.insert(), rows)
                     return len(work)
-                return _close(
-                    conn, sa.and_(run_log.c.run_id == run_id, run_log.c.status == RUNNING), status, now_ms, message
-                )
+                return _close(conn, _still_open(run_id), status, now_ms, message)
         except _UNAVAILABLE:
             return 0
 
