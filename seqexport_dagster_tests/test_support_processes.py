@@ -53,3 +53,20 @@ def test_a_server_block_stops_the_whole_group_however_it_ends(tmp_path: Path) ->
         assert pgid == server.pid and not group_gone(pgid)
         raise RuntimeError("the test failed")
     assert wait_gone(pgid)
+
+
+#: A leader that exits on SIGTERM, leaving a child that ignores it (as processes here may inherit).
+DEAF_CHILD = """
+import os, subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"])
+time.sleep(0.5)
+open(sys.argv[1], "w").write(str(os.getpgid(0)))
+time.sleep(120)
+"""
+
+
+def test_a_child_that_ignores_sigterm_is_stopped_with_its_leader(tmp_path: Path) -> None:
+    note = tmp_path / "pgid"
+    with group_process([sys.executable, "-c", DEAF_CHILD, str(note)], grace_s=5):
+        pgid = pgid_from(note)
+    assert wait_gone(pgid), "a child that ignores SIGTERM outlived the group's stop"

@@ -7,6 +7,7 @@ leftover child holding the output pipe would otherwise hang CI until its time li
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -77,16 +78,20 @@ def group_gone(pgid: int) -> bool:
 
 
 def stop_group(process: subprocess.Popen[Any], grace_s: float = 15.0) -> None:
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-    except ProcessLookupError:
-        pass
+    """SIGTERM to the group, then SIGKILL to whatever is left of it: after the grace period, or at
+    once when the leader is gone but a child (one that ignores SIGTERM, or outlived its parent) is not."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        except ProcessLookupError:
+            return
+    if not group_gone(process.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
 
 
 def daemon_env(home: Path, control_url: str, source_url: str, key_spec: str) -> dict[str, str]:
