@@ -99,12 +99,18 @@ class Tally:
 def late_ids(
     source: SourceReader, export: ExportRecord, dataset: str, window: Window, ledger: list[PartRecord]
 ) -> set[str]:
-    """Ids in the source that no part of the window carries. Empty when the ledger no longer
-    holds the window's ids (legacy parts, or pruned after the reconciliation lookback)."""
-    if not ledger or any(p.ids is None for p in ledger):
+    """Ids in the source that no *landed* part of the window carries. Empty when the ledger no
+    longer holds the window's ids (legacy parts, or pruned after the reconciliation lookback).
+
+    A part still at ``intent`` (its PUT failed, or its outcome is unknown) delivers nothing yet:
+    its ids count as missing, so reconciliation comes back to the window, and `Attempt.deliver`
+    re-sends that part under its own name (create-only) before it looks for late rows.
+    """
+    landed = [p for p in ledger if p.landed and p.kind != SUCCESS_MARK]
+    if not landed or any(p.ids is None for p in landed):
         return set()
     delivered: set[str] = set()
-    for p in ledger:
+    for p in landed:
         delivered.update(unpack_ids(p.ids or b""))
     scope = None if dataset == SNAPSHOT_DATASET else window
     missing: set[str] = set()

@@ -27,6 +27,7 @@ one `Attempt` per window and destination version.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -133,6 +134,12 @@ class Runner:
         self.count_retryable = count_retryable
         #: Called before every file with the export id; raises to stop (a lost writer lease).
         self.before_file = before_file
+
+    def counting(self, count_retryable: bool) -> Runner:
+        """This runner, with transient failures counted for the backoff or not (in-run retries)."""
+        clone = copy.copy(self)
+        clone.count_retryable = count_retryable
+        return clone
 
     def windows_for_day(
         self, export: ExportRecord, state: DatasetState, day: dt.date, *, rewrite: bool
