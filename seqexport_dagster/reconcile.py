@@ -106,9 +106,11 @@ def reconcile(
         if state.failures and state.last_error_window is not None:
             owed.add(state.last_error_window)  # a late-row window that failed: retried, whatever its age
         for window in sorted({*recent, *owed}):
-            ledger = runner.store.window_parts(export_id, state.dataset, window, export.location)
-            late = runner.late_ids(export, state.dataset, window, ledger)
-            pending = any(not p.landed for p in ledger) or window in owed
+            here = runner.store.window_parts(export_id, state.dataset, window, export.location)
+            found = runner.store.parts_everywhere(export_id, state.dataset, window)
+            elsewhere = [p for place, ps in found.items() if place != export.location for p in ps]
+            late = runner.late_ids(export, state.dataset, window, [*here, *elsewhere])
+            pending = any(not p.landed for p in here) or window in owed
             report = (
                 _write(runner, export_id, state.dataset, window, run_id, retry_delays_s, sleep)
                 if late or pending
@@ -139,9 +141,9 @@ def _write(
     """`Runner.write_window` with in-run retries of transient errors (each re-sends what is owed)."""
     for delay in delays:
         try:
-            return runner.counting(False).write_window(export_id, dataset, window, run_id=run_id)
+            return runner.counting(False).write_window(export_id, dataset, window, run_id=run_id, late_only=True)
         except ExportError as exc:
             if not exc.retryable or isinstance(exc, RunInterrupted):
                 raise
         (sleep or time.sleep)(delay)
-    return runner.counting(True).write_window(export_id, dataset, window, run_id=run_id)
+    return runner.counting(True).write_window(export_id, dataset, window, run_id=run_id, late_only=True)
