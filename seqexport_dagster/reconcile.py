@@ -7,11 +7,19 @@ time it carries: a transaction held open that long, a replica that far behind, a
 a clock step. The window then misses it.
 
 This pass repairs that without replacing any file. The part ledger keeps, for every part, the ids it
-carries; a recent committed window's ids in the source, minus the ids its parts carry, are exactly
-the rows not yet delivered, whatever else changed (a window that lost one row and gained another
-still yields the new one). They go out as additional parts of the same window, numbered on after
-its last part, in ``(recorded_at, id)`` order (`Runner.write_window`). Rows deleted since (a GDPR
-erasure) are not un-delivered: nothing is ever deleted from the customer's bucket.
+carries; a recent committed window's ids in the source, minus the ids its *landed* parts carry (at
+every location it was committed at), are exactly the rows not yet delivered, whatever else changed
+(a window that lost one row and gained another still yields the new one). They go out as additional
+parts of the same window, numbered on after its last part, in ``(recorded_at, id)`` order
+(`Runner.write_window` with ``late_only``), at the export's current location: a window delivered
+before a destination change keeps its parts at the old place (never written again) and continues
+at the new one, numbered on after every part it has anywhere. Rows deleted since (a GDPR erasure)
+are not un-delivered: nothing is ever deleted from the customer's bucket.
+
+A part that never landed (still at ``intent``) delivers nothing: the pass comes back to its window,
+and to the window of the dataset's last error, whatever their age while their ids are kept, and
+re-sends it under its own name. Transient errors are retried in the run; until the window commits
+the dataset keeps its error (`store.ledger`'s commit leaves an error about another window alone).
 
 Cost: the ids are stored deflated in the ledger, about 5-9 bytes per row (benchmarks/), and pruned
 once a window is older than any reconciliation looks back (`PRUNE_AFTER_MS`); each check reads the
@@ -20,7 +28,7 @@ were written before the part ledger existed, are not checked; a row that changes
 into another window is seen as new there (its id stays the deduplication key).
 
 It never moves a position (the windows it appends to are behind it) and skips a dataset while it is
-failing, because a successful append would clear the last error the customer must still see.
+failing at its position, because a successful append would hide the error the customer must see.
 Run it inside the export's own run (one run per export at a time), never beside one: every scheduled
 run of an event asset does, after its due windows (`seqexport_dagster.defs.assets`).
 """
