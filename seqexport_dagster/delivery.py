@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from seqexport_dagster.delivered import late_ids, without_ids
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome, content_md5
 from seqexport_dagster.errors import AccessDenied, DestinationChanged, PermanentError, RunInterrupted
 from seqexport_dagster.keys import SNAPSHOT_DATASET, connection_test_key
@@ -94,29 +95,6 @@ class Tally:
             self.existed,
             self.late_rows,
         )
-
-
-def late_ids(
-    source: SourceReader, export: ExportRecord, dataset: str, window: Window, ledger: list[PartRecord]
-) -> set[str]:
-    """Ids in the source that no *landed* part of the window carries. Empty when the ledger no
-    longer holds the window's ids (legacy parts, or pruned after the reconciliation lookback).
-
-    A part still at ``intent`` (its PUT failed, or its outcome is unknown) delivers nothing yet:
-    its ids count as missing, so reconciliation comes back to the window, and `Attempt.deliver`
-    re-sends that part under its own name (create-only) before it looks for late rows.
-    """
-    landed = [p for p in ledger if p.landed and p.kind != SUCCESS_MARK]
-    if not landed or any(p.ids is None for p in landed):
-        return set()
-    delivered: set[str] = set()
-    for p in landed:
-        delivered.update(unpack_ids(p.ids or b""))
-    scope = None if dataset == SNAPSHOT_DATASET else window
-    missing: set[str] = set()
-    for batch in source.ids(dataset, export.account_id, scope):
-        missing.update(i for i in batch if i not in delivered)
-    return missing
 
 
 class Attempt:
@@ -251,7 +229,7 @@ class Attempt:
             else:
                 batches = self.source.window_batches(dataset, account, window, after=boundary)
             if not own and ledger:  # late-row parts of a moved window already here: never twice
-                batches = _without(batches, {i for p in ledger if p.landed for i in unpack_ids(p.ids or b"")})
+                batches = without_ids(batches, {i for p in ledger if p.landed for i in unpack_ids(p.ids or b"")})
             self._send(window_id, writer, batches, keys, tally, kind=RANGE_PART, empty=not ledger)
         if ledger or committed:
             late = late_ids(
@@ -402,17 +380,6 @@ def _one_part(writer: PartWriter, rows: Iterator[list[Row]], number: int) -> Par
     """The rows of one recorded part, re-cut; never more than the part limit (they were one part)."""
     parts = list(writer.parts(rows, first=number))
     return parts[0]
-
-
-def _without(batches: Iterator[list[Row]], ids: set[str]) -> Iterator[list[Row]]:
-    """The batches without the rows whose id is in ``ids``."""
-    try:
-        for batch in batches:
-            kept = [row for row in batch if row[0] not in ids]
-            if kept:
-                yield kept
-    finally:
-        _close(batches)
 
 
 def _close(batches: Iterator[object]) -> None:

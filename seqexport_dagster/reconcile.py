@@ -35,6 +35,7 @@ run of an event asset does, after its due windows (`seqexport_dagster.defs.asset
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -85,6 +86,7 @@ def reconcile(
     run_id: str | None = None,
     retry_delays_s: Sequence[float] = RETRY_DELAYS_S,
     sleep: Callable[[float], None] | None = None,
+    thin: bool = False,
 ) -> list[Reconciled]:
     """Check the committed windows of the last ``lookback_ms`` of recorded time; append late rows.
 
@@ -93,7 +95,8 @@ def reconcile(
     always comes back to a window whose late rows have not all landed (a part at ``intent``, or
     the window named by the dataset's last error), however old, while the ledger has its ids.
     A transient error is retried after ``retry_delays_s`` like a normal window (`batch`); only
-    the last attempt counts for the backoff.
+    the last attempt counts for the backoff. ``thin`` (scheduled runs): recheck older windows less
+    often (`rechecked_now`), so a run's cost grows with the log of the lookback, not the lookback.
     Raises what `Runner.write_window` raises (an `ExportError`, or `RunInterrupted` on pause).
     """
     export = runner.store.get_export(export_id)
@@ -110,12 +113,14 @@ def reconcile(
             continue
         runner.store.prune_part_ids(export_id, state.dataset, before_ms=now - max(PRUNE_AFTER_MS, lookback_ms))
         recent = runner.store.committed_since(export_id, state.dataset, since_ms=since, until_ms=state.position_ms)
+        if thin:
+            recent = [w for w in recent if rechecked_now(export, w, now, lookback_ms)]
         owed = set(runner.store.windows_awaiting_parts(export_id, state.dataset, export.location, state.position_ms))
         if state.failures and state.last_error_window is not None:
             owed.add(state.last_error_window)  # a late-row window that failed: retried, whatever its age
         for window in sorted({*recent, *owed}):
-            here = runner.store.window_parts(export_id, state.dataset, window, export.location)
-            found = runner.store.parts_everywhere(export_id, state.dataset, window)
+            found = runner.store.parts_everywhere(export_id, state.dataset, window, here=export.location)
+            here = found.get(export.location, [])
             elsewhere = [p for place, ps in found.items() if place != export.location for p in ps]
             late = runner.late_ids(export, state.dataset, window, [*here, *elsewhere])
             pending = any(not p.landed for p in here) or window in owed
@@ -126,6 +131,27 @@ def reconcile(
             )
             results.append(Reconciled(state.dataset, window, len(late), report))
     return results
+
+
+def rechecked_now(export: ExportRecord, window: Window, now_ms: int, lookback_ms: int) -> bool:
+    """Whether a scheduled run at ``now_ms`` rechecks this committed window (thinning with age).
+
+    A window is rechecked by every run while it is young (up to twice "near" = 2 frequencies plus
+    the lag after its end: where nearly all late rows are), then, at age in (near·2^k, near·2^(k+1)],
+    on every 2^k-th run (counted on the frequency grid), and by every run of its last two
+    frequencies inside the lookback (a last look). Each doubling of the lookback adds about
+    near / frequency checks per run, so the cost per run grows with log(lookback / near), not with
+    the lookback (96 windows a day at 15 minutes: about 15 checks a run instead of 100).
+    A row that becomes visible at age A inside the lookback is still found, by the first recheck
+    after it: at most max(A / 2, one frequency) later (about), and always before the lookback ends.
+    """
+    f = frequency_ms(export.frequency)
+    near = 2 * f + export.lag_ms
+    age = now_ms - window.to_ms
+    if age <= 2 * near or age > lookback_ms - 2 * f:
+        return True
+    period = 1 << int(math.log2(age / near))
+    return (now_ms // f - window.to_ms // f) % period == 0
 
 
 def failing_ahead(state: DatasetState) -> bool:

@@ -35,7 +35,8 @@ from typing import TypeVar
 
 from seqexport_dagster import planner
 from seqexport_dagster.clock import wall_clock_ms
-from seqexport_dagster.delivery import Attempt, Sent, Tally, late_ids
+from seqexport_dagster.delivered import late_ids
+from seqexport_dagster.delivery import Attempt, Sent, Tally
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, open_destination
 from seqexport_dagster.errors import DestinationChanged, ExportError, RunInterrupted, internal_error
 from seqexport_dagster.keys import SNAPSHOT_DATASET, part_key, snapshot_part_key, success_key

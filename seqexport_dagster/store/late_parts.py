@@ -30,6 +30,10 @@ class LatePartsStore(LedgerStore):
         }
         return sorted(found)
 
+    def committed_windows(self, export_id: str, dataset: str, day: str) -> list[Window]:
+        """The distinct windows ever committed on one day: what a backfill of that day checks."""
+        return sorted({w.window for w in self.ledger(export_id, dataset=dataset, date=day) if w.status == COMMITTED})
+
     @translate_errors
     def windows_awaiting_parts(self, export_id: str, dataset: str, location: str, until_ms: int) -> list[Window]:
         """Windows behind ``until_ms`` (the position) with a part at ``location`` that never landed:
@@ -49,8 +53,11 @@ class LatePartsStore(LedgerStore):
         return sorted(Window(r.from_ms, r.to_ms) for r in rows)
 
     @translate_errors
-    def parts_everywhere(self, export_id: str, dataset: str, window: Window) -> dict[str, list[PartRecord]]:
-        """The part ledger of one window at every location it was committed at, by location."""
+    def parts_everywhere(
+        self, export_id: str, dataset: str, window: Window, *, here: str | None = None
+    ) -> dict[str, list[PartRecord]]:
+        """The part ledger of one window at every location it was committed at, by location, and
+        at ``here`` whether committed there or not (one query for what reconciliation reads)."""
         committed = (
             sa.select(windows.c.id)
             .where(
@@ -71,7 +78,7 @@ class LatePartsStore(LedgerStore):
                     parts.c.dataset == dataset,
                     parts.c.from_ms == window.from_ms,
                     parts.c.to_ms == window.to_ms,
-                    committed,
+                    sa.or_(committed, parts.c.location == here) if here is not None else committed,
                 )
                 .order_by(parts.c.location, parts.c.part)
             ).all()

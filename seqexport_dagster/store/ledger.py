@@ -356,10 +356,6 @@ class LedgerStore:
             ).first()
         return found is not None
 
-    def committed_windows(self, export_id: str, dataset: str, day: str) -> list[Window]:
-        """The distinct windows ever committed on one day: what a backfill of that day checks."""
-        return sorted({w.window for w in self.ledger(export_id, dataset=dataset, date=day) if w.status == COMMITTED})
-
     def history(self, export_id: str, now_ms: int) -> list[RunSummary]:
         """Every run of the last 14 days, newest first, as the customer sees it."""
         runs: dict[str, list[LedgerWindow]] = {}

@@ -1,0 +1,52 @@
+"""What a window's part ledger has delivered: the ids its landed parts carry, and what is missing.
+
+A part counts once the store confirmed it (landed); one still at ``intent`` (its PUT failed, or its
+outcome is unknown) delivers nothing yet. After a destination change the parts of every location the
+window was committed at count (`delivery.Attempt.deliver`, `reconcile`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from seqexport_dagster.keys import SNAPSHOT_DATASET
+from seqexport_dagster.source.reader import Row, SourceReader
+from seqexport_dagster.store import SUCCESS_MARK, ExportRecord, PartRecord
+from seqexport_dagster.window import Window
+from seqexport_dagster.writer import unpack_ids
+
+
+def late_ids(
+    source: SourceReader, export: ExportRecord, dataset: str, window: Window, ledger: list[PartRecord]
+) -> set[str]:
+    """Ids in the source that no *landed* part of the window carries. Empty when the ledger no
+    longer holds the window's ids (legacy parts, or pruned after the reconciliation lookback).
+
+    A part still at ``intent`` (its PUT failed, or its outcome is unknown) delivers nothing yet:
+    its ids count as missing, so reconciliation comes back to the window, and `Attempt.deliver`
+    re-sends that part under its own name (create-only) before it looks for late rows.
+    """
+    landed = [p for p in ledger if p.landed and p.kind != SUCCESS_MARK]
+    if not landed or any(p.ids is None for p in landed):
+        return set()
+    delivered: set[str] = set()
+    for p in landed:
+        delivered.update(unpack_ids(p.ids or b""))
+    scope = None if dataset == SNAPSHOT_DATASET else window
+    missing: set[str] = set()
+    for batch in source.ids(dataset, export.account_id, scope):
+        missing.update(i for i in batch if i not in delivered)
+    return missing
+
+
+def without_ids(batches: Iterator[list[Row]], ids: set[str]) -> Iterator[list[Row]]:
+    """The batches without the rows whose id is in ``ids``."""
+    try:
+        for batch in batches:
+            kept = [row for row in batch if row[0] not in ids]
+            if kept:
+                yield kept
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
