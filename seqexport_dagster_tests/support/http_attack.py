@@ -1,0 +1,206 @@
+"""Hostile HTTP clients on raw sockets, for the server-hardening tests and `benchmarks.http_attack`.
+
+Each attack speaks HTTP/1.1 by hand (httpx would refuse to send most of them) to a server on
+127.0.0.1 and reports what the server did: its status line, how long it took, how much the
+client managed to send before the server answered or closed. Nothing here waits forever: every
+socket has a timeout.
+"""
+
+from __future__ import annotations
+
+import socket
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import httpx
+
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the server did with one hostile request."""
+
+    status: int | None  # None: it closed without answering
+    seconds: float
+    sent: int  # bytes of the request the client got out before the answer or the close
+    head: str = ""  # the answer's status line and headers
+
+    @property
+    def closed(self) -> bool:
+        return "connection: close" in self.head.lower() or self.status is None
+
+
+def address(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or 80
+
+
+def _read_answer(sock: socket.socket) -> tuple[int | None, str]:
+    data = b""
+    with suppress(OSError):
+        while b"\r\n\r\n" not in data and len(data) < 65536:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+    try:
+        return int(head.split(" ", 2)[1]), head
+    except (IndexError, ValueError):
+        return None, head
+
+
+def _ready_to_read(sock: socket.socket) -> bool:
+    import select
+
+    readable, _, _ = select.select([sock], [], [], 0)
+    return bool(readable)
+
+
+def send_stream(url: str, head: bytes, body: Iterator[bytes], *, timeout: float = 60.0) -> Outcome:
+    """Send ``head`` then ``body`` chunk by chunk, stopping as soon as the server answers or closes."""
+    started = time.perf_counter()
+    sent = 0
+    with socket.create_connection(address(url), timeout=timeout) as sock:
+        try:
+            sock.sendall(head)
+            sent += len(head)
+            for chunk in body:
+                if _ready_to_read(sock):
+                    break
+                sock.sendall(chunk)
+                sent += len(chunk)
+        except OSError:
+            pass  # the server closed on us: its answer, if any, is already in the buffer
+        status, answer = _read_answer(sock)
+    return Outcome(status, time.perf_counter() - started, sent, answer)
+
+
+def zeros(total: int, chunk: int = MB) -> Iterator[bytes]:
+    block = b"0" * chunk
+    left = total
+    while left > 0:
+        yield block[: min(chunk, left)]
+        left -= chunk
+
+
+def big_body(url: str, token: str | None, size: int, *, chunked: bool = False, path: str = "/v1/exports") -> Outcome:
+    """POST a JSON-ish body of ``size`` bytes, declared (Content-Length) or chunked."""
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    framing = "Transfer-Encoding: chunked\r\n" if chunked else f"Content-Length: {size}\r\n"
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\n{framing}\r\n".encode()
+    body = zeros(size)
+    if chunked:
+        body = (b"%x\r\n%s\r\n" % (len(c), c) for c in zeros(size))
+    return send_stream(url, head, body)
+
+
+def big_header(url: str, size: int, path: str = "/healthz") -> Outcome:
+    """One header of ``size`` bytes."""
+    head = f"GET {path} HTTP/1.1\r\nHost: x\r\nX-Big: ".encode()
+    return send_stream(url, head, iter([*zeros(size, 256 * 1024), b"\r\n\r\n"]))
+
+
+def many_headers(url: str, count: int, path: str = "/healthz") -> Outcome:
+    lines = b"".join(b"X-%d: 1\r\n" % i for i in range(count))
+    head = f"GET {path} HTTP/1.1\r\nHost: x\r\n".encode()
+    return send_stream(url, head, iter([lines[i : i + 65536] for i in range(0, len(lines), 65536)] + [b"\r\n"]))
+
+
+def raw_request(url: str, request: bytes, timeout: float = 30.0) -> Outcome:
+    return send_stream(url, request, iter(()), timeout=timeout)
+
+
+@dataclass
+class Slowloris:
+    """``count`` connections that each send a request head one byte every ``interval`` seconds."""
+
+    url: str
+    count: int
+    interval: float = 1.0
+    sockets: list[socket.socket] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def open_count(self) -> int:
+        """Connections the server has not closed yet (a closed one reads EOF or fails)."""
+        alive = 0
+        for sock in self.sockets:
+            try:
+                sock.setblocking(False)
+                try:
+                    data = sock.recv(1024)
+                    if data:  # it answered (a 4xx): the connection is over for this attack
+                        continue
+                    continue  # EOF: closed
+                except BlockingIOError:
+                    alive += 1
+            except OSError:
+                continue
+        return alive
+
+    def _drip(self) -> None:
+        prefix = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+        for sock in self.sockets:
+            with suppress(OSError):
+                sock.sendall(prefix)
+        n = 0
+        while not self._stop.wait(self.interval):
+            for sock in self.sockets:
+                with suppress(OSError):
+                    sock.setblocking(True)
+                    sock.settimeout(0.5)
+                    sock.sendall(b"X-%d: y\r\n" % n)
+            n += 1
+
+    @contextmanager
+    def running(self) -> Iterator[Slowloris]:
+        for _ in range(self.count):
+            self.sockets.append(socket.create_connection(address(self.url), timeout=5))
+        dripper = threading.Thread(target=self._drip, daemon=True)
+        dripper.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            dripper.join(timeout=10)
+            for sock in self.sockets:
+                sock.close()
+
+
+def healthz_latencies(url: str, seconds: float, stop: threading.Event | None = None) -> list[float]:
+    """Sequential ``GET /healthz`` on fresh connections for ``seconds``: each latency in ms (a failure: 60 s)."""
+    latencies: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline and not (stop and stop.is_set()):
+        started = time.perf_counter()
+        try:
+            ok = httpx.get(f"{url}/healthz", timeout=10, trust_env=False).status_code == 200
+        except httpx.HTTPError:
+            ok = False
+        latencies.append((time.perf_counter() - started) * 1000 if ok else 60_000.0)
+        time.sleep(0.02)
+    return latencies
+
+
+def p99(latencies: list[float]) -> float:
+    if len(latencies) < 2:
+        return latencies[0] if latencies else 0.0
+    return statistics.quantiles(latencies, n=100, method="inclusive")[98]
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(current, peak) resident memory of ``pid`` in MB, from /proc."""
+    now = peak = 0.0
+    with suppress(OSError), open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                now = int(line.split()[1]) / 1024
+            elif line.startswith("VmHWM:"):
+                peak = int(line.split()[1]) / 1024
+    return now, peak
