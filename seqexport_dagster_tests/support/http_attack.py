@@ -30,6 +30,7 @@ class Outcome:
     seconds: float
     sent: int  # bytes of the request the client got out before the answer or the close
     head: str = ""  # the answer's status line and headers
+    body: str = ""
 
     @property
     def closed(self) -> bool:
@@ -41,7 +42,8 @@ def address(url: str) -> tuple[str, int]:
     return parts.hostname or "127.0.0.1", parts.port or 80
 
 
-def _read_answer(sock: socket.socket) -> tuple[int | None, str]:
+def _read_answer(sock: socket.socket) -> tuple[int | None, str, str]:
+    """Status, head and body (up to its Content-Length, or 64 KB) of the answer."""
     data = b""
     with suppress(OSError):
         while b"\r\n\r\n" not in data and len(data) < 65536:
@@ -49,11 +51,26 @@ def _read_answer(sock: socket.socket) -> tuple[int | None, str]:
             if not chunk:
                 break
             data += chunk
-    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+    raw_head, _, body = data.partition(b"\r\n\r\n")
+    head = raw_head.decode("latin-1")
+    length = next(
+        (
+            int(v)
+            for k, _, v in (line.partition(":") for line in head.split("\r\n")[1:])
+            if k.strip().lower() == "content-length" and v.strip().isdigit()
+        ),
+        0,
+    )
+    with suppress(OSError):
+        while len(body) < min(length, 65536):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            body += chunk
     try:
-        return int(head.split(" ", 2)[1]), head
+        return int(head.split(" ", 2)[1]), head, body.decode("utf-8", "replace")
     except (IndexError, ValueError):
-        return None, head
+        return None, head, ""
 
 
 def _ready_to_read(sock: socket.socket) -> bool:
@@ -78,8 +95,8 @@ def send_stream(url: str, head: bytes, body: Iterator[bytes], *, timeout: float 
                 sent += len(chunk)
         except OSError:
             pass  # the server closed on us: its answer, if any, is already in the buffer
-        status, answer = _read_answer(sock)
-    return Outcome(status, time.perf_counter() - started, sent, answer)
+        status, answer, body_text = _read_answer(sock)
+    return Outcome(status, time.perf_counter() - started, sent, answer, body_text)
 
 
 def zeros(total: int, chunk: int = MB) -> Iterator[bytes]:
@@ -174,17 +191,19 @@ class Slowloris:
 
 
 def healthz_latencies(url: str, seconds: float, stop: threading.Event | None = None) -> list[float]:
-    """Sequential ``GET /healthz`` on fresh connections for ``seconds``: each latency in ms (a failure: 60 s)."""
+    """Sequential ``GET /healthz`` (one kept-alive client, reconnecting when the server closes) for
+    ``seconds``: each latency in ms; a failed request counts as 60 s."""
     latencies: list[float] = []
     deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline and not (stop and stop.is_set()):
-        started = time.perf_counter()
-        try:
-            ok = httpx.get(f"{url}/healthz", timeout=10, trust_env=False).status_code == 200
-        except httpx.HTTPError:
-            ok = False
-        latencies.append((time.perf_counter() - started) * 1000 if ok else 60_000.0)
-        time.sleep(0.02)
+    with httpx.Client(timeout=10, trust_env=False) as client:
+        while time.perf_counter() < deadline and not (stop and stop.is_set()):
+            started = time.perf_counter()
+            try:
+                ok = client.get(f"{url}/healthz").status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            latencies.append((time.perf_counter() - started) * 1000 if ok else 60_000.0)
+            time.sleep(0.02)
     return latencies
 
 
