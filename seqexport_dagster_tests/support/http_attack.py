@@ -136,39 +136,56 @@ def raw_request(url: str, request: bytes, timeout: float = 30.0) -> Outcome:
 
 @dataclass
 class Slowloris:
-    """``count`` connections that each send a request head one byte every ``interval`` seconds."""
+    """``count`` connections that each send a request head one header line every ``interval`` seconds.
+
+    With ``reconnect`` a connection the server closes is replaced at once, so ``count`` stay open
+    (the benchmark's steady attack); `lifetimes` records how long each closed one was held.
+    """
 
     url: str
     count: int
     interval: float = 1.0
+    reconnect: bool = False
     sockets: list[socket.socket] = field(default_factory=list)
+    lifetimes: list[float] = field(default_factory=list)
+    _opened: dict[int, float] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
 
-    def open_count(self) -> int:
-        """Connections the server has not closed yet (a closed one reads EOF or fails)."""
-        alive = 0
-        for sock in self.sockets:
+    @staticmethod
+    def _closed(sock: socket.socket) -> bool:
+        """Whether the server has ended ``sock`` (EOF, an answer, or an error)."""
+        try:
+            sock.setblocking(False)
             try:
-                sock.setblocking(False)
-                try:
-                    data = sock.recv(1024)
-                    if data:  # it answered (a 4xx): the connection is over for this attack
-                        continue
-                    continue  # EOF: closed
-                except BlockingIOError:
-                    alive += 1
-            except OSError:
-                continue
-        return alive
+                sock.recv(1024)
+            except BlockingIOError:
+                return False
+            return True  # EOF, or it answered (a 4xx): this connection is over for the attack
+        except OSError:
+            return True
+
+    def open_count(self) -> int:
+        """Connections the server has not closed yet."""
+        return sum(1 for sock in self.sockets if not self._closed(sock))
+
+    _PREFIX = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(address(self.url), timeout=5)
+        sock.sendall(self._PREFIX)
+        self._opened[id(sock)] = time.monotonic()
+        return sock
 
     def _drip(self) -> None:
-        prefix = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
-        for sock in self.sockets:
-            with suppress(OSError):
-                sock.sendall(prefix)
         n = 0
         while not self._stop.wait(self.interval):
-            for sock in self.sockets:
+            for i, sock in enumerate(self.sockets):
+                if self.reconnect and self._closed(sock):
+                    self.lifetimes.append(time.monotonic() - self._opened.pop(id(sock), time.monotonic()))
+                    sock.close()
+                    with suppress(OSError):
+                        self.sockets[i] = self._connect()
+                    continue
                 with suppress(OSError):
                     sock.setblocking(True)
                     sock.settimeout(0.5)
@@ -178,7 +195,7 @@ class Slowloris:
     @contextmanager
     def running(self) -> Iterator[Slowloris]:
         for _ in range(self.count):
-            self.sockets.append(socket.create_connection(address(self.url), timeout=5))
+            self.sockets.append(self._connect())
         dripper = threading.Thread(target=self._drip, daemon=True)
         dripper.start()
         try:
