@@ -150,6 +150,10 @@ def _looks_like_ipv4(host: str) -> bool:
     return True
 
 
+def _is_local_name(host: str) -> bool:
+    return host in _BLOCKED_NAMES or host.endswith(_BLOCKED_SUFFIXES) or "." not in host
+
+
 def _check_dns_name(host: str, policy: OperatorPolicy) -> None:
     if not host.isascii():
         raise InvalidInput("endpoint", f"{host!r} is not an ASCII host name; use its punycode (xn--) form")
@@ -209,8 +213,6 @@ def validate_endpoint(endpoint: str, policy: OperatorPolicy) -> str:
         raise InvalidInput("endpoint", f"{endpoint!r} has no host name; {_ACCEPTED}")
     if port is not None and not 1 <= port <= 65535:
         raise InvalidInput("endpoint", f"{endpoint!r} has port {port}; ports are 1-65535")
-    if port is not None and not policy.allow_local:
-        _check_port(port, policy)
     bracketed = parts.netloc.rsplit("@", 1)[-1].startswith("[")
     if bracketed or ":" in host:
         if not policy.allow_local:
@@ -233,6 +235,11 @@ def validate_endpoint(endpoint: str, policy: OperatorPolicy) -> str:
     else:
         _check_dns_name(host, policy)
         netloc_host = host
+    # The operator's local switch lifts the port list only for what it alone allows (plain http,
+    # IP literals, local names: test servers on any port); a public https name keeps it.
+    local_only = scheme == "http" or netloc_host != host or _looks_like_ipv4(host) or _is_local_name(host)
+    if port is not None and not (policy.allow_local and local_only):
+        _check_port(port, policy)
     default_port = 443 if scheme == "https" else 80
     suffix = f":{port}" if port is not None and port != default_port else ""
     return f"{scheme}://{netloc_host}{suffix}"
