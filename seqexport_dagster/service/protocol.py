@@ -2,7 +2,8 @@
 
 Why h11 and not httptools (uvicorn's default when installed): httptools has no bound on the size or
 number of headers, so one 64 MB header was read whole and answered 200. h11 refuses a request head
-above ``max_incomplete_event_size`` (`Limits.max_header_bytes`) with 400 and closes the connection.
+above ``max_incomplete_event_size`` (`Limits.max_header_bytes`) and closes the connection; this
+protocol answers that case itself with a 431 that says so (h11's answer is a bare 400).
 
 What uvicorn's h11 protocol does not bound, added here:
 
@@ -21,6 +22,7 @@ Keep-alive idle time is uvicorn's own ``timeout_keep_alive`` (`Limits.keep_alive
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import h11
@@ -37,6 +39,8 @@ def bounded_protocol(limits: Limits) -> type[H11Protocol]:
             super().__init__(*args, **kwargs)
             self.read_deadline: asyncio.TimerHandle | None = None
             self.reading: type[h11.IDLE] | type[h11.SEND_BODY] | None = None
+            self.head_bytes = 0  # bytes of the request head received so far
+            self.head_tail = b""
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -50,6 +54,16 @@ def bounded_protocol(limits: Limits) -> type[H11Protocol]:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            if self.conn.their_state is h11.IDLE:
+                # Count only the head: up to its blank line (which may straddle two reads).
+                joined = self.head_tail + data
+                end = joined.find(b"\r\n\r\n")
+                self.head_bytes += len(data) if end < 0 else max(0, end - len(self.head_tail))
+                self.head_tail = joined[-3:]
+                if self.head_bytes > limits.max_header_bytes and not self.transport.is_closing():
+                    # h11 would answer a bare "Invalid HTTP request"; name the problem instead.
+                    self._refuse_head()
+                    return
             super().data_received(data)
             state = self.conn.their_state
             if self.transport.is_closing() or state is not h11.IDLE and state is not h11.SEND_BODY:
@@ -57,8 +71,25 @@ def bounded_protocol(limits: Limits) -> type[H11Protocol]:
             elif state is not self.reading:
                 self._arm(state)  # a head began (a kept-alive connection's next request), or a body did
 
+        def _refuse_head(self) -> None:
+            self._disarm()
+            body = json.dumps(
+                {
+                    "error": {
+                        "type": "too_large",
+                        "message": f"the request line and headers are over {limits.max_header_bytes} bytes",
+                    }
+                }
+            ).encode()
+            self.transport.write(
+                b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+                b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            self.transport.close()
+
         def on_response_complete(self) -> None:
             super().on_response_complete()
+            self.head_bytes, self.head_tail = 0, b""
             self._disarm()  # uvicorn's keep-alive timer now runs until the next request's first byte
 
         def _arm(self, state: type[h11.IDLE] | type[h11.SEND_BODY]) -> None:
