@@ -7,8 +7,9 @@ Figures, each against a fresh `seqexport serve` (SQLite control plane) in its ow
 * **8 × 64 MB headers** in parallel: the same;
 * **/healthz p99**, from one sequential kept-alive client, alone (baseline) and while an attacker
   process keeps 200 slowloris connections open (a header line a second each; one the server closes
-  is replaced) and repeats the 300 MB bodies and the 8 × 64 MB headers; plus how long the server
-  let a slowloris connection live.
+  is replaced) and repeats the 300 MB bodies and the 8 × 64 MB headers (``--pause`` seconds between
+  one thread's attacks, 0.2 by default; 0 is a back-to-back flood); plus how long the server let a
+  slowloris connection live.
 
 Peak RSS is ``VmHWM``, reset before each attack (``/proc/<pid>/clear_refs``), so each figure is that
 attack's own. ``--code DIR`` serves another checkout (``--code /work/main``: the figures before this
@@ -57,8 +58,9 @@ def _attack_rss(pid: int, idle: float, attack: Any) -> dict[str, Any]:
     }
 
 
-def attacker(url: str, token: str, seconds: float) -> None:
-    """The attacker process: slowloris throughout, big bodies and big headers on repeat."""
+def attacker(url: str, token: str, seconds: float, pause: float) -> None:
+    """The attacker process: slowloris throughout, big bodies and big headers on repeat, each
+    thread waiting ``pause`` seconds between its attacks (0: back to back, a flood)."""
     from seqexport_dagster_tests.support.http_attack import MB, Slowloris, big_body, big_header
 
     stop = time.monotonic() + seconds
@@ -70,6 +72,7 @@ def attacker(url: str, token: str, seconds: float) -> None:
                 call()
             except OSError:
                 time.sleep(0.1)
+            time.sleep(pause)
 
     with slow.running():
         threads = [threading.Thread(target=repeat, args=(lambda: big_body(url, token, 300 * MB),), daemon=True)]
@@ -92,7 +95,7 @@ def attacker(url: str, token: str, seconds: float) -> None:
         )
 
 
-def run(seconds: float, code: Path) -> dict[str, Any]:
+def run(seconds: float, code: Path, pause: float) -> dict[str, Any]:
     from seqexport_dagster.api import Exports
     from seqexport_dagster.config import Settings
     from seqexport_dagster.store.crypto import new_key_spec
@@ -109,7 +112,7 @@ def run(seconds: float, code: Path) -> dict[str, Any]:
     from seqexport_dagster_tests.support.moto_server import free_port
     from seqexport_dagster_tests.support.processes import start_group, stop_group
 
-    result: dict[str, Any] = {"code": str(code), "seconds": seconds}
+    result: dict[str, Any] = {"code": str(code), "seconds": seconds, "pause_s": pause}
     with tempfile.TemporaryDirectory() as tmp:
         env = {
             "PATH": "/usr/bin:/bin",
@@ -148,7 +151,7 @@ def run(seconds: float, code: Path) -> dict[str, Any]:
             baseline = healthz_latencies(url, seconds)
             _reset_peak(process.pid)
             attack = subprocess.Popen(
-                [sys.executable, "-m", "benchmarks.http_attack", "--attacker", url, token, str(seconds)],
+                [sys.executable, "-m", "benchmarks.http_attack", "--attacker", url, token, str(seconds), str(pause)],
                 cwd=ROOT,
                 env={**os.environ, "PYTHONPATH": f"{ROOT}"},
                 stdout=subprocess.PIPE,
@@ -182,7 +185,10 @@ def _latency(latencies: list[float], p99: Any) -> dict[str, float]:
 
 
 def render(r: dict[str, Any]) -> str:
-    lines = [f"seqexport serve under attack (code: {r['code']}), idle RSS {r['idle_rss_mb']} MB"]
+    lines = [
+        f"seqexport serve under attack (code: {r['code']}), idle RSS {r['idle_rss_mb']} MB, "
+        f"attacker pause {r['pause_s']} s"
+    ]
     for name in ("body_300mb_declared", "body_300mb_chunked", "body_300mb_no_token", "headers_8x64mb"):
         f = r[name]
         lines.append(
@@ -209,12 +215,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="each /healthz measurement")
     parser.add_argument("--code", type=Path, default=ROOT, help="the checkout to serve (default: this one)")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--attacker", nargs=3, metavar=("URL", "TOKEN", "SECONDS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--pause", type=float, default=0.2, help="seconds each attacker thread waits between attacks (0: a flood)"
+    )
+    parser.add_argument("--attacker", nargs=4, metavar=("URL", "TOKEN", "SECONDS", "PAUSE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.attacker:
-        attacker(args.attacker[0], args.attacker[1], float(args.attacker[2]))
+        attacker(args.attacker[0], args.attacker[1], float(args.attacker[2]), float(args.attacker[3]))
         return 0
-    result = run(args.seconds, args.code.resolve())
+    result = run(args.seconds, args.code.resolve(), args.pause)
     print(render(result))
     if args.json:
         print(json.dumps(result, indent=2))
