@@ -32,6 +32,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+_PREPARE = """
+from seqexport_dagster.api import Exports
+from seqexport_dagster.config import Settings
+from seqexport_dagster.store.token import TokenStore
+api = Exports.from_settings(Settings.from_env())
+print(TokenStore(api.store.engine).create(account_id="acme", now_ms=api.clock())[0])
+api.close()
+"""
 
 
 def _reset_peak(pid: int) -> None:
@@ -95,11 +103,8 @@ def attacker(url: str, token: str, seconds: float, pause: float) -> None:
         )
 
 
-def run(seconds: float, code: Path, pause: float) -> dict[str, Any]:
-    from seqexport_dagster.api import Exports
-    from seqexport_dagster.config import Settings
+def run(seconds: float, code: Path, pause: float, *, memory_only: bool = False) -> dict[str, Any]:
     from seqexport_dagster.store.crypto import new_key_spec
-    from seqexport_dagster.store.token import TokenStore
     from seqexport_dagster_tests.support.api_server import wait_ready
     from seqexport_dagster_tests.support.http_attack import (
         MB,
@@ -120,9 +125,16 @@ def run(seconds: float, code: Path, pause: float) -> dict[str, Any]:
             "SEQEXPORT_SECRET_KEYS": new_key_spec("bench"),
             "PYTHONPATH": str(code),
         }
-        api = Exports.from_settings(Settings.from_env(env))
-        token, _ = TokenStore(api.store.engine).create(account_id="acme", now_ms=api.clock())
-        api.close()
+        # The control plane and the token are made by the served code itself: another checkout's
+        # migrations may differ from this one's.
+        token = subprocess.run(
+            [sys.executable, "-c", _PREPARE],
+            env=env,
+            cwd=code,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         process = start_group(
@@ -147,6 +159,8 @@ def run(seconds: float, code: Path, pause: float) -> dict[str, Any]:
                     return list(pool.map(lambda _: big_header(url, 64 * MB), range(8)))
 
             result["headers_8x64mb"] = _attack_rss(process.pid, idle, headers)
+            if memory_only:
+                return result
 
             baseline = healthz_latencies(url, seconds)
             _reset_peak(process.pid)
@@ -195,7 +209,9 @@ def render(r: dict[str, Any]) -> str:
             f"  {name:22} peak +{f['peak_above_idle_mb']:7.1f} MB, held after +{f['held_after_mb']:7.1f} MB, "
             f"{f['seconds']:6.2f} s, answers {','.join(f['answers'])}"
         )
-    h = r["healthz"]
+    h = r.get("healthz")
+    if h is None:
+        return "\n".join(lines)
     for label in ("baseline", "under_attack"):
         f = h[label]
         lines.append(
@@ -216,6 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--code", type=Path, default=ROOT, help="the checkout to serve (default: this one)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="the memory figures only (for a server that would not survive the rest)",
+    )
+    parser.add_argument(
         "--pause", type=float, default=0.2, help="seconds each attacker thread waits between attacks (0: a flood)"
     )
     parser.add_argument("--attacker", nargs=4, metavar=("URL", "TOKEN", "SECONDS", "PAUSE"), help=argparse.SUPPRESS)
@@ -223,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.attacker:
         attacker(args.attacker[0], args.attacker[1], float(args.attacker[2]), float(args.attacker[3]))
         return 0
-    result = run(args.seconds, args.code.resolve(), args.pause)
+    result = run(args.seconds, args.code.resolve(), args.pause, memory_only=args.memory_only)
     print(render(result))
     if args.json:
         print(json.dumps(result, indent=2))
