@@ -163,6 +163,11 @@ def test_tokens_command(run_sqlite: Cli) -> None:
     both = run("tokens", "create", "--account", "acme", "--operator")
     assert both.code == 2 and "--operator" in both.err
     assert run("tokens", "revoke", "sqx_000000000000").code == 3
+    expiring = run.ok("tokens", "create", "--account", "acme", "--expires-in-days", "30")
+    assert expiring["expires_at"] is not None and expiring["last_used_at"] is None
+    assert run("tokens", "list", "--expires-in-days", "3").code == 2
+    reserved = run("tokens", "create", "--account", "operator")
+    assert reserved.code == 2 and "reserved" in reserved.err
     remote = run("tokens", "list", env={**run.env, "SEQEXPORT_API_URL": "http://127.0.0.1:1"})
     assert remote.code == 2 and "SEQEXPORT_API_URL" in remote.err
 
