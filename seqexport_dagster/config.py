@@ -9,6 +9,8 @@
                             the generated local key file
 ``SEQEXPORT_PUT_DEADLINE_SECONDS``  operator setting: wall-clock limit of one write to a customer's
                             store, all attempts included (default 120)
+``SEQEXPORT_ALLOWED_PORTS`` operator setting: the ports a customer's endpoint may name, comma-separated
+                            (default ``443,9000``; 443 is always allowed)
 
 This module is the one place that reads them. The CLI, the HTTP API and the benchmarks call
 `Settings.from_env`; the Dagster resources (`seqexport_dagster.defs.resources`) carry the same
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Final
 
 from seqexport_dagster.destination import OperatorPolicy
+from seqexport_dagster.destination.policy import DEFAULT_ALLOWED_PORTS, parse_ports
 from seqexport_dagster.errors import ConfigurationError, SecretKeyError
 from seqexport_dagster.store.crypto import SecretBox, local_key_spec
 from seqexport_dagster.store.database import normalize_url
@@ -53,6 +56,7 @@ class Settings:
     put_deadline_s: float = DEFAULT_PUT_DEADLINE_S
     #: A local key file given explicitly (the demo's resources): used when no keys are set.
     secret_key_file: Path | None = None
+    allowed_ports: frozenset[int] = DEFAULT_ALLOWED_PORTS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -72,6 +76,7 @@ class Settings:
             allow_local=env.get("SEQEXPORT_ALLOW_LOCAL", "").strip().lower() in ("1", "true", "yes"),
             database_url_from=url_from,
             put_deadline_s=_deadline(env.get("SEQEXPORT_PUT_DEADLINE_SECONDS", "")),
+            allowed_ports=parse_ports(env.get("SEQEXPORT_ALLOWED_PORTS", "")),
         )
 
     @classmethod
@@ -110,7 +115,9 @@ class Settings:
 
     @property
     def policy(self) -> OperatorPolicy:
-        return OperatorPolicy(allow_local=self.allow_local, put_deadline_s=self.put_deadline_s)
+        return OperatorPolicy(
+            allow_local=self.allow_local, put_deadline_s=self.put_deadline_s, allowed_ports=self.allowed_ports
+        )
 
 
 def _deadline(text: str) -> float:

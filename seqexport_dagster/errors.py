@@ -185,6 +185,15 @@ class Unauthorized(ExportError):
         super().__init__("a valid API token is required: Authorization: Bearer sqx_...")
 
 
+class RequestRefused(ExportError):
+    """The HTTP API refused a request before routing it (too large, too slow, malformed body): ``status``."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
 class DestinationError(PermanentError):
     """Any other refusal by the store, passed on in the store's own words."""
 

@@ -132,6 +132,8 @@ class TokenJson(TypedDict):
     name: str
     created_at: str | None
     revoked_at: str | None
+    expires_at: str | None
+    last_used_at: str | None
 
 
 class RotationFailureJson(TypedDict):
@@ -281,6 +283,8 @@ def token_json(token: Any) -> TokenJson:
         "name": token.name,
         "created_at": _iso(token.created_at),
         "revoked_at": _iso(token.revoked_at),
+        "expires_at": _iso(token.expires_at),
+        "last_used_at": _iso(token.last_used_at),
     }
 
 

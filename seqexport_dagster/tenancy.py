@@ -34,8 +34,13 @@ class Caller:
 
     @property
     def label(self) -> str:
-        """For access logs and idempotency scoping: the account, or ``operator``."""
+        """For access logs: the account, or ``operator`` (a name no account may take: `validation`)."""
         return "operator" if self.account_id is None else self.account_id
+
+    @property
+    def namespace(self) -> str:
+        """For Idempotency-Key scoping: scope and account, so no account name can reach another's keys."""
+        return "operator:" if self.account_id is None else f"account:{self.account_id}"
 
 
 class ScopedExports:

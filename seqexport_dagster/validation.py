@@ -19,9 +19,19 @@ _ACCOUNT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _EXPORT_ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,40}\Z")
 
 
+#: Names that mean a scope or a role somewhere (logs, idempotency, support tooling), never an account.
+RESERVED_ACCOUNTS: Final = frozenset({"operator", "operators", "admin", "root", "system", "sequenzy", "all"})
+
+
 def validate_account(account_id: str) -> str:
     if not _ACCOUNT_RE.match(account_id or ""):
-        raise InvalidInput("account", f"{account_id!r} is not an account id: use 1-64 letters, digits, '_', '.' or '-'")
+        raise InvalidInput(
+            "account", f"{account_id[:80]!r} is not an account id: use 1-64 letters, digits, '_', '.' or '-'"
+        )
+    if account_id.lower() in RESERVED_ACCOUNTS:
+        raise InvalidInput(
+            "account", f"{account_id!r} is a reserved name; choose another account id (reserved: operator, admin, ...)"
+        )
     return account_id
 
 
@@ -34,6 +44,7 @@ def validate_lag_ms(lag_ms: int) -> int:
 def validate_export_id(export_id: str) -> str:
     if not _EXPORT_ID_RE.match(export_id or ""):
         raise InvalidInput(
-            "export_id", f"{export_id!r} is not an export id: ids look like exp_0123456789abcdef (see `seqexport list`)"
+            "export_id",
+            f"{export_id[:80]!r} is not an export id: ids look like exp_0123456789abcdef (see `seqexport list`)",
         )
     return export_id

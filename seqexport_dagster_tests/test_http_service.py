@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from seqexport_dagster import presentation as shapes
 from seqexport_dagster.api import Exports
+from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import InvalidInput, TooManyRequests
@@ -43,13 +44,13 @@ def test_tokens_are_stored_hashed_and_revocable(any_world: World) -> None:
     with any_world.control_engine.connect() as conn:
         stored = " ".join(str(v) for row in conn.execute(sa.select(api_tokens)).all() for v in row)
     assert value not in stored and value.rsplit("_", 1)[1] not in stored and token.id in stored
-    assert tokens.authenticate(value) == token
-    assert tokens.authenticate(operator_value) == operator
+    assert tokens.authenticate(value, now_ms=DAY0) == token
+    assert tokens.authenticate(operator_value, now_ms=DAY0) == operator
     for wrong in ("", "Bearer", value[:-1] + ("A" if value[-1] != "A" else "B"), token.id, value + "x"):
-        assert tokens.authenticate(wrong) is None
+        assert tokens.authenticate(wrong, now_ms=DAY0) is None
     assert [t.id for t in tokens.list(account_id="acme")] == [token.id]
     assert tokens.revoke(token.id, DAY0 + 1).revoked_at == DAY0 + 1
-    assert tokens.authenticate(value) is None and tokens.list(account_id="acme") == []
+    assert tokens.authenticate(value, now_ms=DAY0 + 2) is None and tokens.list(account_id="acme") == []
     assert [t.id for t in tokens.list(account_id="acme", include_revoked=True)] == [token.id]
     with pytest.raises(InvalidInput, match="token_id"):
         tokens.revoke("nope", DAY0)
@@ -65,9 +66,12 @@ def test_idempotency_claim_replay_mismatch_expiry(any_world: World) -> None:
     assert keys.claim("beta", "k", "POST /v1/exports", "f2", DAY0 + 2) == Claimed()  # scoped to the caller
     keys.release("beta", "k")
     assert keys.claim("beta", "k", "POST /v1/exports", "f3", DAY0 + 3) == Claimed()  # a failure frees the key
-    # After 24 h the key is new again.
-    assert keys.claim("acme", "k", "POST /v1/exports", "f2", DAY0 + KEEP_MS + 1) == Claimed()
-    assert keys.prune(DAY0 + 3 * KEEP_MS) == 2
+    # After 24 h the key is new again, and the claim took every expired key with it (beta's too).
+    assert keys.claim("acme", "k", "POST /v1/exports", "f2", DAY0 + KEEP_MS + 4) == Claimed()
+    assert keys.claim("beta", "k", "POST /v1/exports", "f9", DAY0 + KEEP_MS + 4) == Claimed()
+    # Maintenance: everything created before the cutoff goes.
+    assert keys.prune(older_than=DAY0 + KEEP_MS + 4) == 0
+    assert keys.prune(older_than=DAY0 + KEEP_MS + 5) == 2
 
 
 def test_idempotency_one_winner_among_concurrent_claims(any_world: World) -> None:
@@ -148,17 +152,22 @@ def test_tokens_command(run_sqlite: Cli) -> None:
     created = run("tokens", "create", "--account", "acme", "--name", "dashboard")
     assert created.code == 0 and "shown only now" in created.out
     value = created.out.strip().splitlines()[-1]
-    assert value.startswith("sqx_") and TokenStore(run.world.control_engine).authenticate(value) is not None
+    assert value.startswith("sqx_") and TokenStore(run.world.control_engine).authenticate(value, now_ms=wall_clock_ms()) is not None
     listed = run.ok("tokens", "list")
     assert [(t["account_id"], t["scope"], t["name"]) for t in listed] == [("acme", "account", "dashboard")]
     assert value not in run("tokens", "list").out and value.rsplit("_", 1)[1] not in str(listed)
     operator = run.ok("tokens", "create", "--operator")
     assert operator["scope"] == "operator" and operator["token"].startswith(operator["id"] + "_")
     assert run.ok("tokens", "revoke", listed[0]["id"])["revoked_at"] is not None
-    assert TokenStore(run.world.control_engine).authenticate(value) is None
+    assert TokenStore(run.world.control_engine).authenticate(value, now_ms=wall_clock_ms()) is None
     both = run("tokens", "create", "--account", "acme", "--operator")
     assert both.code == 2 and "--operator" in both.err
     assert run("tokens", "revoke", "sqx_000000000000").code == 3
+    expiring = run.ok("tokens", "create", "--account", "acme", "--expires-in-days", "30")
+    assert expiring["expires_at"] is not None and expiring["last_used_at"] is None
+    assert run("tokens", "list", "--expires-in-days", "3").code == 2
+    reserved = run("tokens", "create", "--account", "operator")
+    assert reserved.code == 2 and "reserved" in reserved.err
     remote = run("tokens", "list", env={**run.env, "SEQEXPORT_API_URL": "http://127.0.0.1:1"})
     assert remote.code == 2 and "SEQEXPORT_API_URL" in remote.err
 

@@ -171,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     tokens.add_argument("--account", help="the account the token may see and change (create), or list its tokens")
     tokens.add_argument("--operator", action="store_true", help="create: an operator token, which sees every account")
     tokens.add_argument("--name", help="create: a note on who holds the token, e.g. 'dashboard'")
+    tokens.add_argument(
+        "--expires-in-days", type=int, metavar="DAYS", help="create: the token stops working after DAYS days"
+    )
     tokens.add_argument("--all", action="store_true", help="list: include revoked tokens")
     tokens.set_defaults(plain_handler=tools.tokens)
     serve_cmd = sub.add_parser("serve", help="run the HTTP API (uvicorn) over the control plane", parents=[common])

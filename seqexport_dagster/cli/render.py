@@ -333,6 +333,7 @@ def token_created(out: Output, token: ApiToken, value: str) -> None:
     print(
         f"Created {token.scope} token {token.id}"
         + (f" for account {token.account_id}" if token.account_id else "")
+        + (f", valid until {when(token.expires_at)}" if token.expires_at else "")
         + "."
     )
     print("It is shown only now; store it in your secret manager:")
@@ -354,9 +355,27 @@ def token_list(out: Output, tokens: Sequence[ApiToken]) -> None:
     else:
         out.line(
             table(
-                ("TOKEN", "SCOPE", "ACCOUNT", "NAME", "CREATED (UTC)", "REVOKED (UTC)"),
+                (
+                    "TOKEN",
+                    "SCOPE",
+                    "ACCOUNT",
+                    "NAME",
+                    "CREATED (UTC)",
+                    "EXPIRES (UTC)",
+                    "LAST USED (UTC)",
+                    "REVOKED (UTC)",
+                ),
                 [
-                    (t.id, t.scope, t.account_id or "*", t.name or "-", when(t.created_at), when(t.revoked_at))
+                    (
+                        t.id,
+                        t.scope,
+                        t.account_id or "*",
+                        t.name or "-",
+                        when(t.created_at),
+                        when(t.expires_at),
+                        when(t.last_used_at),
+                        when(t.revoked_at),
+                    )
                     for t in tokens
                 ],
             )

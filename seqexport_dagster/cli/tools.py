@@ -94,11 +94,19 @@ def tokens(args: argparse.Namespace) -> int:
         raise InvalidInput("token_id", "give the id of the token to revoke (see `seqexport tokens list`)")
     if args.account:
         validate_account(args.account)
-    api = Exports.from_settings(Settings.from_env(args.environ))
+    if args.expires_in_days is not None and args.action != "create":
+        raise InvalidInput("expires-in-days", "only `tokens create` takes an expiry")
+    # An existing control plane only: a mistyped SEQEXPORT_HOME must not mint a token nobody's server reads.
+    api = Exports.from_settings(Settings.from_env(args.environ), must_exist=True)
     try:
         store = TokenStore(api.store.engine)
         if args.action == "create":
-            value, token = store.create(account_id=args.account, now_ms=wall_clock_ms(), name=args.name or "")
+            value, token = store.create(
+                account_id=args.account,
+                now_ms=wall_clock_ms(),
+                name=args.name or "",
+                expires_in_days=args.expires_in_days,
+            )
             out.secrets.append(value.rsplit("_", 1)[1])
             render.token_created(out, token, value)
         elif args.action == "revoke":

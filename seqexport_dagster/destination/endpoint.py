@@ -3,7 +3,7 @@
 Two checks, because one is not enough:
 
 * `validate_endpoint` runs at save time on the text the customer typed. It refuses anything that is
-  not a plain ``https://dns-name[:port]``, so IP literals in odd notations (``2130706433``,
+  not a plain ``https://dns-name[:port]`` with a port the operator allows (443 and 9000 by default), so IP literals in odd notations (``2130706433``,
   ``0177.0.0.1``, ``0x7f000001``, ``127.1``, ``[::ffff:127.0.0.1]``) and internal names never get
   stored.
 * `ConnectGuard` runs at connect time. A valid public-looking name can still resolve to
@@ -22,6 +22,7 @@ and private addresses are accepted.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import re
 import socket
 from collections.abc import Callable, Sequence
@@ -34,6 +35,9 @@ from seqexport_dagster.errors import EndpointRefused, InvalidInput
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
+#: The operator's log: the only place a refused name's resolved address is written.
+log = logging.getLogger("seqexport.destination")
+
 #: ``(host, port) -> IP address strings``. Injectable so tests can play a rebinding DNS server.
 Resolver = Callable[[str, int], Sequence[str]]
 
@@ -41,65 +45,6 @@ Resolver = Callable[[str, int], Sequence[str]]
 Connector = Callable[["ConnectRequest"], socket.socket]
 
 _ACCEPTED: Final = "use https://host or https://host:port with a public DNS name, for example https://<account-id>.r2.cloudflarestorage.com"
-
-#: Well-known ports of services that are not object stores. A connection test to one of them would
-#: only tell the customer whether that service is there (a port-probing oracle), so they are refused
-#: at save time. Ports below 1024 other than 443 (and 80 for operators' plain http) are all refused:
-#: they belong to system services. 9000 stays open: self-hosted MinIO listens there.
-_SERVICE_PORTS: Final = {
-    1080: "SOCKS",
-    1433: "Microsoft SQL Server",
-    1521: "Oracle",
-    2049: "NFS",
-    2375: "Docker",
-    2376: "Docker",
-    2379: "etcd",
-    2380: "etcd",
-    3306: "MySQL",
-    3389: "RDP",
-    4369: "Erlang port mapper",
-    5432: "PostgreSQL",
-    5672: "AMQP",
-    5900: "VNC",
-    5984: "CouchDB",
-    6379: "Redis",
-    6443: "Kubernetes API",
-    7000: "Cassandra",
-    8086: "InfluxDB",
-    8200: "Vault",
-    8300: "Consul",
-    8500: "Consul",
-    9042: "Cassandra",
-    9092: "Kafka",
-    9200: "Elasticsearch",
-    9300: "Elasticsearch",
-    10250: "kubelet",
-    11211: "memcached",
-    15672: "RabbitMQ",
-    25565: "Minecraft",
-    27017: "MongoDB",
-    27018: "MongoDB",
-}
-_SYSTEM_PORT_NAMES: Final = {
-    21: "FTP",
-    22: "SSH",
-    23: "Telnet",
-    25: "SMTP",
-    53: "DNS",
-    110: "POP3",
-    111: "RPC",
-    135: "RPC",
-    139: "NetBIOS",
-    143: "IMAP",
-    389: "LDAP",
-    445: "SMB",
-    465: "SMTP",
-    587: "SMTP",
-    636: "LDAP",
-    873: "rsync",
-    993: "IMAP",
-    995: "POP3",
-}
 
 _BLOCKED_NAMES: Final = frozenset({"localhost", "metadata.google.internal", "metadata", "instance-data"})
 _BLOCKED_SUFFIXES: Final = (".localhost", ".local", ".localdomain", ".internal", ".home.arpa", ".arpa")
@@ -205,6 +150,10 @@ def _looks_like_ipv4(host: str) -> bool:
     return True
 
 
+def _is_local_name(host: str) -> bool:
+    return host in _BLOCKED_NAMES or host.endswith(_BLOCKED_SUFFIXES) or "." not in host
+
+
 def _check_dns_name(host: str, policy: OperatorPolicy) -> None:
     if not host.isascii():
         raise InvalidInput("endpoint", f"{host!r} is not an ASCII host name; use its punycode (xn--) form")
@@ -264,8 +213,6 @@ def validate_endpoint(endpoint: str, policy: OperatorPolicy) -> str:
         raise InvalidInput("endpoint", f"{endpoint!r} has no host name; {_ACCEPTED}")
     if port is not None and not 1 <= port <= 65535:
         raise InvalidInput("endpoint", f"{endpoint!r} has port {port}; ports are 1-65535")
-    if port is not None:
-        _check_port(port, scheme)
     bracketed = parts.netloc.rsplit("@", 1)[-1].startswith("[")
     if bracketed or ":" in host:
         if not policy.allow_local:
@@ -288,20 +235,25 @@ def validate_endpoint(endpoint: str, policy: OperatorPolicy) -> str:
     else:
         _check_dns_name(host, policy)
         netloc_host = host
+    # The operator's local switch lifts the port list only for what it alone allows (plain http,
+    # IP literals, local names: test servers on any port); a public https name keeps it.
+    local_only = scheme == "http" or netloc_host != host or _looks_like_ipv4(host) or _is_local_name(host)
+    if port is not None and not (policy.allow_local and local_only):
+        _check_port(port, policy)
     default_port = 443 if scheme == "https" else 80
     suffix = f":{port}" if port is not None and port != default_port else ""
     return f"{scheme}://{netloc_host}{suffix}"
 
 
-def _check_port(port: int, scheme: str) -> None:
-    service = _SERVICE_PORTS.get(port)
-    if service is None and port < 1024 and port not in (443, 80 if scheme == "http" else 443):
-        service = _SYSTEM_PORT_NAMES.get(port, "a system service")
-    if service is not None:
+def _check_port(port: int, policy: OperatorPolicy) -> None:
+    """Only the operator's ports (`OperatorPolicy.allowed_ports`): an allow-list, so a connection
+    test can never tell a customer which other services listen behind a name."""
+    if port not in policy.allowed_ports:
+        allowed = ", ".join(str(p) for p in sorted(policy.allowed_ports))
         raise InvalidInput(
             "endpoint",
-            f"port {port} is the port of {service}, not of an object store; use the port your store serves "
-            "HTTPS on (443 by default, for example 9000 for MinIO)",
+            f"port {port} is not accepted on this deployment; use one of {allowed} (443 by default; 9000 is MinIO's), "
+            "or leave the port out for 443",
         )
 
 
@@ -368,12 +320,13 @@ class ConnectGuard:
             reason = non_public_reason(answer)
             if reason is not None:
                 # Any bad answer refuses the whole name: a later connection (or another client)
-                # could otherwise be steered to it.
-                message = (
-                    f"endpoint {host} resolves to {answer} ({reason}); the endpoint must resolve only to "
+                # could otherwise be steered to it. The customer learns only that; which address
+                # (an internal name's, maybe) goes to the operator's log alone.
+                log.warning("endpoint %s refused: resolves to %s (%s)", host, answer, reason)
+                raise EndpointRefused(
+                    f"endpoint {host} resolves to a non-public address; the endpoint must resolve only to "
                     "public addresses, so nothing was sent"
                 )
-                raise EndpointRefused(message)
         return answers
 
     def connect(

@@ -2,9 +2,12 @@
 
 Order of a request: the gate (middleware) authenticates every ``/v1`` request before routing, so a
 request without a valid token gets 401 and nothing else, whatever its path, parameters or body.
-The route then calls the scoped API; every exception leaves through `errors.to_response` (the one
-boundary), so no traceback reaches a client or the log. The access log line carries method, path,
-status, account and duration: never a body, a query value or a header.
+Under the gate, `limits.BoundedBodies` bounds and checks the body (size, time, UTF-8 JSON, depth,
+digits) before FastAPI parses it, so a 401 never costs a read of the body and a malformed one is a
+400 naming the problem. The route then calls the scoped API; every exception leaves through
+`errors.to_response` (the one boundary), so no traceback reaches a client or the log. The access
+log line carries method, path (control characters escaped: the path is the client's), status,
+account and duration: never a body, a query value or a header.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the route annotations at run time, and
@@ -29,6 +32,7 @@ from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.service.body import ChangeDatasets, ChangeDestination, ChangeFrequency, CreateExport
 from seqexport_dagster.service.errors import error_response, to_response, unauthorized, unavailable
 from seqexport_dagster.service.guard import RateLimit, idempotent
+from seqexport_dagster.service.limits import BoundedBodies, Limits, has_body
 from seqexport_dagster.store.idempotency import IdempotencyStore
 from seqexport_dagster.store.token import TokenStore
 from seqexport_dagster.tenancy import Caller, ScopedExports
@@ -49,15 +53,34 @@ WRITES: Final[dict[int | str, dict[str, Any]]] = {
 
 
 def _field(loc: tuple[int | str, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    # Union members show up in the location as their type ("list[constrained-str]"): not a field.
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header") and not _is_tag(p)]
     return ".".join(parts) or "body"
+
+
+def _is_tag(part: int | str) -> bool:
+    return isinstance(part, str) and ("[" in part or part.startswith(("literal", "constrained", "function")))
+
+
+def _rule(error: dict[str, Any]) -> str:
+    ctx = error.get("ctx") or {}
+    if error.get("type") in ("string_too_long", "too_long") and "max_length" in ctx:
+        unit = "characters" if error.get("type") == "string_too_long" or "secret" in str(error.get("loc")) else "items"
+        return f"at most {ctx['max_length']} {unit}"
+    if error.get("type") == "list_type":
+        return 'must be a list, e.g. ["email_events", "subscribers"]'
+    return str(error.get("msg", "invalid value"))
 
 
 def validation_response(exc: RequestValidationError) -> JSONResponse:
     """Pydantic's complaint without its ``input`` (which could be a secret): field and rule only."""
-    first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid request"}
+    errors = list(exc.errors())
+    # A union's first member is not always the one the client meant: a list complaint names it best.
+    first = next((e for e in errors if e.get("type") == "list_type"), errors[0] if errors else None)
+    if first is None:
+        return error_response(400, "invalid_input", "body: invalid request", "body")
     field = _field(tuple(first.get("loc", ("body",))))
-    return error_response(400, "invalid_input", f"{field}: {first.get('msg', 'invalid value')}", field)
+    return error_response(400, "invalid_input", f"{field}: {_rule(first)}", field)
 
 
 class _GuardedRoute(APIRoute):
@@ -75,9 +98,17 @@ class _GuardedRoute(APIRoute):
         return guarded
 
 
-def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> FastAPI:
+def printable(text: str, limit: int = 512) -> str:
+    """``text`` for a log line: control and invisible characters (and ``\\``) as Python escapes, cut at ``limit``."""
+    out = "".join(ch if ch.isprintable() and ch != "\\" else ascii(ch)[1:-1] for ch in text[:limit])
+    return out + ("[...]" if len(text) > limit else "")
+
+
+def create_app(exports: Exports, *, write_limit: RateLimit | None = None, limits: Limits | None = None) -> FastAPI:
     tokens = TokenStore(exports.store.engine)
     keys = IdempotencyStore(exports.store.engine)
+    # The fingerprint key: derived from the credential keys, which the control plane never holds.
+    fingerprint_key = exports.store.box.derived_key("idempotency-fingerprint")
     limit = write_limit or RateLimit()
     app = FastAPI(
         title="Sequenzy Data Exports",
@@ -87,12 +118,13 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
         redoc_url=None,
     )
     app.router.route_class = _GuardedRoute
+    app.add_middleware(BoundedBodies, limits=limits or Limits())  # under the gate: added before it
 
     def authenticate(header: str | None) -> Caller | None:
         scheme, _, value = (header or "").partition(" ")
-        if scheme.lower() != "bearer":
+        if scheme.lower() != "bearer" or len(value) > 128:
             return None
-        token = tokens.authenticate(value.strip())
+        token = tokens.authenticate(value.strip(), now_ms=exports.clock())
         return None if token is None else Caller(token.account_id, token.id)
 
     @app.middleware("http")
@@ -108,6 +140,8 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
             else:
                 if caller is None:
                     response = unauthorized()
+                    if has_body(request.scope):  # never read: close rather than drain it
+                        response.headers["Connection"] = "close"
                 else:
                     request.state.caller = caller
                     response = await call_next(request)
@@ -116,7 +150,7 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
         access_log.info(
             "%s %s %d account=%s %.1fms",
             request.method,
-            path,
+            printable(path),
             response.status_code,
             caller.label if caller else "-",
             (time.perf_counter() - started) * 1000,
@@ -193,10 +227,11 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
 
         return idempotent(
             keys,
-            caller=api.caller.label,
+            caller=api.caller.namespace,
             key=idempotency_key,
             operation="POST /v1/exports",
             body=body.fingerprint_body(),
+            fingerprint_key=fingerprint_key,
             now_ms=exports.clock(),
             run=run,
         )
@@ -226,12 +261,14 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
     )
     def export_now(api: Scoped, export_id: str, idempotency_key: IdempotencyKey = None) -> Response:
         """Run at the next scheduler tick, without waiting for the schedule or a backoff."""
+        api.get(export_id)  # the id is valid and the caller's before any key is stored or replayed
         return idempotent(
             keys,
-            caller=api.caller.label,
+            caller=api.caller.namespace,
             key=idempotency_key,
-            operation=f"POST /v1/exports/{export_id}/export-now",
-            body=None,
+            operation="POST /v1/exports/{export_id}/export-now",
+            body={"export_id": export_id},
+            fingerprint_key=fingerprint_key,
             now_ms=exports.clock(),
             run=lambda: (200, shapes.export_json(api.export_now(export_id))),
         )

@@ -1,49 +1,75 @@
 """Request bodies. Every field is validated again by `api.Exports` (which names the field and what it
-accepts); these models give the OpenAPI document its shapes and refuse unknown fields."""
+accepts); these models give the OpenAPI document its shapes, refuse unknown fields, and bound every
+value before anything else looks at it: each string has a length cap (secrets included), types are
+strict (``"datasets": "email_events"`` is not a list, ``"60000"`` is not a number), and lists are short.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints
 
-_STRICT = ConfigDict(extra="forbid")
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+#: Longest accepted values: the control plane's column sizes, or less where the provider's own is less.
+MAX_ACCOUNT: Final = 64
+MAX_BUCKET: Final = 222  # GCS allows dotted names up to 222; S3 63
+MAX_PREFIX: Final = 512
+MAX_ENDPOINT: Final = 512
+MAX_KEY_ID: Final = 256
+MAX_SECRET: Final = 256  # AWS secrets are 40 characters, GCS HMAC secrets 40, R2 64
+MAX_DATASETS: Final = 8
+
+
+Account = Annotated[str, StringConstraints(strict=True, max_length=MAX_ACCOUNT)]
+Provider = Annotated[str, StringConstraints(strict=True, max_length=16)]
+Bucket = Annotated[str, StringConstraints(strict=True, max_length=MAX_BUCKET)]
+Prefix = Annotated[str, StringConstraints(strict=True, max_length=MAX_PREFIX)]
+Region = Annotated[str, StringConstraints(strict=True, max_length=64)]
+Endpoint = Annotated[str, StringConstraints(strict=True, max_length=MAX_ENDPOINT)]
+KeyId = Annotated[str, StringConstraints(strict=True, max_length=MAX_KEY_ID)]
+Frequency = Annotated[str, StringConstraints(strict=True, max_length=8)]
+Dataset = Annotated[str, StringConstraints(strict=True, max_length=32)]
+Secret = Annotated[SecretStr, Field(max_length=MAX_SECRET)]
+Datasets = Annotated[list[Dataset], Field(max_length=MAX_DATASETS)]
 
 
 class CreateExport(BaseModel):
     model_config = _STRICT
 
-    account_id: str | None = Field(
+    account_id: Account | None = Field(
         None, description="an account token's own account (may be left out); required with an operator token"
     )
-    provider: str = Field("s3", description="s3 (AWS, or S3-compatible with endpoint) or gcs")
-    bucket: str
-    prefix: str = ""
-    region: str | None = None
-    endpoint: str | None = Field(None, description="S3-compatible endpoint, e.g. https://<id>.r2.cloudflarestorage.com")
-    access_key_id: str | None = None
-    secret_access_key: SecretStr | None = Field(None, description="accepted here only; never returned or logged")
-    datasets: list[str] | str = Field("all", description="a list, a comma-separated string, or 'all'")
-    frequency: str = Field("1h", description="15m, 1h, 6h or 24h")
+    provider: Provider = Field("s3", description="s3 (AWS, or S3-compatible with endpoint) or gcs")
+    bucket: Bucket
+    prefix: Prefix = ""
+    region: Region | None = None
+    endpoint: Endpoint | None = Field(
+        None, description="S3-compatible endpoint, e.g. https://<id>.r2.cloudflarestorage.com"
+    )
+    access_key_id: KeyId | None = None
+    secret_access_key: Secret | None = Field(None, description="accepted here only; never returned or logged")
+    datasets: Datasets | Literal["all"] = Field("all", description="a list of datasets, or 'all'")
+    frequency: Frequency = Field("1h", description="15m, 1h, 6h or 24h")
     lag_ms: int = Field(120_000, description="trail real time by this much, 0 to 3,600,000 ms")
 
     def fingerprint_body(self) -> dict[str, Any]:
-        body = self.model_dump(exclude={"secret_access_key"})
-        body["secret_access_key"] = self.secret_access_key.get_secret_value() if self.secret_access_key else None
-        return body
+        """The request as the Idempotency-Key fingerprint sees it: everything but the secret."""
+        return self.model_dump(exclude={"secret_access_key"})
 
 
 class ChangeDatasets(BaseModel):
     model_config = _STRICT
 
-    add: list[str] = Field(default_factory=list, description="datasets to add; each starts from now")
-    remove: list[str] = Field(default_factory=list, description="datasets to stop; their files stay")
+    add: Datasets = Field(default_factory=list, description="datasets to add; each starts from now")
+    remove: Datasets = Field(default_factory=list, description="datasets to stop; their files stay")
 
 
 class ChangeFrequency(BaseModel):
     model_config = _STRICT
 
-    frequency: str = Field(description="15m, 1h, 6h or 24h; positions are kept, so the chain stays gap-free")
+    frequency: Frequency = Field(description="15m, 1h, 6h or 24h; positions are kept, so the chain stays gap-free")
 
 
 class ChangeDestination(BaseModel):
@@ -51,10 +77,10 @@ class ChangeDestination(BaseModel):
 
     model_config = _STRICT
 
-    provider: str | None = None
-    bucket: str | None = None
-    prefix: str | None = None
-    region: str | None = None
-    endpoint: str | None = None
-    access_key_id: str | None = None
-    secret_access_key: SecretStr | None = Field(None, description="accepted here only; never returned or logged")
+    provider: Provider | None = None
+    bucket: Bucket | None = None
+    prefix: Prefix | None = None
+    region: Region | None = None
+    endpoint: Endpoint | None = None
+    access_key_id: KeyId | None = None
+    secret_access_key: Secret | None = Field(None, description="accepted here only; never returned or logged")

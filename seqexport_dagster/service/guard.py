@@ -4,12 +4,19 @@
 chose (create, destination change). It is per server process; with several processes behind a load
 balancer each allows its own share, which is what a per-process limit is for (abuse, not billing).
 
-`Idempotent`: the Idempotency-Key protocol over `store.idempotency.IdempotencyStore`.
+`idempotent`: the Idempotency-Key protocol over `store.idempotency.IdempotencyStore`. The stored
+fingerprint is an HMAC-SHA256, under a key derived from ``SEQEXPORT_SECRET_KEYS``, of the operation
+and the canonical request body with its secrets left out: whoever reads the control plane can
+neither test guessed secrets against it nor tell that two accounts sent the same body. Keys live in
+the caller's namespace (`tenancy.Caller.namespace`), and the route checks that the caller may act
+on what the request names before this runs, so a replay never answers a request the caller could
+not make.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 import threading
@@ -60,8 +67,16 @@ class RateLimit:
             seen.append(now)
 
 
-def fingerprint(operation: str, body: object) -> str:
-    return hashlib.sha256(json.dumps([operation, body], sort_keys=True, default=str).encode()).hexdigest()
+#: Body fields that never enter a fingerprint.
+SECRET_FIELDS = frozenset({"secret_access_key"})
+
+
+def fingerprint(key: bytes, operation: str, body: object) -> str:
+    """HMAC-SHA256 under ``key`` of ``[operation, body]`` as canonical JSON, secrets left out."""
+    if isinstance(body, dict):
+        body = {k: v for k, v in body.items() if k not in SECRET_FIELDS}
+    canonical = json.dumps([operation, body], sort_keys=True, separators=(",", ":"), default=str)
+    return hmac.new(key, canonical.encode(), hashlib.sha256).hexdigest()
 
 
 def idempotent(
@@ -73,14 +88,19 @@ def idempotent(
     body: object,
     now_ms: int,
     run: Callable[[], tuple[int, object]],
+    fingerprint_key: bytes,
 ) -> Response:
-    """Run ``run`` once per (caller, key) within 24 h; a repeat gets the first answer again."""
+    """Run ``run`` once per (caller, key) within 24 h; a repeat gets the first answer again.
+
+    ``caller`` is the namespace (scope and account); ``operation`` a fixed route template (the ids
+    it names go in ``body``), so nothing a client chose reaches a column unchecked.
+    """
     if key is None:
         status, result = run()
         return JSONResponse(result, status_code=status)
-    if not 1 <= len(key) <= 255 or not key.isprintable():
-        raise InvalidInput("Idempotency-Key", "use 1 to 255 printable characters, e.g. a UUID")
-    outcome = store.claim(caller, key, operation, fingerprint(operation, body), now_ms)
+    if not 1 <= len(key) <= 255 or not key.isascii() or not key.isprintable() or not key.strip():
+        raise InvalidInput("Idempotency-Key", "use 1 to 255 printable ASCII characters, e.g. a UUID")
+    outcome = store.claim(caller, key, operation, fingerprint(fingerprint_key, operation, body), now_ms)
     if isinstance(outcome, Replay):
         return Response(
             outcome.body,

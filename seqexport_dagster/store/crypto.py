@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -102,6 +104,15 @@ class SecretBox:
         else:
             plain = self.decrypt(token, binding)
         return self.encrypt(plain, binding)
+
+    def derived_key(self, purpose: str) -> bytes:
+        """A 32-byte key for ``purpose`` (HMAC-SHA256 of it under the primary key), never the key itself.
+
+        For keyed digests the control plane stores (idempotency fingerprints): whoever reads the
+        control plane without ``SEQEXPORT_SECRET_KEYS`` cannot recompute them. It follows the
+        primary key, so a digest made before a key rotation no longer matches after it.
+        """
+        return hmac.new(self.keys[self.primary], f"seqexport/{purpose}".encode(), hashlib.sha256).digest()
 
     def needs_rotation(self, token: str) -> bool:
         return token.split(".")[:2] != [_VERSION, self.primary]

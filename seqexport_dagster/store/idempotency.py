@@ -4,7 +4,13 @@ The key is claimed (a row with no answer yet) before the operation runs, in its 
 the primary key (caller, key) makes a second, concurrent claim fail, so two requests with one key
 can never both create an export. A successful answer is stored with the claim. A failed one
 releases the claim, so the caller may retry with the same key once the cause is fixed (a failed
-connection test, for example). Keys are scoped to the caller (the token's account, or the operator).
+connection test, for example). Keys are scoped to the caller's namespace (``account:<id>`` or
+``operator:``, `tenancy.Caller.namespace`), and the fingerprint is the caller's keyed digest
+(`service.guard.fingerprint`): this store never sees a request body or a secret.
+
+Keys are kept 24 h (`KEEP_MS`). Each claim deletes the expired ones it meets (an indexed range),
+and `prune` is the same deletion for a maintenance job (`seqexport maintain`), so a server that
+takes no keys for a while still leaves none older than a day once maintenance has run.
 """
 
 from __future__ import annotations
@@ -55,8 +61,8 @@ class IdempotencyStore:
     def claim(self, caller: str, key: str, operation: str, fingerprint: str, now_ms: int) -> Outcome:
         t = idempotency_keys
         with self.engine.begin() as conn:
-            # Expired keys go first (this caller's key, and at most a few old ones of anybody's).
-            conn.execute(t.delete().where(t.c.created_at < now_ms - KEEP_MS, t.c.caller == caller, t.c.key == key))
+            # Expired keys go first: this caller's, and anybody's (the created_at index bounds the cost).
+            conn.execute(t.delete().where(t.c.created_at < now_ms - KEEP_MS))
             try:
                 with conn.begin_nested():
                     conn.execute(
@@ -91,7 +97,11 @@ class IdempotencyStore:
             conn.execute(t.delete().where(t.c.caller == caller, t.c.key == key, t.c.status_code.is_(None)))
 
     @translate_errors
-    def prune(self, now_ms: int) -> int:
+    def prune(self, older_than: int) -> int:
+        """Delete every key created before ``older_than`` (epoch ms); returns how many went.
+
+        Maintenance calls ``prune(now_ms - KEEP_MS)``: a key past its 24 h replays nothing anyway.
+        """
         t = idempotency_keys
         with self.engine.begin() as conn:
-            return int(conn.execute(t.delete().where(t.c.created_at < now_ms - KEEP_MS)).rowcount)
+            return int(conn.execute(t.delete().where(t.c.created_at < older_than)).rowcount)

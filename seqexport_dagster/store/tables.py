@@ -122,6 +122,8 @@ api_tokens = sa.Table(
     sa.Column("name", sa.String(128), nullable=False, server_default=""),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("revoked_at", sa.BigInteger),
+    sa.Column("expires_at", sa.BigInteger),  # NULL: never expires (migration 0009_token_expiry)
+    sa.Column("last_used_at", sa.BigInteger),  # set by authentication, at most once a minute
     sa.Index("ix_api_tokens_account", "account_id"),
 )
 

@@ -28,6 +28,7 @@ from seqexport_dagster_tests.support.processes import ROOT, group_process
 class ApiServer:
     url: str
     log: Path | None = None
+    pid: int | None = None  # the server process (serve_process only): for its memory figures
 
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -64,7 +65,7 @@ def serve_process(env: dict[str, str], log: Path, *extra: str) -> Iterator[ApiSe
     with group_process(command, env=env, log=log) as process:
         url = f"http://127.0.0.1:{port}"
         wait_ready(url, process)
-        yield ApiServer(url, log)
+        yield ApiServer(url, log, process.pid)
 
 
 @contextmanager

@@ -1,0 +1,30 @@
+"""API tokens: an optional expiry, and when each was last used (issue 24).
+
+A token without ``expires_at`` never expires (as before). ``last_used_at`` is set by authentication,
+at most once a minute per token, so operators can find and revoke tokens nobody uses.
+
+Revision ID: 0009_token_expiry
+Revises: 0006
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0009_token_expiry"
+# Chains after 0006, the last revision on main today; the integrator relinks it after the other
+# revisions of this round.
+down_revision = "0006"
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("api_tokens") as batch:
+        batch.add_column(sa.Column("expires_at", sa.BigInteger))
+        batch.add_column(sa.Column("last_used_at", sa.BigInteger))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("api_tokens") as batch:
+        batch.drop_column("last_used_at")
+        batch.drop_column("expires_at")
