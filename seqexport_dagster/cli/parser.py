@@ -14,6 +14,7 @@ from seqexport_dagster.cli import commands, tools
 from seqexport_dagster.cli.commands import Handler
 from seqexport_dagster.cli.exits import EXIT_CODES_HELP
 from seqexport_dagster.errors import UsageError
+from seqexport_dagster.redaction import option_names_only
 from seqexport_dagster.schema import DATASETS
 
 #: Options whose field has another name in errors than the option's.
@@ -42,9 +43,9 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         head, sep, rest = message.partition("unrecognized arguments: ")
         if sep:
-            options = [word for word in rest.split() if word.startswith("-")]
+            options = option_names_only(rest.split())  # `--opt=value`: the value is never shown
             message = f"{head}unrecognized arguments: {' '.join(options) or '(values not shown)'}"
-            if any(word in rest.lower() for word in ("secret", "password")):
+            if any(word in " ".join(options).lower() for word in ("secret", "password")):
                 message += (
                     "; a secret is never a command-line value: use --secret-stdin, --secret-env NAME or the prompt"
                 )

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from seqexport_dagster.destination.config import describe_location
+from seqexport_dagster.destination.config import GCS_ENDPOINT, describe_location
 from seqexport_dagster.errors import sanitize_error
+from seqexport_dagster.redaction import redact_secrets
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.window import iso_ms
 
@@ -34,12 +35,8 @@ class Output:
         self.secrets: list[str] = []
 
     def scrub(self, text: str) -> str:
-        for secret in self.secrets:
-            # Also its JSON-escaped form; a secret of a few characters would blank out every
-            # matching word of the output, and no real store issues one that short.
-            if len(secret) >= 4:
-                text = text.replace(secret, "***").replace(json.dumps(secret)[1:-1], "***")
-        return text
+        # Whole secrets only (and their JSON-escaped form), never a substring of a longer word.
+        return redact_secrets(text, self.secrets)
 
     def line(self, text: str = "") -> None:
         print(self.scrub(text), file=sys.stdout)
@@ -130,7 +127,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 def where(e: ExportRecord) -> str:
     """The destination as a URL (``s3://bucket/prefix via endpoint``)."""
-    return describe_location(e.provider, e.bucket, e.prefix, e.endpoint if e.provider != "gcs" else None)
+    # gs:// alone on Google's own endpoint; any other (an operator's loopback stand-in) is shown.
+    endpoint = None if e.provider == "gcs" and e.endpoint in (None, GCS_ENDPOINT) else e.endpoint
+    return describe_location(e.provider, e.bucket, e.prefix, endpoint)
 
 
 def describe(out: Output, e: ExportRecord) -> None:
