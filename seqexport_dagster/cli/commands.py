@@ -154,7 +154,8 @@ def confirm_delete(args: argparse.Namespace, api: AnyExports) -> None:
     record = api.status(args.export_id).export
     if not sys.stdin.isatty():
         raise InvalidInput(
-            "confirmation", f"deleting export {record.id} needs confirmation: pass --yes (scripts) or run it in a terminal"
+            "confirmation",
+            f"deleting export {record.id} needs confirmation: pass --yes (scripts) or run it in a terminal",
         )
     print(
         f"Delete export {record.id} of {record.account_id} ({render.where(record)})? It stops for good; "
