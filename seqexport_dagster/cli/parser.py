@@ -160,6 +160,15 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--access-key-id", help="a read key (List + Get); default: your AWS credential chain")
     _add_secret_options(verify, prompt_flag=False)
     verify.add_argument("--ledger", metavar="EXPORT_ID", help="operators: also compare rows per window with the ledger")
+    bounds = verify.add_argument_group("bounds (a broken or hostile bucket gets a clear answer, not a hang)")
+    bounds.add_argument("--max-objects", metavar="N", default="200000", help="stop listing past N objects (200000)")
+    bounds.add_argument(
+        "--max-object-bytes", metavar="SIZE", default="64MiB", help="a larger part is a problem, not read (64MiB)"
+    )
+    bounds.add_argument(
+        "--max-decompressed-bytes", metavar="SIZE", default="1GiB", help="a part decompressing past SIZE (1GiB)"
+    )
+    bounds.add_argument("--max-line-bytes", metavar="SIZE", default="1MiB", help="a longer line (1MiB)")
     verify.set_defaults(plain_handler=tools.verify)
     tokens = sub.add_parser(
         "tokens",
