@@ -2,9 +2,10 @@
 
 A secret is replaced only where it stands as a whole token, never inside a longer word: replacing
 every substring garbles messages (a secret ``x`` turned ``acme-exports`` into ``acme-e***ports``) and
-shows the reader what the secret contains. Token characters are those of the keys stores issue
-(AWS: letters, digits, ``/`` and ``+``; others add ``_`` and ``-``). ``=`` and ``.`` end a token, so
-``key=SECRET`` and a secret at the end of a sentence are still found.
+shows the reader what the secret contains. A token is bounded by anything but letters, digits,
+``+``, ``_`` and ``-``: so ``key=SECRET``, ``https://SECRET.example``, ``/SECRET/`` and a secret at
+the end of a sentence are all found, and a secret with ``/`` or ``=`` inside (AWS keys have them)
+matches as a whole.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Final
 
 REDACTED: Final = "***"
 #: Characters a secret token is made of; a match must not touch one on either side.
-_TOKEN_CHARS: Final = r"A-Za-z0-9/+_\-"
+_TOKEN_CHARS: Final = r"A-Za-z0-9+_\-"
 
 
 def _pattern(secret: str) -> re.Pattern[str]:

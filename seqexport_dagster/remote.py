@@ -159,7 +159,7 @@ class RemoteExports:
         try:
             return json.loads(body)
         except ValueError:
-            raise ExportError(f"the API at {self.url} answered HTTP {response.status_code} with no JSON") from None
+            raise RetryableError(f"the API at {self.url} answered HTTP {response.status_code} with no JSON") from None
 
     def _read(self, response: httpx.Response) -> bytes:
         """The answer's body, refused past ``max_answer_bytes`` (announced or as it streams)."""

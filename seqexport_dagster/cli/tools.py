@@ -86,7 +86,7 @@ def verify_limits(args: argparse.Namespace) -> Limits:
 
 
 #: A long listing says how far it got on stderr, bars or not, every this many objects.
-LISTING_LINE_EVERY = 50_000
+LISTING_LINE_EVERY = 25_000
 
 
 def listing_lines(shown: Reporter) -> Advance:

@@ -53,7 +53,7 @@ class Bucket:
                 raise ListingTooLong(
                     "max_objects",
                     f"{self.source} holds more than {cap:,} objects; listing stopped there. Verify a narrower "
-                    "prefix (one dataset or one date= folder) or raise --max-objects (about 300 MB per million)",
+                    "prefix (one dataset or one date= folder) or raise --max-objects (verify holds about 500 MB per million objects)",
                 )
             if self.on_listed is not None:
                 self.on_listed(len(found))

@@ -116,7 +116,7 @@ class _Checker:
             self.problem("corrupt_gzip", ds.name, key, f"not valid gzip: {exc}")
             return 0, None
         except ObjectTooLarge as exc:
-            self.problem("too_large", ds.name, key, f"{exc.message}; not read further (after line {number:,})")
+            self.problem("too_large", ds.name, key, f"{exc.message}; not read further (at line {number + 1:,})")
             return 0, None
         if number > self.part_limit:
             self.problem(
