@@ -86,7 +86,7 @@ def test_remote_cli_bounds_the_answers_it_reads(mode: str, said: str) -> None:
     assert result.code == 6, result
     assert said in str(error_of(result)["message"])
     assert result.peak_rss_mb <= 200 and result.seconds < 60, result
-    print(f"remote CLI, 1 GiB answer ({mode}): peak RSS {result.peak_rss_mb} MB, {result.seconds} s")
+    print(f"remote CLI, 1 GiB answer ({mode}): peak RSS {result.peak_rss_mb} MB, {result.seconds} s")  # noqa: T201
 
 
 # --- redaction ------------------------------------------------------------------------------------
