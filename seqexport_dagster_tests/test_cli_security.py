@@ -182,3 +182,46 @@ def test_delete_without_confirmation_names_the_field(tmp_path: Path) -> None:
     assert text.code == 2 and text.err.startswith("error: confirmation: deleting export"), text
     as_json = run_measured(["delete", export_id, "--json"], env=env)
     assert error_of(as_json)["field"] == "confirmation"
+
+
+# --- the helpers, case by case --------------------------------------------------------------------
+
+
+def test_redact_secrets_matches_whole_tokens_only() -> None:
+    from seqexport_dagster.redaction import option_names_only, redact_secrets
+
+    aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    assert (
+        redact_secrets("Failed to resolve 'acme-exports.s3' (x)", ["x"]) == "Failed to resolve 'acme-exports.s3' (***)"
+    )
+    assert redact_secrets(f"key={aws}, again {aws}.", [aws]) == "key=***, again ***."
+    assert redact_secrets(f"https://{aws[:5]}.example/{aws[:5]}/x", [aws[:5]]) == "https://***.example/***/x"
+    assert redact_secrets(f"{aws}X and X{aws}", [aws]) == f"{aws}X and X{aws}"  # part of a longer token
+    assert redact_secrets('"a\\"b"', ['a"b']) == '"***"'  # its JSON-escaped form too
+    assert redact_secrets("nothing", [None, ""]) == "nothing"
+    assert option_names_only(["--secret-access-key=V", "V", "-x=1", "--ok"]) == ["--secret-access-key", "-x", "--ok"]
+
+
+def test_escape_makes_every_invisible_character_visible() -> None:
+    from seqexport_dagster.terminal import escape, escape_lines
+
+    assert escape("\x1b[2J\rOK\x00\x7f\x9b\u202e\u2028\U000e0041 é ü 日本") == (
+        "\\x1b[2J\\x0dOK\\x00\\x7f\\x9b\\u202e\\u2028\\U000e0041 é ü 日本"
+    )
+    assert escape("a\nb") == "a\\x0ab"
+    assert escape_lines("ours\nalso ours\x1b[31m") == "ours\nalso ours\\x1b[31m"
+
+
+def test_the_cli_prints_outside_text_inert(capsys: pytest.CaptureFixture[str]) -> None:
+    """A value from a bucket, a store or the API cannot move the cursor or add a line to a table."""
+    from seqexport_dagster.cli.render import Output, table
+
+    out = Output(False)
+    out.line(table(("EXPORT", "DESTINATION"), [("exp_1", "s3://b/\x1b[2J\rALL OK\nexp_2  s3://fake")]))
+    out.progress("testing s3://b/\x1b]0;title\x07 ...")
+    printed = capsys.readouterr()
+    assert printed.out.splitlines() == [
+        "EXPORT  DESTINATION",
+        "exp_1   s3://b/\\x1b[2J\\x0dALL OK\\x0aexp_2  s3://fake",
+    ]
+    assert printed.err == "testing s3://b/\\x1b]0;title\\x07 ...\n"
