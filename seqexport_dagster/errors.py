@@ -138,7 +138,18 @@ class EndpointTooSlow(PermanentError):
 
 
 class ResponseTooLarge(PermanentError):
-    """The store's answer to a PutObject was far larger than any S3 answer; the connection was dropped."""
+    """An answer was far larger than any it may be (a store's to a PutObject, the HTTP API's to the
+    remote CLI); the connection was dropped."""
+
+
+class ObjectTooLarge(ExportError):
+    """`seqexport verify`: an object, its decompressed content or one of its lines passed verify's
+    bound (``--max-object-bytes``, ``--max-decompressed-bytes``, ``--max-line-bytes``); reported
+    as a problem of that object, which is not read further."""
+
+
+class ListingTooLong(InvalidInput):
+    """`seqexport verify`: the listing passed ``--max-objects``; listing stopped there."""
 
 
 class ConnectionTestFailed(ExportError):

@@ -19,18 +19,10 @@ from typing_extensions import TypedDict
 
 from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.history import RunHistory
+from seqexport_dagster.redaction import mask_key_id as mask_key_id
 from seqexport_dagster.status import DatasetStatus, ExportStatus, LastError
 from seqexport_dagster.store import DatasetState, ExportRecord, RotationReport, RunSummary
 from seqexport_dagster.window import Window, iso_ms, parse_iso_ms
-
-
-def mask_key_id(access_key_id: str | None) -> str | None:
-    """``AKIA************MPLE``: enough to tell keys apart, not enough to copy one."""
-    if not access_key_id:
-        return None
-    if len(access_key_id) < 12:
-        return "*" * len(access_key_id)
-    return access_key_id[:4] + "*" * (len(access_key_id) - 8) + access_key_id[-4:]
 
 
 class WindowJson(TypedDict):

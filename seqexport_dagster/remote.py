@@ -11,9 +11,12 @@ first, so a secret is asked for only once the rest is right, as in the local CLI
 from __future__ import annotations
 
 import builtins
+import ipaddress
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -32,7 +35,9 @@ from seqexport_dagster.errors import (
     InvalidInput,
     NotFound,
     RemoteConnectionTestFailed,
+    ResponseTooLarge,
     RetryableError,
+    sanitize_error,
 )
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.schema import parse_datasets
@@ -42,11 +47,13 @@ from seqexport_dagster.window import DEFAULT_FREQUENCY, DEFAULT_LAG_MS, Window, 
 
 #: What the client checks before sending: the server's own policy may be stricter, never looser.
 _LENIENT: Final = OperatorPolicy(allow_local=True)
+#: The largest answer read from the API (a year of 15-minute ledger windows is about 30 MB).
+MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024
 
 
-def _error(response: httpx.Response) -> ExportError:
+def _error(response: httpx.Response, body: bytes) -> ExportError:
     try:
-        detail = response.json()["error"]
+        detail = json.loads(body)["error"]
         message, field = str(detail["message"]), detail.get("field")
     except (ValueError, KeyError, TypeError):
         message, field = f"the API answered HTTP {response.status_code}", None
@@ -68,23 +75,66 @@ def _error(response: httpx.Response) -> ExportError:
     return ExportError(message)
 
 
+def api_url(url: str) -> str:
+    """``SEQEXPORT_API_URL`` checked: https, or http only to this machine (the token and a customer's
+    secret travel in the request, so never in plain text over a network)."""
+    shown = sanitize_error(repr(url), 200)
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 -- raises on a port that is not a number
+    except ValueError:
+        raise InvalidInput("SEQEXPORT_API_URL", f"{shown} is not a URL") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise InvalidInput("SEQEXPORT_API_URL", f"{shown} is not an https:// URL such as https://exports.example.com")
+    if parts.username is not None or parts.password is not None:
+        raise InvalidInput(
+            "SEQEXPORT_API_URL", "may not carry a user name or password; the token goes in SEQEXPORT_API_TOKEN"
+        )
+    if parts.scheme == "http" and not _is_loopback(host):
+        raise InvalidInput(
+            "SEQEXPORT_API_URL",
+            f"{shown} is plain http: the token would cross the network unencrypted; use https:// "
+            "(http:// is accepted only for localhost, 127.0.0.0/8 and ::1)",
+        )
+    return url.rstrip("/")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class RemoteExports:
-    def __init__(self, url: str, token: str, *, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+    ) -> None:
         # trust_env=False: proxy variables and .netrc must not redirect (or see) the token.
-        self.url = url.rstrip("/")
+        # follow_redirects=False: a redirect is an error (`_call`), so the token goes nowhere else.
+        self.url = api_url(url)
+        self.max_answer_bytes = max_answer_bytes
         self.client = httpx.Client(
             base_url=self.url,
             headers={"Authorization": f"Bearer {token}", "User-Agent": "seqexport-cli"},
             timeout=httpx.Timeout(120.0, connect=10.0),
             trust_env=False,
+            follow_redirects=False,
             transport=transport,
         )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RemoteExports:
         url, token = env.get("SEQEXPORT_API_URL", ""), env.get("SEQEXPORT_API_TOKEN", "")
-        if not url.startswith(("http://", "https://")):
-            raise InvalidInput("SEQEXPORT_API_URL", f"{url!r} is not an http:// or https:// URL")
+        url = api_url(url)
         if not token:
             raise InvalidInput("SEQEXPORT_API_TOKEN", "is required with SEQEXPORT_API_URL (ask your operator)")
         return cls(url, token)
@@ -94,12 +144,39 @@ class RemoteExports:
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
-            response = self.client.request(method, path, **kwargs)
+            with self.client.stream(method, path, **kwargs) as response:
+                if response.is_redirect:
+                    raise InvalidInput(
+                        "SEQEXPORT_API_URL",
+                        f"the API at {self.url} answered HTTP {response.status_code} (a redirect), which is never "
+                        "followed so the token is not sent elsewhere; set SEQEXPORT_API_URL to the API's own address",
+                    )
+                body = self._read(response)
         except httpx.HTTPError as exc:
             raise RetryableError(f"cannot reach the API at {self.url}: {type(exc).__name__}") from None
         if response.status_code >= 400:
-            raise _error(response)
-        return response.json()
+            raise _error(response, body)
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise RetryableError(f"the API at {self.url} answered HTTP {response.status_code} with no JSON") from None
+
+    def _read(self, response: httpx.Response) -> bytes:
+        """The answer's body, refused past ``max_answer_bytes`` (announced or as it streams)."""
+        limit = self.max_answer_bytes
+        announced = response.headers.get("content-length", "")
+        if announced.isdigit() and int(announced) > limit:
+            raise ResponseTooLarge(
+                f"the API at {self.url} announced {int(announced):,} bytes; at most {limit:,} are read"
+            )
+        chunks: list[bytes] = []
+        total = 0
+        for chunk in response.iter_bytes():
+            total += len(chunk)
+            if total > limit:
+                raise ResponseTooLarge(f"the API at {self.url} sent more than {limit:,} bytes; the answer was dropped")
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     def create(
         self,

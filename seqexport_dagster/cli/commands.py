@@ -154,7 +154,8 @@ def confirm_delete(args: argparse.Namespace, api: AnyExports) -> None:
     record = api.status(args.export_id).export
     if not sys.stdin.isatty():
         raise InvalidInput(
-            "yes", f"deleting export {record.id} needs confirmation: pass --yes (scripts) or run it in a terminal"
+            "confirmation",
+            f"deleting export {record.id} needs confirmation: pass --yes (scripts) or run it in a terminal",
         )
     print(
         f"Delete export {record.id} of {record.account_id} ({render.where(record)})? It stops for good; "
@@ -163,7 +164,7 @@ def confirm_delete(args: argparse.Namespace, api: AnyExports) -> None:
     )
     answer = input("Type the export id to confirm: ").strip()
     if answer != record.id:
-        raise InvalidInput("yes", "not confirmed: nothing was deleted")
+        raise InvalidInput("confirmation", "not confirmed: nothing was deleted")
 
 
 def delete(args: argparse.Namespace, api: AnyExports, out: Output) -> int:

@@ -16,6 +16,7 @@ from seqexport_dagster.errors import (
     InvalidInput,
     NotFound,
     RateLimited,
+    ResponseTooLarge,
     RetryableError,
     SecretKeyError,
     internal_error,
@@ -42,7 +43,7 @@ exit codes (stable; scripts may rely on them):
   5  connection test failed: the store refused or did not answer the test write; nothing was saved
   6  unavailable: the control-plane database is missing (`seqexport init` creates it) or away, or the
      credential keys (SEQEXPORT_SECRET_KEYS) are not usable; remotely: the API is unreachable, refused
-     the token, or asks to retry later
+     the token, asks to retry later or sent an answer past the CLI's bound
      (rotate-keys: some stored secrets did not open; each is listed, the others were re-sealed)
   7  verify found problems in the bucket (the report lists each one)
   8  rate limited: too many connection tests for this account recently; the message says when to retry
@@ -63,6 +64,7 @@ ERROR_EXITS: Final[tuple[tuple[type[ExportError], str, int], ...]] = (
     (ConflictError, "conflict", EXIT_CONFLICT),
     (RateLimited, "rate_limited", EXIT_RATE_LIMITED),
     (RetryableError, "unavailable", EXIT_UNAVAILABLE),
+    (ResponseTooLarge, "unavailable", EXIT_UNAVAILABLE),
     (SecretKeyError, "unavailable", EXIT_UNAVAILABLE),
     (ConfigurationError, "unavailable", EXIT_UNAVAILABLE),
     (ExportError, "error", EXIT_INTERNAL),

@@ -14,6 +14,7 @@ from seqexport_dagster.cli import commands, tools
 from seqexport_dagster.cli.commands import Handler
 from seqexport_dagster.cli.exits import EXIT_CODES_HELP
 from seqexport_dagster.errors import UsageError
+from seqexport_dagster.redaction import option_names_only
 from seqexport_dagster.schema import DATASETS
 
 #: Options whose field has another name in errors than the option's.
@@ -42,9 +43,9 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         head, sep, rest = message.partition("unrecognized arguments: ")
         if sep:
-            options = [word for word in rest.split() if word.startswith("-")]
+            options = option_names_only(rest.split())  # `--opt=value`: the value is never shown
             message = f"{head}unrecognized arguments: {' '.join(options) or '(values not shown)'}"
-            if any(word in rest.lower() for word in ("secret", "password")):
+            if any(word in " ".join(options).lower() for word in ("secret", "password")):
                 message += (
                     "; a secret is never a command-line value: use --secret-stdin, --secret-env NAME or the prompt"
                 )
@@ -159,6 +160,15 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--access-key-id", help="a read key (List + Get); default: your AWS credential chain")
     _add_secret_options(verify, prompt_flag=False)
     verify.add_argument("--ledger", metavar="EXPORT_ID", help="operators: also compare rows per window with the ledger")
+    bounds = verify.add_argument_group("bounds (a broken or hostile bucket gets a clear answer, not a hang)")
+    bounds.add_argument("--max-objects", metavar="N", default="200000", help="stop listing past N objects (200000)")
+    bounds.add_argument(
+        "--max-object-bytes", metavar="SIZE", default="64MiB", help="a larger part is a problem, not read (64MiB)"
+    )
+    bounds.add_argument(
+        "--max-decompressed-bytes", metavar="SIZE", default="1GiB", help="a part decompressing past SIZE (1GiB)"
+    )
+    bounds.add_argument("--max-line-bytes", metavar="SIZE", default="1MiB", help="a longer line (1MiB)")
     verify.set_defaults(plain_handler=tools.verify)
     tokens = sub.add_parser(
         "tokens",

@@ -12,9 +12,11 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from seqexport_dagster.destination.config import describe_location
+from seqexport_dagster.destination.config import GCS_ENDPOINT, describe_location
 from seqexport_dagster.errors import sanitize_error
+from seqexport_dagster.redaction import redact_secrets
 from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.terminal import escape, escape_lines
 from seqexport_dagster.window import iso_ms
 
 if TYPE_CHECKING:
@@ -34,18 +36,17 @@ class Output:
         self.secrets: list[str] = []
 
     def scrub(self, text: str) -> str:
-        for secret in self.secrets:
-            # Also its JSON-escaped form; a secret of a few characters would blank out every
-            # matching word of the output, and no real store issues one that short.
-            if len(secret) >= 4:
-                text = text.replace(secret, "***").replace(json.dumps(secret)[1:-1], "***")
-        return text
+        # Whole secrets only (and their JSON-escaped form), never a substring of a longer word.
+        return redact_secrets(text, self.secrets)
 
+    # Our own newlines stay; any other control character (an escape sequence or CR from a key, a
+    # name or a server's answer) is printed escaped (`terminal.escape_lines`). Values are escaped
+    # whole, newlines included, where they are put into a line (`table`, `describe`).
     def line(self, text: str = "") -> None:
-        print(self.scrub(text), file=sys.stdout)
+        print(escape_lines(self.scrub(text)), file=sys.stdout)
 
     def progress(self, text: str) -> None:
-        print(self.scrub(text), file=sys.stderr, flush=True)
+        print(escape_lines(self.scrub(text)), file=sys.stderr, flush=True)
 
     def json(self, value: object) -> None:
         print(self.scrub(json.dumps(value, indent=2)), file=sys.stdout)
@@ -118,7 +119,7 @@ def size(n: int) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Aligned columns for people; numbers right-aligned."""
-    cells = [[str(c) for c in headers], *[["-" if c is None else str(c) for c in row] for row in rows]]
+    cells = [[str(c) for c in headers], *[["-" if c is None else escape(c) for c in row] for row in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     numeric = [all(isinstance(row[i], int) for row in rows) and bool(rows) for i in range(len(headers))]
     lines = []
@@ -130,7 +131,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 def where(e: ExportRecord) -> str:
     """The destination as a URL (``s3://bucket/prefix via endpoint``)."""
-    return describe_location(e.provider, e.bucket, e.prefix, e.endpoint if e.provider != "gcs" else None)
+    # gs:// alone on Google's own endpoint; any other (an operator's loopback stand-in) is shown.
+    endpoint = None if e.provider == "gcs" and e.endpoint in (None, GCS_ENDPOINT) else e.endpoint
+    return describe_location(e.provider, e.bucket, e.prefix, endpoint)
 
 
 def describe(out: Output, e: ExportRecord) -> None:
@@ -146,7 +149,7 @@ def describe(out: Output, e: ExportRecord) -> None:
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
-        out.line(f"{key.ljust(width)}  {value}")
+        out.line(f"{key.ljust(width)}  {escape(value)}")
 
 
 def changed(out: Output, record: ExportRecord, verb: str) -> None:
@@ -271,7 +274,7 @@ def rotation(out: Output, report: RotationReport) -> bool:
     else:
         out.line(f"Re-sealed {report.resealed} secret(s).")
         for item in failed:
-            out.line(f"NOT re-sealed: export {item['export_id']}: {item['error']}")
+            out.line(f"NOT re-sealed: export {escape(item['export_id'])}: {sanitize_error(item['error'])}")
         if failed:
             out.line(
                 "Keep the old keys in SEQEXPORT_SECRET_KEYS until these are fixed (or the destination re-entered)."
@@ -394,4 +397,4 @@ def backfill_report(out: Output, start: str, end: str, report: BatchReport) -> N
     for o in outcomes:
         out.line(f"{o['export_id']}: {o['status']}; {o['rows']} rows, {o['files']} files, {o['bytes']} bytes")
         for e in o["errors"]:
-            out.line(f"  {e['dataset']}: {e['message']}")
+            out.line(f"  {e['dataset']}: {sanitize_error(e['message'])}")

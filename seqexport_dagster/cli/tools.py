@@ -13,10 +13,11 @@ from seqexport_dagster.cli.commands import read_secret
 from seqexport_dagster.cli.exits import EXIT_INTERNAL, EXIT_OK, EXIT_VERIFY_FAILED
 from seqexport_dagster.cli.render import Output
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.progress import reporter
+from seqexport_dagster.progress import Advance, Reporter, reporter
 
 if TYPE_CHECKING:
     from seqexport_dagster.cli.commands import AnyExports
+    from seqexport_dagster.verify.bounds import Limits
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -38,6 +39,7 @@ def verify(args: argparse.Namespace) -> int:
     from seqexport_dagster.verify import verify_location
 
     out = Output(bool(args.json))
+    limits = verify_limits(args)
     secret = read_secret(args, out, required=bool(args.access_key_id))
     ledger: Any = None
     api: AnyExports | None = None
@@ -62,13 +64,43 @@ def verify(args: argparse.Namespace) -> int:
                 secret_access_key=secret,
                 region=args.region,
                 ledger=ledger,
-                progress=shown.advance,
+                progress=listing_lines(shown),
+                limits=limits,
             )
     finally:
         if api is not None:
             api.close()
     out.line(report.to_json() if out.as_json else report.render())
     return EXIT_OK if report.ok else EXIT_VERIFY_FAILED
+
+
+def verify_limits(args: argparse.Namespace) -> Limits:
+    from seqexport_dagster.verify.bounds import Limits, parse_count, parse_size
+
+    return Limits(
+        max_objects=parse_count("max_objects", args.max_objects),
+        max_object_bytes=parse_size("max_object_bytes", args.max_object_bytes),
+        max_decompressed_bytes=parse_size("max_decompressed_bytes", args.max_decompressed_bytes),
+        max_line_bytes=parse_size("max_line_bytes", args.max_line_bytes),
+    )
+
+
+#: A long listing says how far it got on stderr, bars or not, every this many objects.
+LISTING_LINE_EVERY = 25_000
+
+
+def listing_lines(shown: Reporter) -> Advance:
+    """``shown.advance``, plus a line on stderr every `LISTING_LINE_EVERY` objects listed."""
+
+    said = [0]
+
+    def advance(what: str, done: int, total: int | None) -> None:
+        shown.advance(what, done, total)
+        if what == "objects listed" and done >= said[0] + LISTING_LINE_EVERY:
+            said[0] = done - done % LISTING_LINE_EVERY
+            shown.line(f"listed {done:,} objects so far ...")
+
+    return advance
 
 
 def local_only(args: argparse.Namespace, what: str) -> None:

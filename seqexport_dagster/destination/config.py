@@ -150,13 +150,20 @@ def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> Destin
     endpoint = config.endpoint
     region = config.region
     if config.provider == "gcs":
+        # GCS has one endpoint and signs for "auto": a value given for either would be ignored or
+        # would send the data elsewhere under a gs:// name, so it is refused, naming the field.
         if endpoint and policy.allow_local and _is_loopback_url(endpoint):
-            # Operators only: a loopback stand-in for GCS (tests of the x-goog precondition path).
-            endpoint, region = validate_endpoint(endpoint, policy), region or AUTO_REGION
+            # Operators only (SEQEXPORT_ALLOW_LOCAL): a loopback stand-in for GCS in tests of the
+            # x-goog precondition path; the CLI shows it with its endpoint (`cli.render.where`).
+            endpoint, region = validate_endpoint(endpoint, policy), AUTO_REGION
         elif endpoint not in (None, "", GCS_ENDPOINT):
-            raise InvalidInput("endpoint", f"gcs always uses {GCS_ENDPOINT}; leave it empty")
+            raise InvalidInput(
+                "endpoint", f"gcs always uses {GCS_ENDPOINT}; leave it empty (for R2 or MinIO choose s3)"
+            )
         else:
-            endpoint, region = GCS_ENDPOINT, region or AUTO_REGION
+            endpoint, region = GCS_ENDPOINT, AUTO_REGION
+        if config.region not in (None, "", AUTO_REGION):
+            raise InvalidInput("region", f"gcs has no region to choose (it signs for {AUTO_REGION!r}); leave it empty")
     elif endpoint:
         endpoint = validate_endpoint(endpoint, policy)
         region = region or endpoint_region(endpoint)

@@ -36,6 +36,7 @@ from seqexport_dagster.errors import (
     NoSuchBucket,
     RetryableError,
 )
+from seqexport_dagster.redaction import mask_key_id, redact_secrets
 
 _RETRYABLE_CODES: Final = frozenset(
     {
@@ -101,7 +102,7 @@ class Place:
     def clean(self, text: str) -> str:
         # A store cannot echo the secret (it is never sent), but an odd one may echo anything it got;
         # keep the guarantee here rather than trusting every server.
-        return text.replace(self.secret, "***") if self.secret else text
+        return redact_secrets(text, [self.secret])
 
 
 def translate(exc: Exception, key: str, place: Place) -> ExportError:
@@ -143,9 +144,9 @@ def _translate_client_error(exc: ClientError, key: str, place: Place) -> ExportE
     if code == "NoSuchBucket" or (status == 404 and code in ("", "404")):
         return NoSuchBucket(f"bucket {bucket} does not exist at {where} (or is not visible to this key)")
     if code == "InvalidAccessKeyId":
-        return BadCredentials(f"access key {access_key_id} is not known to {where}")
+        return BadCredentials(f"access key {mask_key_id(access_key_id)} is not known to {where}")
     if code == "SignatureDoesNotMatch":
-        return BadCredentials(f"bad signature: the secret does not match the access key {access_key_id}")
+        return BadCredentials(f"bad signature: the secret does not match the access key {mask_key_id(access_key_id)}")
     if code == "RequestTimeTooSkewed":
         return ClockSkew(
             "the store refused our request time: this worker's clock is off by more than 15 minutes; "
@@ -154,7 +155,7 @@ def _translate_client_error(exc: ClientError, key: str, place: Place) -> ExportE
     if code in _ACCESS_CODES:
         return AccessDenied(
             f"access denied for s3:PutObject on {bucket}/{key}: the policy of access key "
-            f"{access_key_id} must allow s3:PutObject on {scope}"
+            f"{mask_key_id(access_key_id)} must allow s3:PutObject on {scope}"
             + (f" ({message})" if message and message != "Access Denied" else "")
         )
     if code == "AuthorizationHeaderMalformed" and error.get("Region"):

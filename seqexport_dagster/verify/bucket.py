@@ -3,22 +3,26 @@
 The customer's own tool: List and Get are fine here (the exporter itself only ever PUTs), and their
 default credential chain is used when no key is given. Storage failures leave this module as our
 `ExportError`, named by the destination's one botocore boundary (`s3_errors.error_summary`).
+What is listed and read stays within `verify.bounds.Limits` (listing size, object size, bytes in flight).
 """
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Final, Literal
 
 from seqexport_dagster.destination.config import AUTO_REGION, GCS_ENDPOINT, endpoint_region
 from seqexport_dagster.destination.s3_errors import error_summary
-from seqexport_dagster.errors import ExportError, InvalidInput
+from seqexport_dagster.errors import ExportError, InvalidInput, ListingTooLong, ObjectTooLarge
 from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.verify.bounds import DEFAULT_LIMITS, Limits, size_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,19 +32,57 @@ class StoredObject:
     modified_ns: int
 
 
+#: Told the number of objects listed so far, after each page (each 1,000 objects of a folder).
+Listed = Callable[[int], None]
+
+
 class Bucket:
-    """What verify needs from a location: list once, read each object."""
+    """What verify needs from a location: list once, read each object, within `Limits`."""
 
     source: str
+    limits: Limits = DEFAULT_LIMITS
+    on_listed: Listed | None = None
 
     def list(self) -> list[StoredObject]:
+        """Every object under the dataset folders; `ListingTooLong` past ``limits.max_objects``."""
+        found: builtins.list[StoredObject] = []
+        cap = self.limits.max_objects
+        for page in self._pages():
+            found.extend(page)
+            if len(found) > cap:
+                raise ListingTooLong(
+                    "max_objects",
+                    f"{self.source} holds more than {cap:,} objects; listing stopped there. Verify a narrower "
+                    "prefix (one dataset or one date= folder) or raise --max-objects (verify holds about 500 MB per million objects)",
+                )
+            if self.on_listed is not None:
+                self.on_listed(len(found))
+        return found
+
+    def _pages(self) -> Iterator[builtins.list[StoredObject]]:
         raise NotImplementedError
 
-    def read(self, key: str) -> bytes:
+    def read(self, key: str, limit: int | None = None) -> bytes:
+        """The object's bytes; `ObjectTooLarge` once more than ``limit`` (default: the bound) arrive."""
         raise NotImplementedError
+
+    def read_listed(self, obj: StoredObject) -> bytes:
+        """An object as listed: refused unread past the bound, and never read past its listed size."""
+        limit = self.limits.max_object_bytes
+        if obj.size > limit:
+            raise ObjectTooLarge(f"{obj.size:,} bytes; the bound is {size_text(limit)} (--max-object-bytes), not read")
+        return self.read(obj.key, obj.size)
 
     def close(self) -> None:
         return None
+
+
+def _capped(read: Callable[[int], bytes], limit: int, what: str) -> bytes:
+    """At most ``limit`` bytes from ``read(n)``; `ObjectTooLarge` if there is more."""
+    body = read(limit + 1)
+    if len(body) > limit:
+        raise ObjectTooLarge(f"{what} sends more than {limit:,} bytes; not read further")
+    return body
 
 
 class LocalBucket(Bucket):
@@ -48,10 +90,10 @@ class LocalBucket(Bucket):
         self.root = root
         self.source = str(root)
 
-    def list(self) -> list[StoredObject]:
+    def _pages(self) -> Iterator[builtins.list[StoredObject]]:
         if not self.root.is_dir():
             raise InvalidInput("source", f"{self.root} is not a folder")
-        found = []
+        page: list[StoredObject] = []
         for name in DATASETS:
             folder = self.root / name
             if not folder.is_dir():
@@ -60,12 +102,16 @@ class LocalBucket(Bucket):
                 for file in files:
                     path = Path(dirpath) / file
                     stat = path.stat()
-                    found.append(StoredObject(path.relative_to(self.root).as_posix(), stat.st_size, stat.st_mtime_ns))
-        return found
+                    page.append(StoredObject(path.relative_to(self.root).as_posix(), stat.st_size, stat.st_mtime_ns))
+                    if len(page) == 1000:
+                        yield page
+                        page = []
+        yield page
 
-    def read(self, key: str) -> bytes:
+    def read(self, key: str, limit: int | None = None) -> bytes:
         try:
-            return (self.root / key).read_bytes()
+            with (self.root / key).open("rb") as file:
+                return _capped(file.read, self.limits.max_object_bytes if limit is None else limit, "the file")
         except OSError as exc:
             raise ExportError(type(exc).__name__) from exc
 
@@ -110,35 +156,55 @@ class S3Bucket(Bucket):
                 max_pool_connections=16,
             ),
         )
+        # botocore reads a listing page whole; one far past 1,000 keys is refused before it is parsed.
+        self.client.meta.events.register("before-parse.s3.ListObjectsV2", _refuse_huge_page)
 
     def _full(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
-    def list(self) -> list[StoredObject]:
-        found = []
+    def _pages(self) -> Iterator[builtins.list[StoredObject]]:
         strip = len(self.prefix) + 1 if self.prefix else 0
         try:
             for name in DATASETS:
                 pages = self.client.get_paginator("list_objects_v2").paginate(
-                    Bucket=self.bucket, Prefix=self._full(name + "/")
+                    Bucket=self.bucket, Prefix=self._full(name + "/"), PaginationConfig={"PageSize": 1000}
                 )
                 for page in pages:
-                    for obj in page.get("Contents", []):
-                        modified = obj["LastModified"].timestamp()
-                        found.append(StoredObject(obj["Key"][strip:], int(obj["Size"]), int(modified * 1e9)))
+                    yield [
+                        StoredObject(obj["Key"][strip:], int(obj["Size"]), int(obj["LastModified"].timestamp() * 1e9))
+                        for obj in page.get("Contents", [])
+                    ]
+        except ExportError:
+            raise
         except Exception as exc:  # botocore's tree, named by the destination's boundary
             raise ExportError(f"cannot list {self.source}: {error_summary(exc)}") from exc
-        return found
 
-    def read(self, key: str) -> bytes:
+    def read(self, key: str, limit: int | None = None) -> bytes:
         try:
-            body: bytes = self.client.get_object(Bucket=self.bucket, Key=self._full(key))["Body"].read()
+            stream = self.client.get_object(Bucket=self.bucket, Key=self._full(key))["Body"]
+            try:
+                return _capped(stream.read, self.limits.max_object_bytes if limit is None else limit, "the store")
+            finally:
+                stream.close()  # drops the connection instead of draining what was not read
+        except ExportError:
+            raise
         except Exception as exc:  # botocore's tree, named by the destination's boundary
             raise ExportError(error_summary(exc)) from exc
-        return body
 
     def close(self) -> None:
         self.client.close()
+
+
+#: A page of 1,000 keys is about 300 KB of XML; a page this large is not a store's answer.
+MAX_PAGE_BYTES: Final = 16 * 1024 * 1024
+
+
+def _refuse_huge_page(response_dict: dict[str, Any], **_: object) -> None:
+    body = response_dict.get("body")
+    if isinstance(body, bytes) and len(body) > MAX_PAGE_BYTES:
+        raise ListingTooLong(
+            "max_objects", f"the store answered one listing page of {len(body):,} bytes (1,000 keys are about 300 KB)"
+        )
 
 
 def open_bucket(
@@ -148,8 +214,20 @@ def open_bucket(
     access_key_id: str | None = None,
     secret_access_key: str | None = None,
     region: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    on_listed: Listed | None = None,
 ) -> Bucket:
     """``s3://bucket/prefix``, ``gs://bucket/prefix``, ``file:///path`` or a plain folder path."""
+    bucket = _open(source, s3_endpoint, access_key_id, secret_access_key, region)
+    bucket.limits = limits
+    if on_listed is not None:
+        bucket.on_listed = on_listed
+    return bucket
+
+
+def _open(
+    source: str, s3_endpoint: str | None, access_key_id: str | None, secret_access_key: str | None, region: str | None
+) -> Bucket:
     match = re.match(r"^(s3|gs)://([^/]+)/?(.*)$", source)
     if match:
         return S3Bucket(
@@ -167,23 +245,30 @@ def open_bucket(
 
 
 def prefetch(bucket: Bucket, objects: list[StoredObject], workers: int) -> Iterator[bytes | Exception]:
-    """Read objects in order with a few reads in flight; memory stays at ``workers`` parts."""
+    """Read objects in order with a few reads in flight: at most ``workers`` of them, and at most
+    ``limits.in_flight_bytes`` (as listed; always at least one) besides the one being checked."""
 
-    def read(key: str) -> bytes | Exception:
+    def read(obj: StoredObject) -> bytes | Exception:
         try:
-            return bucket.read(key)
+            return bucket.read_listed(obj)
         except Exception as exc:  # reported per object; one unreadable part must not stop verify
             return exc
 
     if workers <= 1:
         for obj in objects:
-            yield read(obj.key)
+            yield read(obj)
         return
+    budget = bucket.limits.in_flight_bytes
     with ThreadPoolExecutor(workers) as pool:
-        pending: list[Future[bytes | Exception]] = []
+        pending: deque[tuple[int, Future[bytes | Exception]]] = deque()
+        held = 0
         for obj in objects:
-            pending.append(pool.submit(read, obj.key))
-            if len(pending) >= workers:
-                yield pending.pop(0).result()
-        for fut in pending:
+            size = obj.size if obj.size <= bucket.limits.max_object_bytes else 0  # refused unread
+            while pending and (len(pending) >= workers or held + size > budget):
+                done, fut = pending.popleft()
+                held -= done
+                yield fut.result()
+            pending.append((size, pool.submit(read, obj)))
+            held += size
+        for _, fut in pending:
             yield fut.result()

@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from seqexport_dagster.errors import ExportError
+from seqexport_dagster.errors import ExportError, ObjectTooLarge
 from seqexport_dagster.keys import SNAPSHOT_DATASET, SUCCESS_NAME, parse_key
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.schema import DATASETS, Dataset
+from seqexport_dagster.verify.bounds import DEFAULT_LIMITS, Limits, gzip_lines
 from seqexport_dagster.verify.bucket import Bucket, LocalBucket, StoredObject, open_bucket, prefetch
 from seqexport_dagster.verify.ledger import ledger_problems
 from seqexport_dagster.verify.report import DatasetSummary, Problem, VerifyReport
-from seqexport_dagster.verify.row import gunzip, row_problem
+from seqexport_dagster.verify.row import row_problem
 from seqexport_dagster.window import Window, iso_ms
 from seqexport_dagster.writer import PART_LIMIT
 
@@ -41,9 +42,10 @@ class _Part:
 
 
 class _Checker:
-    def __init__(self, report: VerifyReport, part_limit: int) -> None:
+    def __init__(self, report: VerifyReport, part_limit: int, limits: Limits = DEFAULT_LIMITS) -> None:
         self.report = report
         self.part_limit = part_limit
+        self.limits = limits
         self.rows_by_window: dict[tuple[str, Window], int] = {}
         self.on_part: Callable[[_Part], None] = lambda _part: None  # progress (issue 17)
 
@@ -75,19 +77,15 @@ class _Checker:
         previous = None
         key = part.obj.key
         self.on_part(part)
+        if isinstance(body, ObjectTooLarge):
+            self.problem("too_large", ds.name, key, body.message)
+            return 0, previous
         if isinstance(body, Exception):
             self.problem("unreadable", ds.name, key, f"cannot read: {_reason(body)}")
             return 0, previous
-        try:
-            text = gunzip(body)
-        except (zlib.error, EOFError) as exc:
-            self.problem("corrupt_gzip", ds.name, key, f"not valid gzip: {exc}")
-            return 0, previous
-        lines = text.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        if len(lines) > self.part_limit:
-            self.problem("too_many_lines", ds.name, key, f"{len(lines)} lines; the limit is {self.part_limit}")
+        # Streamed and bounded (`bounds.gzip_lines`); ids are kept aside until the whole part has read.
+        lines = gzip_lines((body,), self.limits)
+        found_ids: list[tuple[str, str]] = []
         window = part.window
         low = iso_ms(window.from_ms) if window else ""
         high = iso_ms(window.to_ms) if window else ""
@@ -95,23 +93,42 @@ class _Checker:
         outside: list[str] = []
         disorder: list[str] = []
         decode = msgspec.json.Decoder().decode
-        for number, line in enumerate(lines, 1):
-            try:
-                row = decode(line)
-            except msgspec.DecodeError as exc:
-                bad_schema.append(f"line {number}: not JSON ({exc})")
-                continue
-            wrong = row_problem(ds, row)
-            if wrong:
-                bad_schema.append(f"line {number}: {wrong}")
-                continue
-            sort_key = tuple(str(row[name]) for name in ds.order_by)
-            if previous is not None and sort_key < previous:
-                disorder.append(f"line {number}: {_show(ds, sort_key)} after {_show(ds, previous)}")
-            previous = sort_key
-            if window and not low < row["recorded_at"] <= high:
-                outside.append(f"line {number}: recorded_at {row['recorded_at']}")
-            seen.setdefault(row["id"], []).append(f"{key}:{number}")
+        number = 0
+        try:
+            for number, line in enumerate(lines, 1):
+                if number > self.part_limit:
+                    break  # a bomb of empty lines must not be read to its end, nor cost an entry each
+                try:
+                    row = decode(line)
+                except msgspec.DecodeError as exc:
+                    bad_schema.append(f"line {number}: not JSON ({exc})")
+                    continue
+                wrong = row_problem(ds, row)
+                if wrong:
+                    bad_schema.append(f"line {number}: {wrong}")
+                    continue
+                sort_key = tuple(str(row[name]) for name in ds.order_by)
+                if previous is not None and sort_key < previous:
+                    disorder.append(f"line {number}: {_show(ds, sort_key)} after {_show(ds, previous)}")
+                previous = sort_key
+                if window and not low < row["recorded_at"] <= high:
+                    outside.append(f"line {number}: recorded_at {row['recorded_at']}")
+                found_ids.append((row["id"], f"{key}:{number}"))
+        except (zlib.error, EOFError) as exc:
+            self.problem("corrupt_gzip", ds.name, key, f"not valid gzip: {exc}")
+            return 0, None
+        except ObjectTooLarge as exc:
+            self.problem("too_large", ds.name, key, f"{exc.message}; not read further (at line {number + 1:,})")
+            return 0, None
+        if number > self.part_limit:
+            self.problem(
+                "too_many_lines",
+                ds.name,
+                key,
+                f"at least {number} lines; the limit is {self.part_limit} (not read further)",
+            )
+        for row_id, place in found_ids:
+            seen.setdefault(row_id, []).append(place)
         for kind, found, what in (
             ("schema_mismatch", bad_schema, "row(s) do not match the published schema"),
             ("out_of_order", disorder, f"row(s) out of ({', '.join(ds.order_by)}) order"),
@@ -119,7 +136,7 @@ class _Checker:
         ):
             if found:
                 self.problem(kind, ds.name, key, f"{len(found)} {what}; first at {found[0]}", count=len(found))
-        return len(lines), previous
+        return number, previous
 
     def report_duplicates(self, dataset: str, seen: dict[str, list[str]]) -> None:
         for row_id, places in seen.items():
@@ -311,7 +328,7 @@ def verify_bucket(
     progress: Advance = no_progress,
 ) -> VerifyReport:
     report = VerifyReport(bucket.source)
-    checker = _Checker(report, part_limit)
+    checker = _Checker(report, part_limit, bucket.limits)
     progress("listing objects", 0, None)
     objects = sorted(bucket.list(), key=lambda o: o.key)
     events, snapshot_parts, successes = _classify(checker, objects)
@@ -359,14 +376,18 @@ def verify_location(
     ledger: tuple[ControlPlane, str] | None = None,
     part_limit: int = PART_LIMIT,
     progress: Advance = no_progress,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> VerifyReport:
-    """Verify a local folder or an ``s3://``/``gs://`` prefix; see the module docstring for the checks."""
+    """Verify a local folder or an ``s3://``/``gs://`` prefix; see the module docstring for the checks
+    and `verify.bounds` for what is read at most."""
     bucket = open_bucket(
         source,
         s3_endpoint=s3_endpoint,
         access_key_id=access_key_id,
         secret_access_key=secret_access_key,
         region=region,
+        limits=limits,
+        on_listed=lambda n: progress("objects listed", n, None),
     )
     try:
         workers = 1 if isinstance(bucket, LocalBucket) else 8

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.terminal import escape
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +56,13 @@ class VerifyReport:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        # ensure_ascii (the default): every control or non-ASCII character leaves as a \u escape.
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=True)
 
     def render(self, max_problems: int = 200) -> str:
-        lines = [f"verify {self.source}"]
+        """For a terminal: every key and message escaped (`terminal.escape`), so an object named
+        ``\x1b[2J\rOK`` cannot clear the screen or forge a verdict."""
+        lines = [f"verify {escape(self.source)}"]
         for name, s in self.datasets.items():
             span = f" {s.first} .. {s.last}" if s.first else ""
             unit = _plural(s.days, "day") if DATASETS[name].is_snapshot else _plural(s.windows, "window")
@@ -76,8 +80,8 @@ class VerifyReport:
             return "\n".join(lines)
         lines.append(f"FAILED: {len(self.problems)} problem(s)")
         for p in self.problems[:max_problems]:
-            lines.append(f"  [{p.kind}] {p.dataset}: {p.key}: {p.detail}")
-            lines.extend(f"      at {loc}" for loc in p.locations)
+            lines.append(f"  [{escape(p.kind)}] {escape(p.dataset)}: {escape(p.key)}: {escape(p.detail)}")
+            lines.extend(f"      at {escape(loc)}" for loc in p.locations)
         if len(self.problems) > max_problems:
             lines.append(f"  ... and {len(self.problems) - max_problems} more (use --json for all)")
         return "\n".join(lines)
