@@ -50,9 +50,16 @@ def status_metadata(export: ExportRecord, now_ms: int) -> dict[str, Any]:
     }
 
 
-def status_event(export: ExportRecord, now_ms: int) -> dg.AssetMaterialization:
-    return dg.AssetMaterialization(
-        asset_key=STATUS_ASSET, partition=export.id, metadata=status_metadata(export, now_ms)
+def status_event(export: ExportRecord, now_ms: int) -> dg.AssetObservation:
+    """An observation, not a materialization: red and green on ``export_status`` are its runs'
+    (`defs.export_status`); and the UI's "latest observation" query of the asset page finds one at
+    once instead of scanning the event log backwards for an event kind the asset never had (issue 29)."""
+    h = export_health(export, now_ms)
+    return dg.AssetObservation(
+        asset_key=STATUS_ASSET,
+        partition=export.id,
+        metadata=status_metadata(export, now_ms),
+        description=f"{export.id} (account {h.account_id}): {h.health}",
     )
 
 

@@ -75,8 +75,9 @@ def tick(
     outcome.requested = [r for r in result.run_requests or [] if r.run_key not in used]
     if not execute:
         return outcome
-    job = defs.resolve_job_def(EXPORT_JOB)
     for request in outcome.requested:
+        # The sensor's two targets: batched deliveries, and one export's change of health.
+        job = defs.resolve_job_def(request.job_name or EXPORT_JOB)
         tags = {**request.tags, SENSOR_TAG: scheduler_sensor.name}
         if request.run_key:
             tags[RUN_KEY_TAG] = request.run_key
@@ -89,7 +90,7 @@ def tick(
                 run_config=run_config,
                 instance=instance,
                 partition_key=request.partition_key,
-                asset_selection=list(request.asset_selection or []),
+                asset_selection=list(request.asset_selection or []) or None,
                 tags=tags,
                 raise_on_error=False,
             )
