@@ -10,6 +10,7 @@ from typing import Any, Final
 import dagster as dg
 
 from seqexport_dagster.health import export_health, failing_exports
+from seqexport_dagster.planner import shard_of
 from seqexport_dagster.store import ExportRecord
 from seqexport_dagster.store.fleet import DayTotals
 from seqexport_dagster.window import iso_ms
@@ -47,6 +48,8 @@ def status_metadata(export: ExportRecord, now_ms: int) -> dict[str, Any]:
         "last_error": f"{h.last_error_dataset}: {h.last_error}" if h.last_error else "-",
         "last_error_at": iso_ms(h.last_error_at) if h.last_error_at is not None else "-",
         "as_of": iso_ms(now_ms),
+        # The Runs page's filter for this export's scheduled runs (tags are bounded: `defs.sensors`).
+        "runs_tag": f"shard/{shard_of(export.id)}=yes",
     }
 
 

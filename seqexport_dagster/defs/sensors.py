@@ -136,6 +136,7 @@ def run_request(b: planner.Batch) -> dg.RunRequest:
     if export_now:
         config["export_now"] = export_now
     return dg.RunRequest(
+        job_name=EXPORT_JOB,
         run_key=b.run_key,
         partition_key=b.day.isoformat(),
         asset_selection=[dg.AssetKey(name) for name in b.datasets],
