@@ -64,6 +64,16 @@ def skip_community_dialog(page: Any) -> None:
         page.wait_for_timeout(300)
 
 
+#: True when an element inside holds a red mark (text, fill or background; Dagster's "failed" red).
+RED_INSIDE = """row => [...row.querySelectorAll('*')].some(el => {
+  const s = getComputedStyle(el);
+  return [s.color, s.backgroundColor, s.fill].some(c => {
+    const m = c && c.match(/rgba?\\((\\d+), (\\d+), (\\d+)/);
+    return m && +m[1] > 170 && +m[2] < 110 && +m[3] < 110;
+  });
+})"""
+
+
 def dump(page: Any, name: str) -> str:
     """The page's screenshot and text into the artefacts (the text is what the assertions read)."""
     page.screenshot(path=str(ARTEFACTS / f"{name}.png"), full_page=True)
@@ -197,18 +207,36 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
                     # The Catalog: export_status has a failed partition (red).
                     visit(page, f"{base}/assets")
                     text = dump(page, "catalog")
-                    assert "export_status" in text
+                    row = page.locator("tr", has_text="One partition per export").first
+                    # Its status column: materialized 0, missing 1, failed 1 (a red dot), in progress 0.
+                    counts = row.inner_text().split("\n")
+                    assert counts[-5:] == ["0", "1", "1", "0", "2 partitions"], counts
+                    assert row.evaluate(RED_INSIDE), "no red mark in export_status's row"
+                    other = page.locator("tr", has_text="One row per email event").first
+                    assert not other.evaluate(RED_INSIDE), "a healthy dataset's row is marked red"
 
                     # export_status: the failing export's partition is failed, with its account; the
                     # healthy one is not.
                     visit(page, f"{base}/assets/export_status?view=partitions")
                     text = dump(page, "export_status_partitions")
                     assert failing.id in text
+                    assert "Failed (1)" in text and "Missing (1)" in text, text[:3000]
                     visit(page, f"{base}/assets/export_status?view=partitions&partition={failing.id}")
                     text = dump(page, "export_status_failing")
-                    assert "acme-failing" in text, text[-3000:]
-                    visit(page, f"{base}/assets/export_status?view=partitions&partition={healthy.id}")
-                    dump(page, "export_status_healthy")
+                    assert "failed, and did not materialize this asset" in text, text[-3000:]
+                    # Its check, on the asset's own page, names the failing export and its account.
+                    visit(page, f"{base}/assets/export_status?view=checks")
+                    text = dump(page, "export_status_checks")
+                    assert "no_failing_exports" in text, text[-3000:]
+                    visit(page, f"{base}/assets/export_status?view=checks&checkDetail=no_failing_exports")
+                    text = dump(page, "export_status_check")
+                    assert f"{failing.id} (account acme-failing" in text and healthy.id not in text, text[-3000:]
+                    # The status run of the failing export says why, without a stack trace.
+                    visit(page, f"{base}/runs/{status_run.run_id}")
+                    text = dump(page, "status_run")
+                    assert f"Export {failing.id} (account acme-failing) is failing" in text, text[-3000:]
+                    step = text[text.index("STEP_FAILURE") : text.index("RUN_FAILURE")]
+                    assert "Stack Trace" not in step and "seqexport_dagster/" not in text, step
 
                     # A later tick requests nothing, and its row in the tick list says why: the
                     # cursor column leads with the reason, and the status tag's tooltip is the reason.

@@ -7,10 +7,12 @@ import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster import planner
+from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK
 from seqexport_dagster.defs.resources import ExporterResource
+from seqexport_dagster.defs.sensors import MAX_STATUS_PER_TICK, ROTATION, Cursor, status_events
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.factory import open_destination
-from seqexport_dagster.store import CANCELED, COMMITTED
+from seqexport_dagster.store import CANCELED, COMMITTED, DatasetState, ExportRecord
 from seqexport_dagster.store.lease import LEASE_TTL_MS, Leases
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, chain
 from seqexport_dagster_tests.support.dagster_harness import Harness, harness
@@ -138,7 +140,7 @@ def test_backoff_of_a_15_minute_export_then_export_now_skips_the_wait(h):
         waits.append((state.next_retry_at - h.world.clock()) // MINUTE_MS)
         # Not a millisecond early...
         h.world.clock.now_ms = state.next_retry_at - 1
-        assert not h.tick(execute=False).requested
+        assert not [r for r in h.tick(execute=False).requested if r.job_name == "export_job"]
         h.world.clock.now_ms = state.next_retry_at
     assert waits == [15, 30, 60, 120, 240, 360, 360, 360]
     # A permanent error is not retried inside the run: one failed attempt per run.
@@ -316,11 +318,15 @@ def test_the_check_and_the_status_asset_name_the_failing_export_and_its_error(h)
         cause.stack == [] and "cannot write" in cause.message and f"Export {bad.id} (account globex)" in cause.message
     )
     checks = {e.asset_key.path[-1]: e for e in events if isinstance(e, dg.AssetCheckEvaluation)}
+    assert checks["export_status"].check_name == "no_failing_exports"
     failed = checks["email_events"]
     assert not failed.passed and failed.metadata["failing_exports"].value == 1
     assert bad.id in failed.description and "globex" in failed.description and "cannot write" in failed.description
     assert good.id not in failed.description
     assert checks["sms_events"].passed
+    # export_status's own check names the failing export with its account, on the asset's page.
+    (own,) = [e for e in events if isinstance(e, dg.AssetCheckEvaluation) and e.asset_key.path[-1] == "export_status"]
+    assert not own.passed and f"{bad.id} (account globex, 1 failure(s)): email_events: cannot write" in own.description
     status = {
         e.partition: e.metadata
         for e in events
@@ -362,7 +368,7 @@ def test_event_log_grows_per_run_not_per_window(h: Harness, tmp_path) -> None:
         runs += outcome.results
     windows = committed_windows(h.world.control_engine)
     size = event_log_size(tmp_path / "dagster_home")
-    assert windows >= 12 * 12 * len(EVENTS)  # every export's every quarter-hour, per event dataset
+    assert windows == 12 * 11 * len(EVENTS)  # each export's quarter-hours due by the last tick, per dataset
     figures = (
         f"event_logs: {size.rows} rows, {size.bytes} bytes for {windows} export-windows in {len(runs)} runs: "
         f"{size.rows / windows:.3f} rows and {size.bytes / windows:.0f} bytes per export-window; "
@@ -377,3 +383,46 @@ def test_event_log_grows_per_run_not_per_window(h: Harness, tmp_path) -> None:
     assert sum(o.asset_observation.metadata["windows"].value for o in observations) == windows
     assert size.rows / windows < 0.25
     assert size.rows / len(runs) < 40
+
+
+def fleet(n: int, failing: set[int]) -> list[ExportRecord]:
+    """n exports as the control plane lists them; those in ``failing`` have failed once."""
+    return [
+        ExportRecord(
+            id=f"exp_{i:06d}", account_id=f"acct{i % 97}", provider="local", bucket="b", region=None, endpoint=None,
+            prefix="", access_key_id=None, frequency="15m", lag_ms=MINUTE_MS, status="active", config_version=1,
+            destination_version=1, export_now_at=None, created_at=DAY0, updated_at=DAY0, deleted_at=None,
+            datasets=(DatasetState("email_events", DAY0, DAY0, failures=int(i in failing),
+                                   last_error="no such bucket" if i in failing else None),),
+        )
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def test_status_output_per_tick_is_bounded_at_10000_exports_and_each_is_refreshed_every_6_hours() -> None:
+    """Issue 29: the daemon stores a tick's asset events one by one (30-100 ms each), so a tick
+    records at most 100 status observations and 20 status runs, whatever the number of exports and
+    of changes; a change left over is recorded on a later tick; an unchanged export is re-recorded
+    once per `ROTATION` ticks (6 hours at 30 s), and no more often."""
+    records = fleet(10_000, failing=set(range(0, 10_000, 40)))  # 250 start failing at once
+    cursor = Cursor()
+    runs: set[str] = set()
+    for _ in range(20):
+        observations, requests = status_events(records, cursor, DAY0, new=set(), changed=set())
+        assert len(observations) <= MAX_STATUS_PER_TICK and len(requests) <= MAX_STATUS_RUNS_PER_TICK
+        runs |= {r.partition_key for r in requests}
+        cursor.tick += 1
+    # The 250 changes are all recorded (each with its status run: red) in spite of the caps.
+    assert runs == {f"exp_{i:06d}" for i in range(0, 10_000, 40)}
+    assert len(cursor.unwell) == 250 and len(cursor.dump()) < 10_000
+    # Over 6 hours of ticks, every export of a smaller fleet is recorded, and at most twice.
+    small = fleet(2_000, failing=set())
+    rotation, seen = Cursor(), dict[str, int]()
+    for _ in range(ROTATION):
+        for o in status_events(small, rotation, DAY0, new=set(), changed=set())[0]:
+            seen[o.partition] = seen.get(o.partition, 0) + 1
+        rotation.tick += 1
+    assert len(seen) == 2_000 and max(seen.values()) == 1
+    # Nothing changed: the next tick records only its rotating slice, and launches nothing.
+    observations, requests = status_events(records, cursor, DAY0, new=set(), changed=set())
+    assert len(observations) < 30 and requests == []

@@ -22,11 +22,12 @@ from typing import Any, Final
 
 import dagster as dg
 
-from seqexport_dagster.defs.health import STATUS_ASSET, status_metadata
+from seqexport_dagster.defs.health import STATUS_ASSET, STATUS_CHECK, status_check_evaluation, status_metadata
 from seqexport_dagster.defs.partitions import exports_partitions
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
 from seqexport_dagster.errors import ExportFailed
 from seqexport_dagster.health import FAILING, export_health
+from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.window import iso_ms
 
 STATUS_JOB: Final = "export_status_job"
@@ -65,9 +66,28 @@ status_asset = dg.asset(
     ),
 )(_export_status)
 
+
+def _no_failing_exports(control_plane):  # type: ignore[no-untyped-def]
+    evaluation = status_check_evaluation(control_plane.store().list_exports(), DATASETS)
+    return dg.AssetCheckResult(
+        passed=evaluation.passed,
+        metadata=dict(evaluation.metadata),
+        description=evaluation.description,
+        severity=evaluation.severity,
+    )
+
+
+_no_failing_exports.__annotations__.update(control_plane=ControlPlaneResource)
+#: Evaluated by the sensor when the set of failing exports changes; a UI launch may run it too.
+status_check = dg.asset_check(
+    asset=STATUS_ASSET,
+    name=STATUS_CHECK,
+    description="Fails while any active export fails; names each failing export with its account and error.",
+)(_no_failing_exports)
+
 status_job = dg.define_asset_job(
     STATUS_JOB,
-    selection=dg.AssetSelection.assets(status_asset),
+    selection=dg.AssetSelection.assets(status_asset).without_checks(),
     executor_def=dg.in_process_executor,
     description="Records one export's change of health on export_status: fails while it fails.",
 )

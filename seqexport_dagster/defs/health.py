@@ -17,6 +17,8 @@ from seqexport_dagster.window import iso_ms
 
 STATUS_ASSET: Final = "export_status"
 DATASET_CHECK: Final = "exports_healthy"
+#: ``export_status``'s check: fails while any active export fails, naming each with its account.
+STATUS_CHECK: Final = "no_failing_exports"
 #: The check lists at most this many failing exports by name (the count is always complete).
 LISTED: Final = 50
 
@@ -68,20 +70,36 @@ def status_event(export: ExportRecord, now_ms: int) -> dg.AssetObservation:
 
 def check_evaluation(exports: Iterable[ExportRecord], dataset: str) -> dg.AssetCheckEvaluation:
     failing = failing_exports(exports, dataset)
-    listed = "\n".join(
-        f"{f.export_id} (account {f.account_id}, {f.failures} failure(s)): {f.error}" for f in failing[:LISTED]
-    )
+    lines = [f"{f.export_id} (account {f.account_id}, {f.failures} failure(s)): {f.error}" for f in failing]
+    return _evaluation(dataset, DATASET_CHECK, [f.export_id for f in failing], lines)
+
+
+def status_check_evaluation(exports: Iterable[ExportRecord], datasets: Iterable[str]) -> dg.AssetCheckEvaluation:
+    """``export_status``'s check: every failing export with its account, on the asset's own page."""
+    records = list(exports)
+    found: dict[str, str] = {}
+    for dataset in datasets:
+        for f in failing_exports(records, dataset):
+            found.setdefault(
+                f.export_id, f"{f.export_id} (account {f.account_id}, {f.failures} failure(s)): {dataset}: {f.error}"
+            )
+    ids = sorted(found)
+    return _evaluation(STATUS_ASSET, STATUS_CHECK, ids, [found[i] for i in ids])
+
+
+def _evaluation(asset: str, check: str, ids: list[str], lines: list[str]) -> dg.AssetCheckEvaluation:
+    listed = "\n".join(lines[:LISTED])
     return dg.AssetCheckEvaluation(
-        asset_key=dg.AssetKey(dataset),
-        check_name=DATASET_CHECK,
-        passed=not failing,
+        asset_key=dg.AssetKey(asset),
+        check_name=check,
+        passed=not ids,
         metadata={
-            "failing_exports": len(failing),
-            "failing": dg.MetadataValue.md(listed.replace("\n", "  \n")) if failing else "-",
-            "export_ids": ", ".join(f.export_id for f in failing[:LISTED]) or "-",
+            "failing_exports": len(ids),
+            "failing": dg.MetadataValue.md(listed.replace("\n", "  \n")) if ids else "-",
+            "export_ids": ", ".join(ids[:LISTED]) or "-",
         },
         severity=dg.AssetCheckSeverity.ERROR,
-        description=(f"{len(failing)} export(s) failing: " + listed) if failing else "every active export is healthy",
+        description=(f"{len(ids)} export(s) failing: " + listed) if ids else "every active export is healthy",
     )
 
 

@@ -40,7 +40,13 @@ from seqexport_dagster.defs.assets import (
     tag_safe,
 )
 from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK, STATUS_JOB, status_job
-from seqexport_dagster.defs.health import check_evaluation, day_event, failing_digest, status_event
+from seqexport_dagster.defs.health import (
+    check_evaluation,
+    day_event,
+    failing_digest,
+    status_check_evaluation,
+    status_event,
+)
 from seqexport_dagster.defs.partitions import EXPORTS
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
 from seqexport_dagster.errors import ExportError
@@ -317,6 +323,7 @@ def evaluate(
     digest = failing_digest(records, DATASETS)
     if digest != cursor.failing or cursor.tick % ROTATION == 0:
         events += [check_evaluation(records, dataset) for dataset in DATASETS]
+        events.append(status_check_evaluation(records, DATASETS))
     cursor.failing, cursor.since_ms, cursor.tick = digest, watermark, cursor.tick + 1
     # Issue 17: a tick that requests nothing says why (nothing due, paused, retries at <time> (attempt n)).
     why = None if requests else idle_reason(records, now_ms, busy=busy)
