@@ -17,7 +17,8 @@ import dagster as dg
 import sqlalchemy as sa
 
 from seqexport_dagster.config import RESOURCE_VARIABLES, Settings
-from seqexport_dagster.defs.assets import build_deliveries, status_asset
+from seqexport_dagster.defs.assets import build_deliveries
+from seqexport_dagster.defs.export_status import status_asset, status_check, status_job
 from seqexport_dagster.defs.partitions import FALLBACK_FIRST_DAY, days_partitions
 from seqexport_dagster.defs.resources import (
     ClockResource,
@@ -26,7 +27,7 @@ from seqexport_dagster.defs.resources import (
     OperatorResource,
     SourceResource,
 )
-from seqexport_dagster.defs.sensors import EXPORT_JOB, run_log_canceled_sensor, run_log_failed_sensor, scheduler_sensor
+from seqexport_dagster.defs.sensors import export_job, run_log_canceled_sensor, run_log_failed_sensor, scheduler_sensor
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.fleet import first_export_day
@@ -96,15 +97,10 @@ def build_definitions(
 ) -> dg.Definitions:
     days = days_partitions(first_day or first_day_from_env())
     deliveries = build_deliveries(days)
-    export_job = dg.define_asset_job(
-        EXPORT_JOB,
-        selection=dg.AssetSelection.assets(deliveries),
-        executor_def=dg.in_process_executor,
-        description="Delivers the due windows (or snapshots) of a batch of exports for one UTC day.",
-    )
     return dg.Definitions(
         assets=[deliveries, status_asset],
-        jobs=[export_job],
+        asset_checks=[status_check],
+        jobs=[export_job, status_job],
         sensors=[scheduler_sensor, run_log_canceled_sensor, run_log_failed_sensor],
         resources=dict(resources) if resources is not None else default_resources(),
         # In-process: the batch runs its exports on its own bounded thread pool.

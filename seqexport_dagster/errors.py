@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import traceback
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 #: Stored and shown error text is at most this many bytes of UTF-8: a store may answer anything, and
 #: its words end up in the control plane, the ledger, the Dagster event log and a terminal.
@@ -236,3 +236,33 @@ class LeaseLost(RunInterrupted):
 class DestinationChanged(Exception):
     """Internal signal between delivery and the runner, never shown: the export's destination changed
     during a window or snapshot, which restarts at the new place."""
+
+
+#: BaseException's own ``__traceback__`` slot (a data descriptor), which `ExportFailed` sets through.
+_BASE_TRACEBACK: Final[Any] = vars(BaseException)["__traceback__"]
+
+
+class ExportFailed(Exception):
+    """A run's exports failed for the reason in the message (customer-readable), which is an outcome
+    the scheduler retries after its backoff, not a bug: it is shown without a traceback.
+
+    Dagster 1.13 shows a user-code error as its wrapper's message, then this exception's own
+    message and its stack, which `traceback.TracebackException` reads through ``__traceback__``;
+    this class answers None there, so the run page shows ``ExportFailed: <message>`` and no stack
+    (Python itself keeps and uses the real traceback; only code that asks for it sees none). A
+    `dg.Failure` would not do: Dagster formats it from ``sys.exc_info()``, with the stack of
+    Dagster's own frames. Our bugs are ordinary exceptions and keep their stack trace.
+
+    ``__module__`` is "builtins" so the first line reads ``ExportFailed: <message>``, not a class path.
+    """
+
+    @property
+    def __traceback__(self) -> None:  # shadows BaseException's on purpose
+        return None
+
+    @__traceback__.setter
+    def __traceback__(self, value: object) -> None:
+        _BASE_TRACEBACK.__set__(self, value)
+
+
+ExportFailed.__module__ = "builtins"

@@ -64,8 +64,32 @@ def skip_community_dialog(page: Any) -> None:
         page.wait_for_timeout(300)
 
 
+#: True when an element inside holds a red mark (text, fill or background; Dagster's "failed" red).
+RED_INSIDE = """row => [...row.querySelectorAll('*')].some(el => {
+  const s = getComputedStyle(el);
+  return [s.color, s.backgroundColor, s.fill].some(c => {
+    const m = c && c.match(/rgba?\\((\\d+), (\\d+), (\\d+)/);
+    return m && +m[1] > 170 && +m[2] < 110 && +m[3] < 110;
+  });
+})"""
+
+
+def dump(page: Any, name: str) -> str:
+    """The page's screenshot and text into the artefacts (the text is what the assertions read)."""
+    page.screenshot(path=str(ARTEFACTS / f"{name}.png"), full_page=True)
+    text: str = page.inner_text("body")
+    (ARTEFACTS / f"{name}.txt").write_text(text)
+    return text
+
+
+def visit(page: Any, url: str, settle_ms: int = 2500) -> None:
+    page.goto(url, wait_until="networkidle")
+    skip_community_dialog(page)
+    page.wait_for_timeout(settle_ms)
+
+
 @pytest.mark.slow
-def test_failed_run_page_and_sensor_tick_show_message_and_next_retry(
+def test_failing_export_is_red_with_its_account_and_pages_say_why(
     tmp_path: Path, moto: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not CHROMIUM.exists():
@@ -83,26 +107,35 @@ def test_failed_run_page_and_sensor_tick_show_message_and_next_retry(
     # Created 20 minutes before the last quarter-hour: a 15-minute window is due at once.
     created = floor_to_grid(now, 15 * MINUTE_MS) - 20 * MINUTE_MS
     world = World.in_files(tmp_path, created, key_spec)
-    missing = f"ui-missing-{uuid.uuid4().hex[:12]}"
     secret = f"ui-secret-{uuid.uuid4().hex}"
-    export = world.store.create_export(
-        account_id="acme",
-        destination=DestinationConfig(
+
+    def destination(bucket: str) -> DestinationConfig:
+        return DestinationConfig(
             "s3",
-            missing,
+            bucket,
             prefix="sequenzy",
             region="us-east-1",
             endpoint=moto.endpoint,
             access_key_id="AKIAUIBROWSERTEST",
             secret_access_key=secret,
-        ),
-        datasets=("email_events",),
-        frequency="15m",
-        lag_ms=MINUTE_MS,
-        now_ms=created,
-    )
-    # The instance's storage exists before `dagster dev` starts its daemon and webserver (no race
-    # between two processes creating the SQLite schema).
+        )
+
+    def create(account: str, bucket: str) -> Any:
+        return world.store.create_export(
+            account_id=account,
+            destination=destination(bucket),
+            datasets=("email_events",),
+            frequency="15m",
+            lag_ms=MINUTE_MS,
+            now_ms=created,
+        )
+
+    # The failing export writes to a bucket that does not exist; the healthy one's bucket exists.
+    failing = create("acme-failing", f"ui-missing-{uuid.uuid4().hex[:12]}")
+    good_bucket = f"ui-good-{uuid.uuid4().hex[:12]}"
+    moto.admin_client().create_bucket(Bucket=good_bucket)
+    # The storage exists before `dagster dev` starts its daemon and webserver (no race between two
+    # processes creating the SQLite schema).
     instance = dg.DagsterInstance.from_config(str(home))
     instance.get_runs(limit=1)
     port = free_port()
@@ -116,44 +149,112 @@ def test_failed_run_page_and_sensor_tick_show_message_and_next_retry(
         with group_process(command, env=env, log=log) as server:
             wait_for("the webserver answering", lambda: answers(f"{base}/server_info"), server, log, 120)
 
-            def failed_run() -> Any:
-                runs = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+            def finished(job: str, status: dg.DagsterRunStatus) -> Any:
+                runs = instance.get_runs(filters=dg.RunsFilter(job_name=job, statuses=[status]))
                 return runs[0] if runs else None
 
-            run = wait_for("the export's run failing", failed_run, server, log, 180)
-            state = world.store.get_export(export.id).dataset_state("email_events")
+            # Alone in its run, the failing export fails the run (ExportFailed); then its status run
+            # fails the export's export_status partition: red.
+            run = wait_for(
+                "the export's run failing",
+                lambda: finished("export_job", dg.DagsterRunStatus.FAILURE),
+                server,
+                log,
+                180,
+            )
+            state = world.store.get_export(failing.id).dataset_state("email_events")
             assert state is not None and state.failures == 1 and state.last_error
             assert "does not exist" in state.last_error
             retry = run.tags["seqexport/retry"]
             assert retry.startswith("retries at ") and retry.endswith("(attempt 2)")
+            status_run = wait_for(
+                "the export's status run failing",
+                lambda: finished("export_status_job", dg.DagsterRunStatus.FAILURE),
+                server,
+                log,
+                180,
+            )
+            assert status_run.tags["dagster/partition"] == failing.id
+            assert status_run.tags["account/acme-failing"] == "yes"
+            healthy = create("globex-healthy", good_bucket)
+            wait_for(
+                "the healthy export's run",
+                lambda: finished("export_job", dg.DagsterRunStatus.SUCCESS),
+                server,
+                log,
+                180,
+            )
 
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
                 try:
                     page = browser.new_page(viewport={"width": 1600, "height": 1200})
-                    page.goto(f"{base}/runs/{run.run_id}", wait_until="networkidle")
-                    skip_community_dialog(page)
+
+                    # The run page: the customer message and the next retry, and no stack trace.
+                    visit(page, f"{base}/runs/{run.run_id}")
                     page.get_by_text("does not exist").first.wait_for(timeout=60_000)
-                    page.screenshot(path=str(ARTEFACTS / "failed_run.png"), full_page=True)
-                    text = page.inner_text("body")
+                    text = dump(page, "failed_run")
                     assert "does not exist" in text and retry in text, text[-3000:]
-                    # The failure leads with the customer message, not Dagster's class path.
-                    assert "ExportFailed: bucket " in text and "events.Failure" not in text
+                    assert "ExportFailed: bucket " in text and "account acme-failing" in text
+                    # The step's failure has no stack trace, and no frame of ours is shown anywhere (the
+                    # run-level RUN_FAILURE repeats Dagster's own wrapper with Dagster's frames).
+                    step = text[text.index("STEP_FAILURE") : text.index("RUN_FAILURE")]
+                    assert "ExportFailed: bucket " in step and "Stack Trace" not in step, step
+                    assert "seqexport_dagster/" not in text, text[-3000:]
                     assert "Not retrying" not in text
                     assert secret not in text and secret not in page.content()
 
-                    # A later tick skips: the export waits out its backoff, and the tick says so.
+                    # The Catalog: export_status has a failed partition (red).
+                    visit(page, f"{base}/assets")
+                    text = dump(page, "catalog")
+                    row = page.locator("tr", has_text="One partition per export").first
+                    # Its status column: materialized 0, missing 1, failed 1 (a red dot), in progress 0.
+                    counts = row.inner_text().split("\n")
+                    assert counts[-5:] == ["0", "1", "1", "0", "2 partitions"], counts
+                    assert row.evaluate(RED_INSIDE), "no red mark in export_status's row"
+                    other = page.locator("tr", has_text="One row per email event").first
+                    assert not other.evaluate(RED_INSIDE), "a healthy dataset's row is marked red"
+
+                    # export_status: the failing export's partition is failed, with its account; the
+                    # healthy one is not.
+                    visit(page, f"{base}/assets/export_status?view=partitions")
+                    text = dump(page, "export_status_partitions")
+                    assert failing.id in text
+                    assert "Failed (1)" in text and "Missing (1)" in text, text[:3000]
+                    visit(page, f"{base}/assets/export_status?view=partitions&partition={failing.id}")
+                    text = dump(page, "export_status_failing")
+                    assert "failed, and did not materialize this asset" in text, text[-3000:]
+                    # Its check, on the asset's own page, names the failing export and its account.
+                    visit(page, f"{base}/assets/export_status?view=checks")
+                    text = dump(page, "export_status_checks")
+                    assert "no_failing_exports" in text, text[-3000:]
+                    visit(page, f"{base}/assets/export_status?view=checks&checkDetail=no_failing_exports")
+                    text = dump(page, "export_status_check")
+                    assert f"{failing.id} (account acme-failing" in text and healthy.id not in text, text[-3000:]
+                    # The status run of the failing export says why, without a stack trace.
+                    visit(page, f"{base}/runs/{status_run.run_id}")
+                    text = dump(page, "status_run")
+                    assert f"Export {failing.id} (account acme-failing) is failing" in text, text[-3000:]
+                    step = text[text.index("STEP_FAILURE") : text.index("RUN_FAILURE")]
+                    assert "Stack Trace" not in step and "seqexport_dagster/" not in text, step
+
+                    # A later tick requests nothing, and its row in the tick list says why: the
+                    # cursor column leads with the reason, and the status tag's tooltip is the reason.
                     sensor = f"{base}/locations/seqexport/sensors/scheduler_sensor"
 
                     def skip_shown() -> bool:
-                        page.goto(sensor, wait_until="networkidle")
-                        page.wait_for_timeout(1500)
-                        skip_community_dialog(page)
-                        body = page.inner_text("body")
-                        return "in backoff" in body and retry in body
+                        visit(page, sensor, 1500)
+                        rows = page.locator("tbody tr")
+                        return bool(rows.count()) and "in backoff" in rows.first.inner_text()
 
-                    wait_for("a skipped tick saying why", skip_shown, server, log, 180)
-                    page.screenshot(path=str(ARTEFACTS / "sensor_tick.png"), full_page=True)
+                    wait_for("a skipped tick saying why", skip_shown, server, log, 240)
+                    row = page.locator("tbody tr").first
+                    assert retry in row.inner_text() and "0 runs requested" in row.inner_text()
+                    row.get_by_text("0 runs requested").first.hover()
+                    page.wait_for_timeout(800)
+                    dump(page, "sensor_tick")
+                    tooltip = page.locator("[role=tooltip], .bp5-popover-content, .bp4-popover2-content")
+                    assert "in backoff" in " ".join(tooltip.all_inner_texts()), tooltip.all_inner_texts()
                 finally:
                     browser.close()
     finally:

@@ -19,7 +19,7 @@ import dagster as dg
 import pytest
 from dagster import serialize_value
 
-from seqexport_dagster import cli
+from seqexport_dagster import cli, planner
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig
@@ -132,27 +132,43 @@ def test_daemon_two_accounts_many_exports_one_failing_and_no_secret_leaks(tmp_pa
         stop_group(daemon)
         raise
 
-    # Batched runs: yesterday's work of all seven exports went in one run, tagged with each export
-    # and both accounts; the failing export did not fail it.
-    runs = instance.get_runs(filters=dg.RunsFilter(tags={f"export/{failing.id}": "yes"}))
+    # Batched runs: yesterday's work of all seven exports went in one run; its tags are bounded (its
+    # shards and, two accounts being at most 5, both accounts; seven exports are more than 5, so none
+    # by id: the config lists them); the failing export did not fail it.
+    shard = f"shard/{planner.shard_of(failing.id)}"
+    runs = instance.get_runs(filters=dg.RunsFilter(job_name="export_job", tags={shard: "yes"}))
     assert runs and all(r.tags["dagster/sensor_name"] == "scheduler_sensor" for r in runs)
     first = runs[-1]
     assert first.tags["dagster/partition"] == yesterday and first.tags["seqexport/exports"] == "7"
-    assert {f"export/{e.id}" for e in [*healthy, failing]} <= set(first.tags)
-    assert {"account/acme", "account/globex"} <= set(first.tags)
+    assert {f"shard/{planner.shard_of(e.id)}" for e in [*healthy, failing]} <= set(first.tags)
+    assert not [k for k in first.tags if k.startswith("export/")]
+    assert failing.id in first.run_config["ops"]["deliveries"]["config"]["exports"]
+    assert {"account/acme", "account/globex"} <= set(first.tags) and first.tags["seqexport/accounts"] == "2"
     assert instance.get_runs(filters=dg.RunsFilter(tags={"account/acme": "yes"}))
-    assert all(r.status != dg.DagsterRunStatus.FAILURE for r in instance.get_runs())
+    assert all(r.status != dg.DagsterRunStatus.FAILURE for r in instance.get_runs(dg.RunsFilter(job_name="export_job")))
     logs = "\n".join(e.user_message for e in instance.all_logs(first.run_id))
-    assert f"export {failing.id} email_events: failed: " in logs and f"bucket {missing} does not exist" in logs
+    assert f"{failing.id} (account globex): bucket {missing} does not exist" in logs
+
+    # The failing export's status run fails its export_status partition (red), saying why.
+    def status_failed() -> bool:
+        return bool(
+            instance.get_runs(
+                dg.RunsFilter(job_name="export_status_job", statuses=[dg.DagsterRunStatus.FAILURE]), limit=1
+            )
+        )
+
+    wait_for("the failing export's status run failing", status_failed, log, daemon, 90)
+    (red,) = instance.get_runs(dg.RunsFilter(job_name="export_status_job", statuses=[dg.DagsterRunStatus.FAILURE]))
+    assert red.tags["dagster/partition"] == failing.id and red.tags["account/globex"] == "yes"
 
     # The check names the failing export and its error; the status asset gives its details.
     (evaluation, *_) = check_records(instance, "email_events")
     assert not evaluation.passed and evaluation.metadata["failing_exports"].value == 1
     assert failing.id in evaluation.description and f"bucket {missing} does not exist" in evaluation.description
-    status = instance.fetch_materializations(
+    status = instance.fetch_observations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("export_status"), asset_partitions=[failing.id]), limit=1
     ).records[0]
-    meta = {k: v.value for k, v in status.asset_materialization.metadata.items()}
+    meta = {k: v.value for k, v in status.asset_observation.metadata.items()}
     assert meta["account"] == "globex" and meta["health"] == "failing" and meta["failures"] >= 1
     assert f"bucket {missing} does not exist" in meta["last_error"] and meta["next_retry"] != "-"
     # Yesterday is not green: one export has not finished it.
@@ -253,9 +269,8 @@ def test_demo_runs_through_dagster_and_leaves_a_browsable_instance(tmp_path):
         runs = instance.get_runs()
         assert len(runs) == summary.runs
         assert all(r.status == dg.DagsterRunStatus.SUCCESS and r.job_name == "export_job" for r in runs)
-        assert {k[len("export/") :] for r in runs for k in r.tags if k.startswith("export/")} == {
-            e.export_id for e in summary.exports
-        }
+        carried = {e for r in runs for e in r.run_config["ops"]["deliveries"]["config"]["exports"]}
+        assert carried == {e.export_id for e in summary.exports}
         assert sorted(instance.get_dynamic_partitions("exports")) == sorted(e.export_id for e in summary.exports)
         # Yesterday is complete for every dataset: green cells, including the snapshot.
         for asset in ("email_events", "sms_events", "custom_events", "subscribers"):

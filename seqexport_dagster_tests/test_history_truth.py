@@ -131,7 +131,8 @@ def test_history_through_the_cli_agrees_with_dagster_scheduled_export_now_backfi
     h.world.clock.now_ms = DAY0 + HOUR_MS + 30 * MINUTE_MS
     h.world.store.request_export_now(export.id, h.world.clock())
     outcome = h.tick()
-    assert len(outcome.run_ids) == 1 and outcome.requested[0].tags.get(f"export-now/{export.id}") == "yes"
+    assert len(outcome.run_ids) == 1 and outcome.requested[0].tags.get("seqexport/export-now") == "1"
+    assert outcome.requested[0].run_config["ops"]["deliveries"]["config"]["export_now"] == [export.id]
     export_now = outcome.run_ids
     backfill = h.run([export.id], D0, ["email_events"], tags={"dagster/backfill": "bkfl0001"}).run_id
     manual = h.run([export.id], D0, ["email_events"]).run_id
@@ -189,15 +190,17 @@ def test_history_shows_a_failed_run_with_its_retry_and_dagster_failed_it_plainly
 
     failure = next(e for e in outcome.results[0].all_events if e.event_type_value == "STEP_FAILURE")
     data = failure.step_failure_data
-    assert data.user_failure_data is not None
-    first = (data.user_failure_data.description or "").splitlines()[0]
-    assert "does not exist" in first and "Traceback" not in first, first
-    assert retry in data.user_failure_data.description
+    # ExportFailed: the customer message first, then the next retry; no stack trace of its own.
+    cause = data.error.cause
+    assert cause is not None and cause.stack == []
+    first = cause.message.splitlines()[0]
+    assert first.startswith("ExportFailed: ") and "does not exist" in first and "Traceback" not in first, first
+    assert retry in cause.message
     run = h.instance.get_run_by_id(run_id)
     assert run is not None
     assert run.tags["seqexport/retry"] == retry and "does not exist" in run.tags["seqexport/error"]
     assert run.tags["dagster/max_retries"] == "0"
-    assert "history-test-secret" not in str(run.tags) + (data.user_failure_data.description or "")
+    assert "history-test-secret" not in str(run.tags) + cause.message
 
     rows, table = cli_history(h, capsys, export.id)
     (row,) = rows
@@ -216,11 +219,11 @@ def test_a_batch_with_one_failing_export_succeeds_and_shows_the_failure_on_the_r
     h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
     (run_id,) = h.tick().run_ids
     assert dagster_status(h, run_id) == "succeeded"
-    observed = [o.asset_observation.metadata for o in h.observations("email_events")]
-    failed = [m for m in observed if "next_retry" in m]
-    assert len(failed) == 1 and failed[0]["export_id"].value == bad.id
-    assert failed[0]["next_retry"].value.startswith("retries at ") and "(attempt 2)" in failed[0]["next_retry"].value
-    assert "does not exist" in failed[0]["error"].value
+    (observed,) = [o.asset_observation.metadata for o in h.observations("email_events")]
+    assert observed["exports"].value == 2 and observed["exports_failed"].value == 1
+    (line,) = observed["failed"].value.splitlines()
+    assert line.startswith(f"{bad.id} (account ") and "does not exist" in line
+    assert "(retries at " in line and "(attempt 2))" in line
     assert cli_history(h, capsys, good.id)[0][0]["status"] == "succeeded"
     assert cli_history(h, capsys, bad.id)[0][0]["status"] == "failed"
 

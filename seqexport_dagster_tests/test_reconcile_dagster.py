@@ -115,7 +115,8 @@ def late_custom_rows(window: Window, n: int) -> list[tuple[Any, ...]]:
 
 
 def reconciled(h: Harness, asset: str) -> list[dg.EventLogRecord]:
-    return [r for r in h.observations(asset) if "reconciled" in r.asset_observation.metadata]
+    """The runs' observations (one per run and dataset) that report reconciled windows."""
+    return [r for r in h.observations(asset) if r.asset_observation.metadata["reconciled_windows"].value]
 
 
 def test_late_rows_are_appended_by_the_next_scheduled_run_and_no_file_is_replaced(h, moto):
@@ -151,16 +152,16 @@ def test_late_rows_are_appended_by_the_next_scheduled_run_and_no_file_is_replace
     assert [k.rsplit("/", 1)[1].split("-", 1)[0] for k in appended] == ["custom_events", "email_events"]
     assert f"-{w01.from_ms}-{w01.to_ms}-" in appended[1] and f"-{w12.from_ms}-{w12.to_ms}-" in appended[0]
 
-    # The operator sees each rewrite as an observation on the partition of the window's day.
+    # The operator sees the rewrites in the run's observation of each dataset (the windows are in
+    # the control plane's ledger: one more committed attempt each, below).
     (email,) = reconciled(h, "email_events")
     (custom,) = reconciled(h, "custom_events")
     assert email.run_id == custom.run_id == run.run_id
     assert email.asset_observation.partition == D0
-    assert email.asset_observation.metadata["export_id"].value == export_id
     meta = {k: v.value for k, v in email.asset_observation.metadata.items()}
-    assert meta["window"] == str(w01) and meta["late_rows_found"] == 25 and meta["late_rows"] == 25
+    assert meta["reconciled_windows"] == 1 and meta["late_rows_found"] == 25 and meta["exports"] == 1
     meta = {k: v.value for k, v in custom.asset_observation.metadata.items()}
-    assert meta["window"] == str(w12) and meta["late_rows_found"] == 4
+    assert meta["reconciled_windows"] == 1 and meta["late_rows_found"] == 4
     # Positions never move back; the rewrite is a new committed attempt of the same window.
     state = h.world.store.get_export(export_id)
     assert {s.dataset: s.position_ms for s in state.datasets} == dict.fromkeys(
@@ -196,7 +197,10 @@ def test_lookback_bounds_the_pass_and_zero_disables_it(h, moto):
     # 3 h of lateness at 08:03 reaches back to 03:01: (3h, 4h] gets its late rows, (0h, 3h] does not.
     scheduled_tick(h, 8, lookback_hours=3)
     (obs,) = reconciled(h, "email_events")
-    assert obs.asset_observation.metadata["window"].value == str(w34)
+    assert obs.asset_observation.metadata["reconciled_windows"].value == 1
+    assert obs.asset_observation.metadata["late_rows_found"].value == 7
+    rewritten = [w for w in h.world.store.ledger(export_id, dataset="email_events") if w.window == w34]
+    assert [w.status for w in rewritten] == [COMMITTED, COMMITTED]
     audit = audit_export(h.world.store, h.world.source_engine, s3, export_id)
     assert audit.datasets["email_events"].missing == 5  # the row older than the lookback stays missed
     assert audit.duplicated == 0

@@ -6,17 +6,23 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
+from seqexport_dagster import planner
+from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK
 from seqexport_dagster.defs.resources import ExporterResource
+from seqexport_dagster.defs.sensors import MAX_STATUS_PER_TICK, ROTATION, Cursor, status_events
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.factory import open_destination
-from seqexport_dagster.store import CANCELED, COMMITTED
+from seqexport_dagster.store import CANCELED, COMMITTED, DatasetState, ExportRecord
 from seqexport_dagster.store.lease import LEASE_TTL_MS, Leases
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, chain
 from seqexport_dagster_tests.support.dagster_harness import Harness, harness
+from seqexport_dagster_tests.support.event_log import committed_windows, event_log_size
 from seqexport_dagster_tests.support.local_bucket import bucket_rows
+from seqexport_dagster_tests.support.processes import ROOT
 from seqexport_dagster_tests.support.world import DAY0
 
 EVENTS = ("email_events", "sms_events", "custom_events")
+ARTEFACTS = ROOT / "test-artefacts"
 SMALL = Scale(subscribers=60, email_sends_per_hour=12, sms_sends_per_hour=4, custom_per_hour=6)
 
 
@@ -53,11 +59,13 @@ def test_registers_exports_and_waits_for_the_lag(h):
     (request,) = outcome.requested
     assert request.partition_key == "2026-09-30"
     assert sorted(k.path[-1] for k in request.asset_selection) == sorted(EVENTS)
-    # Tags name the export and the account (so the Runs page filters by either), nothing else.
+    # Tags name the export, the account and the shard (so the Runs page filters by any), nothing else.
     assert request.tags == {
         f"export/{export.id}": "yes",
         "account/acme": "yes",
+        f"shard/{planner.shard_of(export.id)}": "yes",
         "seqexport/exports": "1",
+        "seqexport/accounts": "1",
         "seqexport/trigger": "scheduler",
     }
     assert request.run_config == {"ops": {"deliveries": {"config": {"exports": [export.id]}}}}
@@ -65,9 +73,13 @@ def test_registers_exports_and_waits_for_the_lag(h):
     for dataset in EVENTS:
         windows = h.world.store.committed_windows(export.id, dataset, "2026-09-30")
         assert windows == [Window(DAY0, DAY0 + HOUR_MS)]
-    # The day is still open: windows are observed (naming the export), the day is not materialized.
-    (obs, *_) = h.observations("email_events")
-    assert obs.asset_observation.metadata["export_id"].value == export.id
+    # The day is still open: the run observed what it delivered (one event per dataset, not per
+    # window), the day is not materialized.
+    (obs,) = h.observations("email_events")
+    meta = obs.asset_observation.metadata
+    assert meta["exports"].value == 1 and meta["windows"].value == 1 and meta["exports_failed"].value == 0
+    assert meta["rows"].value == h.world.source.count_window("email_events", "acme", Window(DAY0, DAY0 + HOUR_MS))
+    assert meta["failed"].value == "-"
     assert obs.asset_observation.partition == "2026-09-30"
     assert not h.materializations("email_events")
 
@@ -117,16 +129,18 @@ def test_backoff_of_a_15_minute_export_then_export_now_skips_the_wait(h):
         outcome = h.tick()
         (result,) = outcome.results
         # The run carries only this export, so it fails as the export did (issue 17: Dagster's
-        # status and the history agree), leading with the customer's message.
+        # status and the history agree), leading with the customer's message, without a stack.
         assert not result.success
         (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-        assert "cannot write" in failure.step_failure_data.user_failure_data.description.splitlines()[0]
+        cause = failure.step_failure_data.error.cause
+        assert cause.message.startswith("ExportFailed: cannot write") and cause.stack == []
+        assert "(account acme)" in cause.message
         state = h.world.store.get_export(export.id).dataset_state("email_events")
         assert state.last_error and "cannot write" in state.last_error
         waits.append((state.next_retry_at - h.world.clock()) // MINUTE_MS)
         # Not a millisecond early...
         h.world.clock.now_ms = state.next_retry_at - 1
-        assert not h.tick(execute=False).requested
+        assert not [r for r in h.tick(execute=False).requested if r.job_name == "export_job"]
         h.world.clock.now_ms = state.next_retry_at
     assert waits == [15, 30, 60, 120, 240, 360, 360, 360]
     # A permanent error is not retried inside the run: one failed attempt per run.
@@ -281,33 +295,134 @@ def test_the_check_and_the_status_asset_name_the_failing_export_and_its_error(h)
     h.world.clock.now_ms = DAY0 + 2 * HOUR_MS + 2 * MINUTE_MS
     outcome = h.tick()
     assert [r.success for r in outcome.results] == [True], "one batch; the failing export does not fail it"
+    # The run's observation names the failed export, its account, the message and the next retry.
+    (obs,) = h.observations("email_events")
+    meta = obs.asset_observation.metadata
+    assert meta["exports"].value == 2 and meta["exports_failed"].value == 1
+    assert f"{bad.id} (account globex): cannot write" in meta["failed"].value
+    assert "retries at 2026-09-30T03:02:00.000Z (attempt 2)" in meta["failed"].value
+    assert good.id not in meta["failed"].value
     # UI launches select the check: the run itself evaluates it too.
     (check,) = [e for e in outcome.results[0].all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"][:1]
     assert not check.event_specific_data.passed
-    events = h.tick(execute=False).asset_events
+    second = h.tick()
+    events = second.asset_events
+    # The export started failing: one status run, for its partition, fails (red) saying why.
+    (status_run,) = second.status_results
+    assert not status_run.success and not second.results
+    assert status_run.dagster_run.tags["dagster/partition"] == bad.id
+    assert status_run.dagster_run.tags["account/globex"] == "yes"
+    (failure,) = [e for e in status_run.all_events if e.event_type_value == "STEP_FAILURE"]
+    cause = failure.step_failure_data.error.cause
+    assert (
+        cause.stack == [] and "cannot write" in cause.message and f"Export {bad.id} (account globex)" in cause.message
+    )
     checks = {e.asset_key.path[-1]: e for e in events if isinstance(e, dg.AssetCheckEvaluation)}
+    assert checks["export_status"].check_name == "no_failing_exports"
     failed = checks["email_events"]
     assert not failed.passed and failed.metadata["failing_exports"].value == 1
     assert bad.id in failed.description and "globex" in failed.description and "cannot write" in failed.description
     assert good.id not in failed.description
     assert checks["sms_events"].passed
+    # export_status's own check names the failing export with its account, on the asset's page.
+    (own,) = [e for e in events if isinstance(e, dg.AssetCheckEvaluation) and e.asset_key.path[-1] == "export_status"]
+    assert not own.passed and f"{bad.id} (account globex, 1 failure(s)): email_events: cannot write" in own.description
     status = {
         e.partition: e.metadata
         for e in events
-        if isinstance(e, dg.AssetMaterialization) and e.asset_key.path[-1] == "export_status"
+        if isinstance(e, dg.AssetObservation) and e.asset_key.path[-1] == "export_status"
     }
+    assert good.id not in status, "health unchanged: not recorded again"
     meta = {k: v.value for k, v in status[bad.id].items()}
     assert meta["account"] == "globex" and meta["health"] == "failing" and meta["failures"] == 1
     assert "email_events: " in meta["last_error"] and "cannot write" in meta["last_error"]
     assert meta["next_retry"] == "2026-09-30T03:02:00.000Z" and meta["position"] == "2026-09-30T00:00:00.000Z"
     assert meta["behind_minutes"] == 120
-    meta = {k: v.value for k, v in status[good.id].items()}
-    assert meta["health"] == "ok" and meta["last_error"] == "-" and meta["behind_minutes"] == 0
+    assert meta["runs_tag"] == f"shard/{planner.shard_of(bad.id)}=yes"
     # Unchanged exports are not re-recorded on every tick; a fixed one passes the check again.
-    assert not [e for e in h.tick(execute=False).asset_events if isinstance(e, dg.AssetMaterialization)]
+    assert not [e for e in h.tick(execute=False).asset_events if isinstance(e, dg.AssetObservation)]
     (h.world.root / "blocked").unlink()
     h.world.store.request_export_now(bad.id, h.world.clock())
     h.tick()
-    events = h.tick(execute=False).asset_events
-    assert all(e.passed for e in events if isinstance(e, dg.AssetCheckEvaluation))
-    assert any(isinstance(e, dg.AssetCheckEvaluation) for e in events)
+    fixed = h.tick()
+    assert all(e.passed for e in fixed.asset_events if isinstance(e, dg.AssetCheckEvaluation))
+    assert any(isinstance(e, dg.AssetCheckEvaluation) for e in fixed.asset_events)
+    # Its status run materializes its partition: green again, with its status.
+    assert [r.success for r in fixed.status_results] == [True]
+    (green,) = h.materializations("export_status")
+    assert green.asset_materialization.partition == bad.id
+    assert green.asset_materialization.metadata["health"].value == "ok"
+
+
+def test_event_log_grows_per_run_not_per_window(h: Harness, tmp_path) -> None:
+    """Issue 23: 12 exports at 15 minutes for 3 hours. Dagster's event log holds a fixed number of
+    rows per run (one observation per dataset, whatever the number of exports in it), not one per
+    export-window; the per-window detail is the control plane's. Figures printed for the report."""
+    for i in range(12):
+        h.world.local_export(f"acct{i % 4}", frequency="15m", lag_ms=MINUTE_MS, folder=f"bucket{i}")
+    runs = []
+    for _ in range(12):
+        h.world.clock.advance(15 * MINUTE_MS)
+        outcome = h.tick()
+        assert all(r.success for r in outcome.results)
+        runs += outcome.results
+    windows = committed_windows(h.world.control_engine)
+    size = event_log_size(tmp_path / "dagster_home")
+    assert windows == 12 * 11 * len(EVENTS)  # each export's quarter-hours due by the last tick, per dataset
+    figures = (
+        f"event_logs: {size.rows} rows, {size.bytes} bytes for {windows} export-windows in {len(runs)} runs: "
+        f"{size.rows / windows:.3f} rows and {size.bytes / windows:.0f} bytes per export-window; "
+        f"{size.rows / len(runs):.1f} rows per run; {size.by_type}\n"
+    )
+    ARTEFACTS.mkdir(exist_ok=True)
+    (ARTEFACTS / "event_log_per_run.txt").write_text(figures)
+    # One observation per run and dataset, plus the sensor's status observations (new exports).
+    observations = [o for d in EVENTS for o in h.observations(d)]
+    assert len(observations) == len(runs) * len(EVENTS)
+    assert {o.asset_observation.metadata["exports"].value for o in observations} == {12}
+    assert sum(o.asset_observation.metadata["windows"].value for o in observations) == windows
+    assert size.rows / windows < 0.25
+    assert size.rows / len(runs) < 40
+
+
+def fleet(n: int, failing: set[int]) -> list[ExportRecord]:
+    """n exports as the control plane lists them; those in ``failing`` have failed once."""
+    return [
+        ExportRecord(
+            id=f"exp_{i:06d}", account_id=f"acct{i % 97}", provider="local", bucket="b", region=None, endpoint=None,
+            prefix="", access_key_id=None, frequency="15m", lag_ms=MINUTE_MS, status="active", config_version=1,
+            destination_version=1, export_now_at=None, created_at=DAY0, updated_at=DAY0, deleted_at=None,
+            datasets=(DatasetState("email_events", DAY0, DAY0, failures=int(i in failing),
+                                   last_error="no such bucket" if i in failing else None),),
+        )
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def test_status_output_per_tick_is_bounded_at_10000_exports_and_each_is_refreshed_every_6_hours() -> None:
+    """Issue 29: the daemon stores a tick's asset events one by one (30-100 ms each), so a tick
+    records at most 100 status observations and 20 status runs, whatever the number of exports and
+    of changes; a change left over is recorded on a later tick; an unchanged export is re-recorded
+    once per `ROTATION` ticks (6 hours at 30 s), and no more often."""
+    records = fleet(10_000, failing=set(range(0, 10_000, 40)))  # 250 start failing at once
+    cursor = Cursor()
+    runs: set[str] = set()
+    for _ in range(20):
+        observations, requests = status_events(records, cursor, DAY0, new=set(), changed=set())
+        assert len(observations) <= MAX_STATUS_PER_TICK and len(requests) <= MAX_STATUS_RUNS_PER_TICK
+        runs |= {r.partition_key for r in requests}
+        cursor.tick += 1
+    # The 250 changes are all recorded (each with its status run: red) in spite of the caps.
+    assert runs == {f"exp_{i:06d}" for i in range(0, 10_000, 40)}
+    assert len(cursor.unwell) == 250 and len(cursor.dump()) < 10_000
+    # Over 6 hours of ticks, every export of a smaller fleet is recorded, and at most twice.
+    small = fleet(2_000, failing=set())
+    rotation, seen = Cursor(), dict[str, int]()
+    for _ in range(ROTATION):
+        for o in status_events(small, rotation, DAY0, new=set(), changed=set())[0]:
+            seen[o.partition] = seen.get(o.partition, 0) + 1
+        rotation.tick += 1
+    assert len(seen) == 2_000 and max(seen.values()) == 1
+    # Nothing changed: the next tick records only its rotating slice, and launches nothing.
+    observations, requests = status_events(records, cursor, DAY0, new=set(), changed=set())
+    assert len(observations) < 30 and requests == []

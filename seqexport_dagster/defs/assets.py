@@ -4,15 +4,18 @@ One op, ``deliveries``, materializes the four dataset assets (`can_subset`: a ru
 datasets it writes). Its body is wiring over one core call, `BatchRunner.run`:
 - a run carries a day (the partition) and a batch of exports (run config ``exports``; empty: every
   active export, which is what a date-range backfill launched from the UI delivers);
-- each window that lands is an `AssetObservation` on that day, naming the export;
+- the run records a few events, not one per window (issue 23): per dataset, one observation on
+  the day with the exports it carried, the windows, rows, files and bytes delivered and the
+  failures, named (`seqexport_dagster.run_summary`); the per-window detail is the control plane's
+  ledger, which the CLI, the API and ``export_status`` read;
 - a scheduled run (tagged by the sensor) writes what is due; any other run (UI launch, backfill)
   delivers what the day lacks (write-once), never before a dataset's start; with the tag
   ``seqexport/replace=true`` it replaces the day's files instead (an operator's explicit choice);
 - one export's failure never fails the run its neighbours delivered in: it is recorded for that
-  export (last error, backoff), shows on the run page as an observation whose metadata carries the
-  customer message and "retries at <time> (attempt n)", and in the status asset and the
-  ``exports_healthy`` check. A run whose exports all failed (an "export now" of one export, say)
-  fails with a `dg.Failure` whose description is the customer message; a run whose exports were all
+  export (last error, backoff), named in the dataset's observation with the customer message and
+  "retries at <time> (attempt n)", and shown red by ``export_status`` and ``exports_healthy``. A
+  run whose exports all failed (an "export now" of one export, say) fails with `ExportFailed`,
+  whose description is the customer message and the next retry; a run whose exports were all
   paused or deleted ends canceled, as Dagster's terminate does (`batch.run_verdict`);
 - every (export, dataset) the run takes on is in the run log with its trigger (scheduled, export
   now, backfill, manual: `run_trigger`), day and end state, for `seqexport history`;
@@ -24,25 +27,25 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, NoReturn
 
 import dagster as dg
 from pydantic import Field
 
 from seqexport_dagster import planner
-from seqexport_dagster.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, FAILED, TIMED_OUT, BatchReport, run_verdict
-from seqexport_dagster.defs.health import DATASET_CHECK, STATUS_ASSET, check_evaluation, day_metadata
-from seqexport_dagster.defs.partitions import exports_partitions
+from seqexport_dagster.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, BatchReport, run_verdict
+from seqexport_dagster.defs.health import DATASET_CHECK, check_evaluation, day_metadata
 from seqexport_dagster.defs.resources import ExporterResource
-from seqexport_dagster.errors import sanitize_error
+from seqexport_dagster.errors import ExportFailed, sanitize_error
 from seqexport_dagster.reconcile import Reconciled, reconcile
-from seqexport_dagster.runner import Runner, WindowReport
+from seqexport_dagster.run_summary import DatasetSummary, failures, summarize
+from seqexport_dagster.runner import Runner
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.store import ACTIVE, ControlPlane, run_log
 from seqexport_dagster.store.fleet import day_totals
 from seqexport_dagster.store.run_log import RunLog
-from seqexport_dagster.window import iso_ms, parse_date_key
+from seqexport_dagster.window import parse_date_key
 
 #: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) deliver what the day lacks.
 TRIGGER_TAG: Final = "seqexport/trigger"
@@ -52,8 +55,8 @@ SCHEDULED: Final = "scheduler"
 REPLACE_TAG: Final = "seqexport/replace"
 GROUP: Final = "exports"
 OP_NAME: Final = "deliveries"
-#: Set by the sensor, one per export of the run whose work is an "export now" (value "yes").
-EXPORT_NOW_TAG_PREFIX: Final = "export-now/"
+#: How many of the run's exports are an "export now" (the ids are in the run config, ``export_now``).
+EXPORT_NOW_TAG: Final = "seqexport/export-now"
 #: Dagster's own tag on the runs of a backfill.
 BACKFILL_TAG: Final = "dagster/backfill"
 #: On a run that failed: the first failed export's customer message and when it is retried.
@@ -70,14 +73,12 @@ def tag_safe(value: str) -> str:
     return _TAG_UNSAFE.sub("_", value)[:63]
 
 
-def export_now_tag(export_id: str) -> str:
-    return EXPORT_NOW_TAG_PREFIX + tag_safe(export_id)
-
-
-def run_trigger(tags: Mapping[str, str]) -> Callable[[str], str]:
-    """How the run was started, per export: the run log's trigger words."""
+def run_trigger(tags: Mapping[str, str], export_now: Iterable[str] = ()) -> Callable[[str], str]:
+    """How the run was started, per export: the run log's trigger words (``export_now``: the run
+    config's ids of exports whose work is an "export now")."""
     if tags.get(TRIGGER_TAG) == SCHEDULED:
-        return lambda export_id: run_log.EXPORT_NOW if export_now_tag(export_id) in tags else run_log.SCHEDULED
+        now = set(export_now)
+        return lambda export_id: run_log.EXPORT_NOW if export_id in now else run_log.SCHEDULED
     fixed = run_log.BACKFILL if BACKFILL_TAG in tags else run_log.MANUAL
     return lambda export_id: fixed
 
@@ -86,34 +87,34 @@ class DeliveryConfig(dg.Config):
     """Launchpad config. Leave ``exports`` empty to deliver the day(s) for every active export."""
 
     exports: list[str] = Field(default_factory=list, description="Export ids to deliver; empty: all active exports")
+    export_now: list[str] = Field(
+        default_factory=list, description="Set by the scheduler: the exports whose work is an export now"
+    )
     workers: int = Field(default=DEFAULT_WORKERS, ge=1, le=64, description="Exports delivered at once")
     deadline_seconds: float = Field(default=DEFAULT_DEADLINE_S, gt=0, description="Per export, per run")
 
 
-def window_metadata(export_id: str, report: WindowReport) -> dict[str, Any]:
-    return {
-        "export_id": export_id,
-        "window_from": iso_ms(report.window.from_ms),
-        "window_to": iso_ms(report.window.to_ms),
-        "rows": report.rows,
-        "files": report.parts,
-        "bytes": report.bytes,
-        "parts_sent": report.sent.parts,
-        "parts_already_landed": report.sent.skipped + report.sent.existed,
-        "late_rows": report.sent.late_rows,
-    }
-
-
-def reconciled_observation(export_id: str, result: Reconciled) -> dg.AssetObservation:
-    """A rewritten window, on the partition of its own day (which may be before the run's)."""
-    assert result.report is not None
-    metadata = {
-        **window_metadata(export_id, result.report),
-        "window": str(result.window),
-        "reconciled": True,
-        "late_rows_found": result.late_rows,
-    }
-    return dg.AssetObservation(asset_key=result.report.dataset, partition=result.window.date_key, metadata=metadata)
+def summary_observation(partition: str, summary: DatasetSummary) -> dg.AssetObservation:
+    """The run's one event per dataset: what it delivered, and its failures by name."""
+    return dg.AssetObservation(
+        asset_key=summary.dataset,
+        partition=partition,
+        metadata={
+            "exports": len(summary.exports),
+            "exports_failed": summary.failed_exports,
+            "windows": summary.windows,
+            "rows": summary.rows,
+            "files": summary.files,
+            "bytes": summary.bytes,
+            "parts_sent": summary.parts_sent,
+            "parts_already_landed": summary.parts_already_landed,
+            "late_rows": summary.late_rows,
+            "reconciled_windows": summary.reconciled_windows,
+            "late_rows_found": summary.late_rows_found,
+            "failed": dg.MetadataValue.text(summary.failed_lines()),
+        },
+        description=summary.sentence(),
+    )
 
 
 def deliver(
@@ -124,22 +125,22 @@ def deliver(
     scheduled = context.run.tags.get(TRIGGER_TAG) == SCHEDULED
     replace = not scheduled and context.run.tags.get(REPLACE_TAG, "").lower() == "true"
     store = exporter.control_plane.store()
-    export_ids = config.exports or [e.id for e in store.list_exports() if e.status == ACTIVE]
+    records = store.list_exports()
+    accounts = {e.id: e.account_id for e in records}
+    export_ids = config.exports or [e.id for e in records if e.status == ACTIVE]
     lateness = exporter.operator.reconcile_lateness_ms()
     events = [d for d in datasets if d in EVENT_DATASETS]
+    reconciled: list[tuple[str, Reconciled]] = []
 
-    def after_export(runner: Runner, export_id: str) -> list[dg.AssetObservation]:
+    def after_export(runner: Runner, export_id: str) -> list[tuple[str, Reconciled]]:
         """Scheduled runs repair late and erased rows of recent windows, under the export's lease."""
         if not (scheduled and lateness and events):
             return []
         results = reconcile(runner, export_id, lateness_ms=lateness, datasets=events, run_id=context.run.run_id)
-        return [reconciled_observation(export_id, r) for r in results if r.report is not None]
+        return [(export_id, r) for r in results if r.report is not None]
 
-    def on_window(export_id: str, report: WindowReport) -> None:
-        metadata = window_metadata(export_id, report)
-        context.log_event(
-            dg.AssetObservation(asset_key=report.dataset, partition=context.partition_key, metadata=metadata)
-        )
+    def on_note(note: object) -> None:
+        reconciled.append(note)  # type: ignore[arg-type]  # after_export's items, relayed as they are
 
     if not datasets:  # only the checks were selected
         yield from health_results(context, store)
@@ -158,8 +159,8 @@ def deliver(
     )
     try:
         report = batch.run(export_ids, [day], datasets, run_id=context.run.run_id, rewrite=not scheduled,
-                           replace=replace, on_window=on_window, after_export=after_export,
-                           on_note=context.log_event, trigger=run_trigger(context.run.tags))  # fmt: skip
+                           replace=replace, after_export=after_export, on_note=on_note,
+                           trigger=run_trigger(context.run.tags, config.export_now))  # fmt: skip
     except BaseException as exc:
         # Terminated from the UI or the CLI (Dagster interrupts the step), or our own bug: close
         # the run log's open entries with the run's end state.
@@ -171,14 +172,16 @@ def deliver(
         )
         RunLog(store.engine).close_run(context.run.run_id, status, exporter.clock.now_ms(), why)
         raise
-    log_outcomes(context, report)
-    yield from failure_observations(context.partition_key, datasets, report)
+    summaries = summarize(report, datasets, accounts, reconciled)
+    log_outcomes(context, report, summaries)
+    for summary in summaries.values():
+        yield summary_observation(context.partition_key, summary)
     if not scheduled:
         yield from completed_days(store, datasets, day, report)
     yield from health_results(context, store)
     verdict = run_verdict(report)
     if verdict == run_log.FAILED:
-        fail_run(context, report)
+        fail_run(context, report, accounts)
     if verdict == run_log.CANCELED:
         cancel_run(context, report)
 
@@ -199,57 +202,28 @@ def health_results(context: dg.AssetExecutionContext, store: ControlPlane) -> It
         )
 
 
-def log_outcomes(context: dg.AssetExecutionContext, report: BatchReport) -> None:
+def log_outcomes(
+    context: dg.AssetExecutionContext, report: BatchReport, summaries: Mapping[str, DatasetSummary]
+) -> None:
+    """Two lines at most per dataset, whatever the number of exports (each failure is named in
+    its dataset's observation; a store's words reach the event log as one bounded printable line)."""
     context.log.info(report.summary())
-    for outcome in report.outcomes.values():
-        for dataset, message in outcome.errors:
-            # A store's words reach the event log as one bounded printable line.
-            context.log.warning(sanitize_error(f"export {outcome.export_id} {dataset}: {outcome.status}: {message}"))
+    for summary in summaries.values():
+        if summary.failures:
+            context.log.warning(sanitize_error(f"{summary.dataset}: {summary.sentence()}", 2000))
 
 
-def failures(report: BatchReport) -> list[tuple[str, str, str, str]]:
-    """(export, dataset, customer message, "retries at <time> (attempt n)") of each failed dataset."""
-    return [
-        (o.export_id, dataset, sanitize_error(message, 500), o.retries.get(dataset, "retries at the next tick"))
-        for o in report.outcomes.values()
-        if o.status in (FAILED, TIMED_OUT)
-        for dataset, message in o.errors
-    ]
-
-
-def failure_observations(partition: str, datasets: list[str], report: BatchReport) -> Iterator[dg.AssetObservation]:
-    """One per failed (export, dataset): on the run page, its message and next retry show without a click."""
-    for export_id, dataset, message, retry in failures(report):
-        yield dg.AssetObservation(
-            asset_key=dataset if dataset in datasets else datasets[0],
-            partition=partition,
-            metadata={"export_id": export_id, "status": "failed", "error": message, "next_retry": retry},
-            description=f"{message} ({retry})",
-        )
-
-
-class ExportFailed(dg.Failure):
-    """The run's exports failed, for the reason in the description (a customer-readable message).
-
-    Dagster prints a failure as ``<module>.<class>: <description>``; as ``builtins`` the run page's
-    first line reads ``ExportFailed: <message>`` instead of ``dagster._core.definitions.events.Failure:``.
-    """
-
-
-ExportFailed.__module__ = "builtins"
-
-
-def fail_run(context: dg.AssetExecutionContext, report: BatchReport) -> NoReturn:
-    """Every export of the run failed: the run fails, leading with the customer message."""
-    found = failures(report)
-    export_id, dataset, message, retry = found[0]
+def fail_run(context: dg.AssetExecutionContext, report: BatchReport, accounts: Mapping[str, str]) -> NoReturn:
+    """Every export of the run failed: the run fails, leading with the customer message and the
+    next retry, with no stack trace (`errors.ExportFailed`; a bug of ours keeps its stack)."""
+    found = failures(report, accounts)
+    first = found[0]
     others = f"\n{len(found) - 1} more failed dataset(s): see the observations above" if len(found) > 1 else ""
-    tags = {**NO_RUN_RETRY, ERROR_TAG: sanitize_error(message, 200), RETRY_TAG: retry}
+    tags = {**NO_RUN_RETRY, ERROR_TAG: sanitize_error(first.message, 200), RETRY_TAG: first.retry}
     context.instance.add_run_tags(context.run.run_id, tags)
     raise ExportFailed(
-        description=f"{message}\nExport {export_id}, {dataset}: {retry}.{others}",
-        metadata={"export_id": export_id, "dataset": dataset, "error": message, "next_retry": retry},
-        allow_retries=False,
+        f"{first.message}\nExport {first.export_id} (account {first.account_id}), {first.dataset}: "
+        f"{first.retry}.{others}"
     )
 
 
@@ -303,12 +277,3 @@ def build_deliveries(days: dg.PartitionsDefinition[Any]) -> dg.AssetsDefinition:
         for name in DATASETS
     ]
     return dg.multi_asset(name=OP_NAME, specs=dataset_specs(days), check_specs=checks, can_subset=True)(_deliveries)
-
-
-#: Written by the scheduler sensor only (one partition per export; no run ever materializes it).
-status_asset = dg.AssetSpec(
-    STATUS_ASSET,
-    partitions_def=exports_partitions,
-    group_name=GROUP,
-    description="One partition per export: account, status, position, behind, failures, next retry, last error.",
-)

@@ -10,12 +10,15 @@ from typing import Any, Final
 import dagster as dg
 
 from seqexport_dagster.health import export_health, failing_exports
+from seqexport_dagster.planner import shard_of
 from seqexport_dagster.store import ExportRecord
 from seqexport_dagster.store.fleet import DayTotals
 from seqexport_dagster.window import iso_ms
 
 STATUS_ASSET: Final = "export_status"
 DATASET_CHECK: Final = "exports_healthy"
+#: ``export_status``'s check: fails while any active export fails, naming each with its account.
+STATUS_CHECK: Final = "no_failing_exports"
 #: The check lists at most this many failing exports by name (the count is always complete).
 LISTED: Final = 50
 
@@ -47,31 +50,56 @@ def status_metadata(export: ExportRecord, now_ms: int) -> dict[str, Any]:
         "last_error": f"{h.last_error_dataset}: {h.last_error}" if h.last_error else "-",
         "last_error_at": iso_ms(h.last_error_at) if h.last_error_at is not None else "-",
         "as_of": iso_ms(now_ms),
+        # The Runs page's filter for this export's scheduled runs (tags are bounded: `defs.sensors`).
+        "runs_tag": f"shard/{shard_of(export.id)}=yes",
     }
 
 
-def status_event(export: ExportRecord, now_ms: int) -> dg.AssetMaterialization:
-    return dg.AssetMaterialization(
-        asset_key=STATUS_ASSET, partition=export.id, metadata=status_metadata(export, now_ms)
+def status_event(export: ExportRecord, now_ms: int) -> dg.AssetObservation:
+    """An observation, not a materialization: red and green on ``export_status`` are its runs'
+    (`defs.export_status`); and the UI's "latest observation" query of the asset page finds one at
+    once instead of scanning the event log backwards for an event kind the asset never had (issue 29)."""
+    h = export_health(export, now_ms)
+    return dg.AssetObservation(
+        asset_key=STATUS_ASSET,
+        partition=export.id,
+        metadata=status_metadata(export, now_ms),
+        description=f"{export.id} (account {h.account_id}): {h.health}",
     )
 
 
 def check_evaluation(exports: Iterable[ExportRecord], dataset: str) -> dg.AssetCheckEvaluation:
     failing = failing_exports(exports, dataset)
-    listed = "\n".join(
-        f"{f.export_id} (account {f.account_id}, {f.failures} failure(s)): {f.error}" for f in failing[:LISTED]
-    )
+    lines = [f"{f.export_id} (account {f.account_id}, {f.failures} failure(s)): {f.error}" for f in failing]
+    return _evaluation(dataset, DATASET_CHECK, [f.export_id for f in failing], lines)
+
+
+def status_check_evaluation(exports: Iterable[ExportRecord], datasets: Iterable[str]) -> dg.AssetCheckEvaluation:
+    """``export_status``'s check: every failing export with its account, on the asset's own page."""
+    records = list(exports)
+    found: dict[str, str] = {}
+    for dataset in datasets:
+        for f in failing_exports(records, dataset):
+            found.setdefault(
+                f.export_id, f"{f.export_id} (account {f.account_id}, {f.failures} failure(s)): {dataset}: {f.error}"
+            )
+    ids = sorted(found)
+    return _evaluation(STATUS_ASSET, STATUS_CHECK, ids, [found[i] for i in ids])
+
+
+def _evaluation(asset: str, check: str, ids: list[str], lines: list[str]) -> dg.AssetCheckEvaluation:
+    listed = "\n".join(lines[:LISTED])
     return dg.AssetCheckEvaluation(
-        asset_key=dg.AssetKey(dataset),
-        check_name=DATASET_CHECK,
-        passed=not failing,
+        asset_key=dg.AssetKey(asset),
+        check_name=check,
+        passed=not ids,
         metadata={
-            "failing_exports": len(failing),
-            "failing": dg.MetadataValue.md(listed.replace("\n", "  \n")) if failing else "-",
-            "export_ids": ", ".join(f.export_id for f in failing[:LISTED]) or "-",
+            "failing_exports": len(ids),
+            "failing": dg.MetadataValue.md(listed.replace("\n", "  \n")) if ids else "-",
+            "export_ids": ", ".join(ids[:LISTED]) or "-",
         },
         severity=dg.AssetCheckSeverity.ERROR,
-        description=(f"{len(failing)} export(s) failing: " + listed) if failing else "every active export is healthy",
+        description=(f"{len(ids)} export(s) failing: " + listed) if ids else "every active export is healthy",
     )
 
 

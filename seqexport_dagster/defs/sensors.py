@@ -30,24 +30,48 @@ import dagster as dg
 from dagster import SensorEvaluationContext
 
 from seqexport_dagster import planner
-from seqexport_dagster.defs.assets import OP_NAME, SCHEDULED, TRIGGER_TAG, export_now_tag, run_trigger, tag_safe
-from seqexport_dagster.defs.health import check_evaluation, day_event, failing_digest, status_event
+from seqexport_dagster.defs.assets import (
+    EXPORT_NOW_TAG,
+    NO_RUN_RETRY,
+    OP_NAME,
+    SCHEDULED,
+    TRIGGER_TAG,
+    run_trigger,
+    tag_safe,
+)
+from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK, STATUS_JOB, status_job
+from seqexport_dagster.defs.health import (
+    check_evaluation,
+    day_event,
+    failing_digest,
+    status_check_evaluation,
+    status_event,
+)
 from seqexport_dagster.defs.partitions import EXPORTS
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.idle import idle_reason
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.store import ExportRecord, run_log
+from seqexport_dagster.store import ACTIVE, DELETED, ExportRecord, run_log
 from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.run_log import RunLog
 from seqexport_dagster.window import day_of
 
-#: Run tags: one key per export and per account in the run (``export/<id>``, ``account/<id>``).
+#: Run tags (issue 23: bounded whatever the number of exports in the run). A run of at most
+#: `NAMED_IN_TAGS` exports names each (``export/<id>``); of at most `NAMED_IN_TAGS` accounts, each
+#: (``account/<id>``). Every run carries ``shard/<n>`` for each export shard in it (`planner.shard_of`;
+#: at most `planner.SHARDS`, usually one or two), which ``export_status`` shows per export, so the
+#: Runs page filters any export's runs by its shard whatever the size of the batch.
 EXPORT_TAG_PREFIX: Final = "export/"
 ACCOUNT_TAG_PREFIX: Final = "account/"
+SHARD_TAG_PREFIX: Final = "shard/"
 EXPORTS_COUNT_TAG: Final = "seqexport/exports"
+ACCOUNTS_COUNT_TAG: Final = "seqexport/accounts"
 TAG_VALUE: Final = "yes"
+NAMED_IN_TAGS: Final = 5
+#: On a status run: the health it records ("failing": the run fails, red; "ok": green).
+HEALTH_TAG: Final = "seqexport/health"
 IN_FLIGHT: Final = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -58,7 +82,13 @@ IN_FLIGHT: Final = [
 EXPORT_JOB: Final = "export_job"
 TICK_SECONDS: Final = 30
 MAX_DAYS_PER_TICK: Final = 31
-ROTATION: Final = 120
+#: Each export's status is recorded at least every ROTATION ticks (6 h), and on every change of health.
+ROTATION: Final = 720
+#: Status events per tick at most (the daemon stores a tick's asset events one by one, ~30-100 ms each).
+MAX_STATUS_PER_TICK: Final = 100
+OK_KEY: Final = f"{ACTIVE}:0"
+#: Between the cursor's words and its state.
+WHY_SEPARATOR: Final = " | "
 
 
 def export_tag(export_id: str) -> str:
@@ -69,69 +99,182 @@ def account_tag(account_id: str) -> str:
     return ACCOUNT_TAG_PREFIX + tag_safe(account_id)
 
 
+def shard_tag(export_id: str) -> str:
+    return f"{SHARD_TAG_PREFIX}{planner.shard_of(export_id)}"
+
+
+def run_exports(run: dg.DagsterRun) -> list[str]:
+    """The exports a run carries, from its config (a run launched for every active export: [])."""
+    run_config: dict[str, Any] = dict(run.run_config or {})
+    config = run_config.get("ops", {}).get(OP_NAME, {}).get("config", {})
+    return [str(e) for e in config.get("exports") or []]
+
+
 def busy_exports(instance: dg.DagsterInstance) -> set[str]:
-    """Exports named by a run that is queued or running (scheduled runs tag every export they carry)."""
-    busy = set()
-    for run in instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT)):
+    """Exports carried by a run that is queued or running (its config lists them; tags are bounded)."""
+    busy: set[str] = set()
+    for run in instance.get_runs(filters=dg.RunsFilter(job_name=EXPORT_JOB, statuses=IN_FLIGHT)):
+        busy |= set(run_exports(run))
+        # Runs queued by an earlier version named every export in a tag.
         busy |= {k[len(EXPORT_TAG_PREFIX) :] for k in run.tags if k.startswith(EXPORT_TAG_PREFIX)}
     return busy
 
 
+def run_tags(items: tuple[planner.WorkItem, ...]) -> dict[str, str]:
+    """At most 2 × `NAMED_IN_TAGS` + `planner.SHARDS` + 4 tags, whatever the number of exports."""
+    accounts = sorted({i.account_id for i in items})
+    tags = {TRIGGER_TAG: SCHEDULED, EXPORTS_COUNT_TAG: str(len(items)), ACCOUNTS_COUNT_TAG: str(len(accounts))}
+    now = sum(1 for i in items if i.export_now)
+    if now:
+        tags[EXPORT_NOW_TAG] = str(now)
+    if len(items) <= NAMED_IN_TAGS:
+        tags |= {export_tag(i.export_id): TAG_VALUE for i in items}
+    if len(accounts) <= NAMED_IN_TAGS:
+        tags |= {account_tag(a): TAG_VALUE for a in accounts}
+    tags |= {shard_tag(i.export_id): TAG_VALUE for i in items}
+    return tags
+
+
 def run_request(b: planner.Batch) -> dg.RunRequest:
     """Tags and config carry export ids and account ids, nothing else about an export (never a secret)."""
-    tags = {TRIGGER_TAG: SCHEDULED, EXPORTS_COUNT_TAG: str(len(b.items))}
-    for item in b.items:
-        tags[export_tag(item.export_id)] = TAG_VALUE
-        tags[account_tag(item.account_id)] = TAG_VALUE
-        if item.export_now:
-            tags[export_now_tag(item.export_id)] = TAG_VALUE
+    config: dict[str, Any] = {"exports": list(b.export_ids)}
+    export_now = [i.export_id for i in b.items if i.export_now]
+    if export_now:
+        config["export_now"] = export_now
     return dg.RunRequest(
+        job_name=EXPORT_JOB,
         run_key=b.run_key,
         partition_key=b.day.isoformat(),
         asset_selection=[dg.AssetKey(name) for name in b.datasets],
         asset_check_keys=[],  # the sensor evaluates the health check itself
-        run_config={"ops": {OP_NAME: {"config": {"exports": list(b.export_ids)}}}},
-        tags=tags,
+        run_config={"ops": {OP_NAME: {"config": config}}},
+        tags=run_tags(b.items),
     )
 
 
 @dataclass
 class Cursor:
-    """What the sensor carries between ticks (small: a few dates, a time, a counter, a digest), and
-    ``why``: this tick's outcome in words. Dagster's sensor page shows the cursor in full without a
-    click (the skip reason only behind "View logs"), so "why" comes first."""
+    """What the sensor carries between ticks, led by ``why``: this tick's outcome in words.
+
+    Dagster 1.13 stores a `SensorResult`'s ``skip_reason`` exactly as a returned `SkipReason` (the
+    tick's skip reason); the sensor page's tick list shows it only as the tooltip of "0 runs
+    requested" and in the tick's dialog, but shows the cursor as text in its Cursor column. So the
+    cursor starts with the reason in words (``<why> | {state}``), and the state follows as JSON:
+    a few dates, a watermark, a counter, a digest, and ``unwell``: for each export whose health is
+    not ok (a short hash of its id), its last recorded health and failure count, so a change of
+    health is seen without any per-export query (bounded by the exports that are not ok).
+    """
 
     through: dict[str, str] = field(default_factory=dict)
     since_ms: int | None = None
     tick: int = 0
     failing: str = ""
     why: str = ""
+    unwell: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, text: str | None) -> Cursor:
         if not text:
             return cls()
+        at = text.find(WHY_SEPARATOR + "{")
+        state = text[at + len(WHY_SEPARATOR) :] if at >= 0 else text
         try:
-            data = json.loads(text)
+            data = json.loads(state)
             return cls(
                 dict(data.get("through", {})),
                 data.get("since_ms"),
                 int(data.get("tick", 0)),
                 str(data.get("failing", "")),
+                unwell={str(k): str(v) for k, v in dict(data.get("unwell", {})).items()},
             )
         except (ValueError, TypeError, AttributeError):
             return cls()
 
     def dump(self) -> str:
-        return json.dumps(
+        state = json.dumps(
             {
-                "why": self.why,
                 "through": self.through,
                 "since_ms": self.since_ms,
                 "tick": self.tick,
                 "failing": self.failing,
-            }
+                "unwell": self.unwell,
+            },
+            separators=(",", ":"),
         )
+        return f"{self.why}{WHY_SEPARATOR}{state}"
+
+
+def short_id(export_id: str) -> str:
+    return f"{zlib.crc32(export_id.encode()):08x}"
+
+
+def status_key(export: ExportRecord) -> str:
+    """What a change of health is: ok, failing (with its failure count), paused, deleted."""
+    failures = max((s.failures for s in export.datasets), default=0) if export.status == ACTIVE else 0
+    return f"{export.status}:{failures}"
+
+
+def is_failing(key: str) -> bool:
+    return key.startswith(f"{ACTIVE}:") and key != OK_KEY
+
+
+def status_run(export: ExportRecord, failing: bool, tick: int) -> dg.RunRequest:
+    """One export's change of health on ``export_status`` (`defs.export_status`): red or green."""
+    return dg.RunRequest(
+        job_name=STATUS_JOB,
+        partition_key=export.id,
+        run_key=f"status|{export.id}|{'failing' if failing else 'ok'}|{tick}",
+        tags={
+            **NO_RUN_RETRY,
+            export_tag(export.id): TAG_VALUE,
+            account_tag(export.account_id): TAG_VALUE,
+            HEALTH_TAG: "failing" if failing else "ok",
+        },
+    )
+
+
+def status_events(
+    records: list[ExportRecord], cursor: Cursor, now_ms: int, *, new: set[str], changed: set[str]
+) -> tuple[list[dg.AssetObservation], list[dg.RunRequest]]:
+    """At most `MAX_STATUS_PER_TICK` status observations and `MAX_STATUS_RUNS_PER_TICK` status runs,
+    whatever the number of exports (issue 29):
+    1. every export whose health changed since it was last recorded (ok, failing and its failure
+       count, paused, deleted) or that is new; a deleted export once, when it is deleted; an export
+       that starts or stops failing also gets a status run (red, or green again);
+    2. then a rotating slice, so each export that is not deleted is recorded at least every
+       `ROTATION` ticks (6 hours at 30 s): 4 a day per export however long it stays the same.
+    A change left over by a cap stays a change (the cursor still holds the old health) and is
+    recorded on the next tick.
+    """
+    changes: list[ExportRecord] = []
+    rotating: list[ExportRecord] = []
+    for export in records:
+        key = status_key(export)
+        if export.status == DELETED:
+            if export.id in changed or export.id in new:
+                changes.append(export)
+            continue
+        if export.id in new or cursor.unwell.get(short_id(export.id), OK_KEY) != key:
+            changes.append(export)
+        elif zlib.crc32(export.id.encode()) % ROTATION == cursor.tick % ROTATION:
+            rotating.append(export)
+    chosen: list[ExportRecord] = []
+    runs: list[dg.RunRequest] = []
+    for export in changes + rotating:
+        if len(chosen) >= MAX_STATUS_PER_TICK:
+            break
+        key = status_key(export)
+        failing = is_failing(key)
+        if failing != is_failing(cursor.unwell.get(short_id(export.id), OK_KEY)):
+            if len(runs) >= MAX_STATUS_RUNS_PER_TICK:
+                continue
+            runs.append(status_run(export, failing, cursor.tick))
+        chosen.append(export)
+        if key == OK_KEY or export.status == DELETED:
+            cursor.unwell.pop(short_id(export.id), None)
+        else:
+            cursor.unwell[short_id(export.id)] = key
+    return [status_event(export, now_ms) for export in chosen], runs
 
 
 def day_events(control_plane: Any, records: list[ExportRecord], cursor: Cursor) -> list[dg.AssetMaterialization]:
@@ -174,13 +317,13 @@ def evaluate(
 
     events: list[Any] = day_events(store, records, cursor)
     changed, watermark = changed_since(engine, cursor.since_ms if cursor.since_ms is not None else -1)
-    for export in records:
-        rotating = zlib.crc32(export.id.encode()) % ROTATION == cursor.tick % ROTATION
-        if export.id in changed or rotating:
-            events.append(status_event(export, now_ms))
+    observations, status_runs = status_events(records, cursor, now_ms, new=set(new), changed=changed)
+    events += observations
+    requests += status_runs
     digest = failing_digest(records, DATASETS)
     if digest != cursor.failing or cursor.tick % ROTATION == 0:
         events += [check_evaluation(records, dataset) for dataset in DATASETS]
+        events.append(status_check_evaluation(records, DATASETS))
     cursor.failing, cursor.since_ms, cursor.tick = digest, watermark, cursor.tick + 1
     # Issue 17: a tick that requests nothing says why (nothing due, paused, retries at <time> (attempt n)).
     why = None if requests else idle_reason(records, now_ms, busy=busy)
@@ -194,9 +337,18 @@ def evaluate(
     )
 
 
+#: The scheduler's two targets: batched deliveries, and one export's change of health.
+export_job = dg.define_asset_job(
+    EXPORT_JOB,
+    selection=dg.AssetSelection.assets(*DATASETS),
+    executor_def=dg.in_process_executor,
+    description="Delivers the due windows (or snapshots) of a batch of exports for one UTC day.",
+)
+
+
 @dg.sensor(
     name="scheduler_sensor",
-    job_name=EXPORT_JOB,
+    jobs=[export_job, status_job],
     minimum_interval_seconds=TICK_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Launches due windows and snapshots in batched runs; records day completeness and export health.",
@@ -223,7 +375,7 @@ def settle_run(control_plane: ControlPlaneResource, run: dg.DagsterRun, status: 
     """
     run_config: dict[str, Any] = dict(run.run_config or {})
     config = run_config.get("ops", {}).get(OP_NAME, {}).get("config", {})
-    export_ids = list(config.get("exports") or [])
+    export_ids = run_exports(run)
     day = run.tags.get("dagster/partition")
     datasets = {key.path[-1] for key in run.asset_selection or []}
     if not export_ids or not day:
@@ -236,7 +388,7 @@ def settle_run(control_plane: ControlPlaneResource, run: dg.DagsterRun, status: 
         except ExportError:
             continue
         work += [(export_id, s.dataset) for s in export.datasets if not datasets or s.dataset in datasets]
-    trigger = run_trigger(run.tags)
+    trigger = run_trigger(run.tags, config.get("export_now") or [])
     return RunLog(control_plane.engine()).settle(
         run.run_id, work, day, trigger(work[0][0]) if work else "", status, now_ms,
         ENDED_BY_DAGSTER[status],

@@ -2,7 +2,8 @@
 
 `tick` evaluates the real scheduler sensor against a real instance (with the cursor of the last
 tick), applies its partition requests and asset events, skips run keys already used (as the daemon
-does), and executes each requested run with `execute_in_process` on the same instance. Runs,
+does), and executes each requested run with `execute_in_process` on the same instance (delivery
+runs in ``results``, status runs in ``status_results``). Runs,
 materializations, observations, check evaluations and partitions land in that instance's storage,
 so ``dagster dev`` on the same ``DAGSTER_HOME`` shows them afterwards.
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 import dagster as dg
 
+from seqexport_dagster.defs.export_status import STATUS_JOB
 from seqexport_dagster.defs.sensors import EXPORT_JOB, scheduler_sensor
 
 RUN_KEY_TAG = "dagster/run_key"
@@ -24,7 +26,11 @@ SENSOR_TAG = "dagster/sensor_name"
 @dataclass
 class TickOutcome:
     requested: list[dg.RunRequest] = field(default_factory=list)
+    #: The delivery runs (`export_job`), in the order requested.
     results: list[dg.ExecuteInProcessResult] = field(default_factory=list)
+    #: The status runs (`export_status_job`: one per export that started or stopped failing; a
+    #: failing export's fails on purpose, which turns its ``export_status`` partition red).
+    status_results: list[dg.ExecuteInProcessResult] = field(default_factory=list)
     registered: list[str] = field(default_factory=list)
     asset_events: list[Any] = field(default_factory=list)
     cursor: str | None = None
@@ -75,8 +81,9 @@ def tick(
     outcome.requested = [r for r in result.run_requests or [] if r.run_key not in used]
     if not execute:
         return outcome
-    job = defs.resolve_job_def(EXPORT_JOB)
     for request in outcome.requested:
+        # The sensor's two targets: batched deliveries, and one export's change of health.
+        job = defs.resolve_job_def(request.job_name or EXPORT_JOB)
         tags = {**request.tags, SENSOR_TAG: scheduler_sensor.name}
         if request.run_key:
             tags[RUN_KEY_TAG] = request.run_key
@@ -84,12 +91,13 @@ def tick(
         if console_log_level:
             # Only the console logger's level: the event log in the instance keeps everything.
             run_config["loggers"] = {"console": {"config": {"log_level": console_log_level}}}
-        outcome.results.append(
+        results = outcome.status_results if request.job_name == STATUS_JOB else outcome.results
+        results.append(
             job.execute_in_process(
                 run_config=run_config,
                 instance=instance,
                 partition_key=request.partition_key,
-                asset_selection=list(request.asset_selection or []),
+                asset_selection=list(request.asset_selection or []) or None,
                 tags=tags,
                 raise_on_error=False,
             )
