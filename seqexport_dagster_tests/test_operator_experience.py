@@ -253,17 +253,17 @@ def test_provider_error_never_offers_local(run_sqlite: Cli) -> None:
         assert result.code == 2 and "'ftp' is not one of s3, gcs (for R2" in message and "local" not in message
 
 
-def test_status_of_a_deleted_export_stops_growing(run_sqlite: Cli) -> None:
+def test_status_of_a_deleted_export_shows_no_behind(run_sqlite: Cli) -> None:
+    """A deleted export trails nothing any more: no delay that keeps growing (issue 25)."""
     run = run_sqlite
     w = run.world
     eid = run.create_local("b", "--datasets", "email_events")["id"]
     w.clock.advance(3 * HOUR_MS)
     run.ok("delete", eid, "--yes")
-    behind = run.ok("status", eid)["datasets"][0]["behind_ms"]
-    assert behind == 3 * HOUR_MS
+    assert run.ok("status", eid)["datasets"][0]["behind_ms"] is None
     w.clock.advance(5 * DAY_MS)
-    assert run.ok("status", eid)["datasets"][0]["behind_ms"] == behind
-    assert "3h 00m" in run("status", eid).out
+    assert run.ok("status", eid)["datasets"][0]["behind_ms"] is None
+    assert "3h 00m" not in run("status", eid).out
 
 
 def test_delete_asks_for_confirmation(run_sqlite: Cli) -> None:
