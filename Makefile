@@ -15,10 +15,16 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/seqexport demo
 
+# No inherited proxies for the tests: every server they talk to is on 127.0.0.1.
+NO_PROXY_ENV := env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy -u ALL_PROXY -u all_proxy
+
+# Installs into .venv, starts PostgreSQL and installs chromium when missing (.ci/prepare-test), lints,
+# type-checks and runs every test.
 test: $(STAMP)
+	./.ci/prepare-test
 	$(BIN)/ruff check seqexport_dagster seqexport_dagster_tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/pytest -q
+	$(NO_PROXY_ENV) $(BIN)/pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check seqexport_dagster seqexport_dagster_tests benchmarks
