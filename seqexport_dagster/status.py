@@ -119,11 +119,19 @@ def nothing_due_message(record: ExportRecord, now_ms: int) -> str:
     events = [s for s in record.datasets if not DATASETS[s.dataset].is_snapshot]
     earliest = min((s.position_ms + record.lag_ms + 1 for s in events), default=None)
     schedule = min((next_scheduled(record, s) for s in record.datasets), key=lambda pair: pair[1])
+    # A brand-new export has exported nothing: its datasets start at their creation, past now − lag.
+    fresh = bool(events) and all(s.position_ms == s.added_at and s.position_ms >= horizon for s in events)
     text = (
         f"export {record.id} has nothing to export yet: it trails real time by its lag "
-        f"({record.lag_ms // MINUTE_MS} min) so late writes are included, and everything recorded up to "
-        f"now − lag ({iso_ms(horizon)}) is already exported"
+        f"({record.lag_ms // MINUTE_MS} min) so late writes are included, and "
     )
+    if fresh:
+        start = min(s.added_at for s in events)
+        text += (
+            f"it exports what is recorded from its creation ({iso_ms(start)}) on, after now − lag ({iso_ms(horizon)})"
+        )
+    else:
+        text += f"everything recorded up to now − lag ({iso_ms(horizon)}) is already exported"
     if earliest is not None:
         text += f"; export now can write from {iso_ms(earliest)}"
     return text + f"; the next scheduled window {schedule[0]} is written at {iso_ms(schedule[1])}"

@@ -323,7 +323,7 @@ def demo_summary(summary: DemoSummary, counts: Sequence[Sequence[Any]] | None) -
         print()
     if summary.dagster_home:
         print(f"{summary.runs} Dagster runs are recorded in {summary.dagster_home}. Browse them with:\n")
-        print(f"  {summary.browse_command()}\n")
+        print(f"  {summary.browse_hint()}\n")
 
 
 def token_json(token: ApiToken) -> dict[str, object]:
