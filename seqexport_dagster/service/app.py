@@ -27,7 +27,9 @@ from seqexport_dagster.api import Exports
 from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.service.body import ChangeDatasets, ChangeDestination, ChangeFrequency, CreateExport
+from seqexport_dagster.service.docs_page import add_docs_page
 from seqexport_dagster.service.errors import error_response, to_response, unauthorized, unavailable
+from seqexport_dagster.service.errors import validation_response as validation_error
 from seqexport_dagster.service.guard import RateLimit, idempotent
 from seqexport_dagster.store.idempotency import IdempotencyStore
 from seqexport_dagster.store.token import TokenStore
@@ -48,16 +50,9 @@ WRITES: Final[dict[int | str, dict[str, Any]]] = {
 }
 
 
-def _field(loc: tuple[int | str, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
-    return ".".join(parts) or "body"
-
-
 def validation_response(exc: RequestValidationError) -> JSONResponse:
-    """Pydantic's complaint without its ``input`` (which could be a secret): field and rule only."""
-    first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid request"}
-    field = _field(tuple(first.get("loc", ("body",))))
-    return error_response(400, "invalid_input", f"{field}: {first.get('msg', 'invalid value')}", field)
+    """Pydantic's complaint without its ``input`` (which could be a secret): `errors.validation_message`."""
+    return validation_error(exc.errors())
 
 
 class _GuardedRoute(APIRoute):
@@ -308,4 +303,5 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    add_docs_page(app)
     return app

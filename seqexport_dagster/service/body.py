@@ -58,3 +58,12 @@ class ChangeDestination(BaseModel):
     endpoint: str | None = None
     access_key_id: str | None = None
     secret_access_key: SecretStr | None = Field(None, description="accepted here only; never returned or logged")
+
+
+def accepted(field: str) -> str | None:
+    """What a body field accepts, in the words the OpenAPI document gives (for error messages)."""
+    for model in (CreateExport, ChangeDatasets, ChangeFrequency, ChangeDestination):
+        info = model.model_fields.get(field)
+        if info is not None and info.description:
+            return info.description
+    return None
