@@ -15,10 +15,16 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/seqexport demo
 
+# No inherited proxies for the tests: every server they talk to is on 127.0.0.1.
+NO_PROXY_ENV := env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy -u ALL_PROXY -u all_proxy
+
+# Installs into .venv, starts PostgreSQL and installs chromium when missing (.ci/prepare-test), lints,
+# type-checks and runs every test.
 test: $(STAMP)
+	./.ci/prepare-test
 	$(BIN)/ruff check seqexport_dagster seqexport_dagster_tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/pytest -q
+	$(NO_PROXY_ENV) $(BIN)/pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check seqexport_dagster seqexport_dagster_tests benchmarks
@@ -29,11 +35,17 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
 # Browse the demo's Dagster instance at http://127.0.0.1:3000 (runs `make demo` first if there is none);
-# the UI and the daemon run until Ctrl-C, and the sensor keeps the demo exports running meanwhile.
+# the UI and the daemon run until Ctrl-C or SIGTERM, and the sensor keeps the demo exports running
+# meanwhile. deploy/run_in_group.py runs `dg dev` in a process group of its own, passes Ctrl-C and
+# SIGTERM on to it and to everything it started, and SIGKILLs what is left after DEV_GRACE seconds.
+DEMO ?= $(CURDIR)/.demo
+DEV_PORT ?= 3000
+DEV_GRACE ?= 20
 dev: $(STAMP)
-	test -f .demo/dagster_home/dagster.yaml || $(BIN)/seqexport demo
-	SEQEXPORT_HOME=$(CURDIR)/.demo SEQEXPORT_ALLOW_LOCAL=1 DAGSTER_HOME=$(CURDIR)/.demo/dagster_home \
-		$(BIN)/dg dev -w $(CURDIR)/workspace.yaml -h 127.0.0.1 -p 3000
+	test -f $(DEMO)/dagster_home/dagster.yaml || $(BIN)/seqexport demo --home $(DEMO)
+	SEQEXPORT_HOME=$(DEMO) SEQEXPORT_ALLOW_LOCAL=1 DAGSTER_HOME=$(DEMO)/dagster_home \
+		exec $(BIN)/python $(CURDIR)/deploy/run_in_group.py --grace $(DEV_GRACE) -- \
+		$(BIN)/dg dev -w $(CURDIR)/workspace.yaml -h 127.0.0.1 -p $(DEV_PORT)
 
 clean:
 	rm -rf .demo .seqexport

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from seqexport_dagster.status import export_status
 from seqexport_dagster.store import ACTIVE, ExportLifecycle, ExportRecord
 
 OK, FAILING, PAUSED = "ok", "failing", "paused"
@@ -20,9 +21,11 @@ class ExportHealth:
     account_id: str
     status: str
     health: str
-    #: The least advanced dataset's position (epoch ms), and how far it trails now − lag.
+    #: The least advanced event dataset's position (epoch ms) and how far it trails now, and how late
+    #: the daily snapshot is: `status.ExportStatus`'s values (None: deleted, or no such dataset).
     position_ms: int | None
-    behind_ms: int
+    behind_ms: int | None
+    snapshot_late_ms: int | None
     failures: int
     next_retry_at: int | None
     last_error: str | None
@@ -32,7 +35,7 @@ class ExportHealth:
 
 def export_health(export: ExportRecord, now_ms: int) -> ExportHealth:
     states = list(export.datasets)
-    position = min((s.position_ms for s in states), default=None)
+    status = export_status(export, now_ms)
     errors = sorted((s for s in states if s.last_error), key=lambda s: s.last_error_at or 0)
     latest = errors[-1] if errors else None
     failures = max((s.failures for s in states), default=0)
@@ -46,8 +49,9 @@ def export_health(export: ExportRecord, now_ms: int) -> ExportHealth:
         account_id=export.account_id,
         status=export.status,
         health=health,
-        position_ms=position,
-        behind_ms=max(0, now_ms - export.lag_ms - position) if position is not None else 0,
+        position_ms=status.position_ms,
+        behind_ms=status.behind_ms,
+        snapshot_late_ms=status.snapshot_late_ms,
         failures=failures,
         next_retry_at=min(retries) if retries else None,
         last_error=latest.last_error if latest else None,

@@ -47,7 +47,10 @@ class DatasetJson(TypedDict):
 
 
 class DatasetStatusJson(DatasetJson):
-    behind_ms: int
+    #: Event datasets: now − position; null for the snapshot and for a deleted export.
+    behind_ms: int | None
+    #: The snapshot: how long its day has been due unwritten (0 while on time); null otherwise.
+    snapshot_late_ms: int | None
     last_error: LastErrorJson | None
 
 
@@ -82,6 +85,9 @@ class ExportStatusJson(_ExportFields):
 
     datasets: list[DatasetStatusJson]
     now: str | None
+    #: The most delayed event dataset's ``behind_ms`` and the snapshot's ``snapshot_late_ms``.
+    behind_ms: int | None
+    snapshot_late_ms: int | None
     last_error: LastErrorJson | None
 
 
@@ -222,6 +228,7 @@ def status_json(status: ExportStatus) -> ExportStatusJson:
                 "position_ms": d.position_ms,
                 "position": _iso(d.position_ms),
                 "behind_ms": d.behind_ms,
+                "snapshot_late_ms": d.snapshot_late_ms,
                 "last_error": last_error_json(d.last_error),
             }
             for d in status.datasets
@@ -233,6 +240,8 @@ def status_json(status: ExportStatus) -> ExportStatusJson:
         "updated_at": body["updated_at"],
         "deleted_at": body["deleted_at"],
         "now": _iso(status.now_ms),
+        "behind_ms": status.behind_ms,
+        "snapshot_late_ms": status.snapshot_late_ms,
         "last_error": last_error_json(status.last_error),
     }
 
@@ -384,6 +393,7 @@ def status_from_json(body: ExportStatusJson | dict[str, Any]) -> ExportStatus:
                 position_ms=d["position_ms"],
                 behind_ms=d["behind_ms"],
                 last_error=error(d["last_error"]),
+                snapshot_late_ms=d["snapshot_late_ms"],
             )
             for d in body["datasets"]
         ),

@@ -2,6 +2,12 @@
 
 `api.Exports` reads the record and the clock and calls these; the HTTP API and the remote CLI
 rebuild the same types from JSON (`presentation.status_from_json`). Nothing here opens a database.
+
+Two kinds of delay, never mixed (issue 25): an event dataset is *behind* by how far its position
+trails real time, while the daily snapshot is *late* only once its day is over and the snapshot is
+still not written (``position + 1 day + lag``). Mixing them made a healthy export created at 17:00
+look 17 h behind (its snapshot position is that day's midnight). A deleted export is neither: its
+delays are ``None``. The Dagster status view (`seqexport_dagster.health`) reads the same values.
 """
 
 from __future__ import annotations
@@ -32,9 +38,17 @@ class DatasetStatus:
     added_at: int
     #: Events: everything recorded up to here is in the bucket. Snapshot: the next day to snapshot.
     position_ms: int
-    #: How far the position trails real time (now − position).
-    behind_ms: int
+    #: Events: how far the position trails real time (now − position). None for the snapshot and
+    #: for a deleted export.
+    behind_ms: int | None
     last_error: LastError | None
+    #: Snapshot: how long the day at the position has been due (its end + lag) without being
+    #: written; 0 before that. None for event datasets and for a deleted export.
+    snapshot_late_ms: int | None = None
+
+    @property
+    def is_snapshot(self) -> bool:
+        return DATASETS[self.dataset].is_snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +62,23 @@ class ExportStatus:
         """The export's most recent error across its datasets."""
         errors = [d.last_error for d in self.datasets if d.last_error is not None]
         return max(errors, key=lambda e: e.at or 0) if errors else None
+
+    @property
+    def position_ms(self) -> int | None:
+        """The least advanced event dataset's position: where a stuck export is stuck. The snapshot's
+        position (a midnight) only when the export has no event dataset."""
+        events = [d.position_ms for d in self.datasets if not d.is_snapshot]
+        return min(events or [d.position_ms for d in self.datasets], default=None)
+
+    @property
+    def behind_ms(self) -> int | None:
+        """The most delayed event dataset's delay; None when deleted or without event datasets."""
+        return max((d.behind_ms for d in self.datasets if d.behind_ms is not None), default=None)
+
+    @property
+    def snapshot_late_ms(self) -> int | None:
+        """How late the daily snapshot is (0 while on time); None when deleted or without one."""
+        return max((d.snapshot_late_ms for d in self.datasets if d.snapshot_late_ms is not None), default=None)
 
 
 def _last_error(state: DatasetState) -> LastError | None:
@@ -88,31 +119,47 @@ def nothing_due_message(record: ExportRecord, now_ms: int) -> str:
     events = [s for s in record.datasets if not DATASETS[s.dataset].is_snapshot]
     earliest = min((s.position_ms + record.lag_ms + 1 for s in events), default=None)
     schedule = min((next_scheduled(record, s) for s in record.datasets), key=lambda pair: pair[1])
+    # A brand-new export has exported nothing: its datasets start at their creation, past now − lag.
+    fresh = bool(events) and all(s.position_ms == s.added_at and s.position_ms >= horizon for s in events)
     text = (
         f"export {record.id} has nothing to export yet: it trails real time by its lag "
-        f"({record.lag_ms // MINUTE_MS} min) so late writes are included, and everything recorded up to "
-        f"now − lag ({iso_ms(horizon)}) is already exported"
+        f"({record.lag_ms // MINUTE_MS} min) so late writes are included, and "
     )
+    if fresh:
+        start = min(s.added_at for s in events)
+        text += (
+            f"it exports what is recorded from its creation ({iso_ms(start)}) on, after now − lag ({iso_ms(horizon)})"
+        )
+    else:
+        text += f"everything recorded up to now − lag ({iso_ms(horizon)}) is already exported"
     if earliest is not None:
         text += f"; export now can write from {iso_ms(earliest)}"
     return text + f"; the next scheduled window {schedule[0]} is written at {iso_ms(schedule[1])}"
 
 
+def snapshot_due_at(record: ExportRecord, state: DatasetState) -> int:
+    """When the snapshot of the day at ``state``'s position is due: once that day is over, plus the lag."""
+    return state.position_ms + DAY_MS + record.lag_ms
+
+
+def dataset_status(record: ExportRecord, state: DatasetState, now_ms: int) -> DatasetStatus:
+    """One dataset's position, its delay of the kind that fits it (see the module docstring), and its error."""
+    snapshot = DATASETS[state.dataset].is_snapshot
+    live = record.status != DELETED
+    return DatasetStatus(
+        dataset=state.dataset,
+        added_at=state.added_at,
+        position_ms=state.position_ms,
+        behind_ms=max(0, now_ms - state.position_ms) if live and not snapshot else None,
+        last_error=_last_error(state),
+        snapshot_late_ms=max(0, now_ms - snapshot_due_at(record, state)) if live and snapshot else None,
+    )
+
+
 def export_status(record: ExportRecord, now_ms: int) -> ExportStatus:
-    """State, each dataset's position and lag behind ``now_ms``, and the last errors."""
-    # A deleted export stopped at deleted_at: its delay is frozen there, not growing forever.
-    behind_at = record.deleted_at if record.status == DELETED and record.deleted_at is not None else now_ms
+    """State, each event dataset's delay behind ``now_ms``, the snapshot's lateness, and the last errors."""
     return ExportStatus(
         export=record,
         now_ms=now_ms,
-        datasets=tuple(
-            DatasetStatus(
-                dataset=d.dataset,
-                added_at=d.added_at,
-                position_ms=d.position_ms,
-                behind_ms=max(0, behind_at - d.position_ms),
-                last_error=_last_error(d),
-            )
-            for d in record.datasets
-        ),
+        datasets=tuple(dataset_status(record, d, now_ms) for d in record.datasets),
     )

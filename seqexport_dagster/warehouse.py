@@ -70,22 +70,49 @@ def _columns(ds: Dataset, typer: Callable[[Field], str], *, not_null: bool = Tru
     return ",\n".join(f"  {f.name:<{width}} {typer(f)}{_not_null(f) if not_null else ''}".rstrip() for f in ds.fields)
 
 
-def snowflake(ds: Dataset, *, stage: str = "sequenzy_stage") -> str:
-    """The docs' raw table (VARIANT + file name), and a typed, deduplicated view over it."""
+def snowflake_stage(*, stage: str = "sequenzy_stage", uri: str = "s3://acme-exports/sequenzy") -> str:
+    """The external stage every COPY reads through. ``FILE_FORMAT = (TYPE = JSON)`` is what makes COPY
+    parse each line as one JSON document; without it Snowflake reads the parts as CSV. Gzip is
+    detected by itself (``COMPRESSION = AUTO``)."""
+    return (
+        f"CREATE STAGE IF NOT EXISTS {stage}\n"
+        f"  URL = '{uri}/'\n"
+        f"  CREDENTIALS = (AWS_KEY_ID = 'AKIA...' AWS_SECRET_KEY = '...')  -- or STORAGE_INTEGRATION = <name>\n"
+        f"  FILE_FORMAT = (TYPE = JSON);"
+    )
+
+
+def snowflake(ds: Dataset, *, stage: str = "sequenzy_stage", uri: str = "s3://acme-exports/sequenzy",
+              day: str = "2026-09-30") -> str:  # fmt: skip
+    """The stage, the docs' raw table (VARIANT + file name), and a typed, deduplicated view over it.
+
+    Events load every new part of the dataset. The snapshot loads one day, after its ``_SUCCESS``,
+    and its view shows the latest day loaded only: a snapshot is the whole list as of its day, so the
+    previous day's rows are replaced, never merged with it."""
     exprs = [f"raw:{f.name}::{snowflake_type(f)}" for f in ds.fields]
     width = max(len(e) for e in exprs)
     casts = ",\n".join(f"  {e:<{width}} AS {f.name}" for e, f in zip(exprs, ds.fields, strict=True))
     order = "recorded_at" if not ds.is_snapshot else "updated_at"
+    source = f"@{stage}/{ds.name}/" + (f"date={day}/" if ds.is_snapshot else "")
+    loaded_day = "REGEXP_SUBSTR(file, 'date=([0-9-]+)', 1, 1, 'e')"
+    latest = f"WHERE {loaded_day} = (SELECT MAX({loaded_day}) FROM {ds.name}_raw)\n" if ds.is_snapshot else ""
     return (
-        f"CREATE TABLE IF NOT EXISTS {ds.name}_raw (raw VARIANT, file STRING);\n\n"
-        f"-- Only part files: never _SUCCESS or anything else in the folder.\n"
-        f"COPY INTO {ds.name}_raw (raw, file)\n"
-        f"FROM (SELECT $1, METADATA$FILENAME FROM @{stage}/{ds.name}/)\n"
+        snowflake_stage(stage=stage, uri=uri)
+        + "\n\n"
+        + f"CREATE TABLE IF NOT EXISTS {ds.name}_raw (raw VARIANT, file STRING);\n\n"
+        + (
+            "-- One day's snapshot, once its _SUCCESS exists; only part files, never _SUCCESS itself.\n"
+            if ds.is_snapshot
+            else "-- Only part files: never _SUCCESS or anything else in the folder.\n"
+        )
+        + f"COPY INTO {ds.name}_raw (raw, file)\n"
+        f"FROM (SELECT $1, METADATA$FILENAME FROM {source})\n"
         f"PATTERN = '.*[.]jsonl[.]gz';\n\n"
         f"CREATE OR REPLACE VIEW {ds.name} AS\n"
         f"SELECT\n{casts}\n"
         f"FROM {ds.name}_raw\n"
-        f"QUALIFY ROW_NUMBER() OVER (PARTITION BY raw:id::VARCHAR ORDER BY raw:{order}::TIMESTAMP_TZ DESC) = 1;"
+        + latest
+        + f"QUALIFY ROW_NUMBER() OVER (PARTITION BY raw:id::VARCHAR ORDER BY raw:{order}::TIMESTAMP_TZ DESC) = 1;"
     )
 
 
@@ -137,7 +164,8 @@ def redshift(
         + f"INSERT INTO {ds.name} (\n  {names}\n)\n"
         f"SELECT\n  {names}\nFROM (\n"
         f"  SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY {order} DESC) AS rn FROM {ds.name}_staging\n"
-        f") WHERE rn = 1;" + ("\nCOMMIT;" if ds.is_snapshot else "")
+        # Redshift requires an alias on a subquery in FROM.
+        f") AS latest WHERE rn = 1;" + ("\nCOMMIT;" if ds.is_snapshot else "")
     )
 
 
@@ -200,9 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("warehouse", help=", ".join(WAREHOUSES))
     parser.add_argument("dataset", help=", ".join(DATASETS))
-    parser.add_argument("--bucket", help="the export's bucket (bigquery, redshift, duckdb); default acme-exports")
+    parser.add_argument("--bucket", help="the export's bucket; default acme-exports")
     parser.add_argument("--prefix", help="the export's prefix inside the bucket; default sequenzy")
-    parser.add_argument("--stage", help="snowflake: the external stage over <bucket>/<prefix>; default sequenzy_stage")
+    parser.add_argument("--stage", help="snowflake: the stage created over <bucket>/<prefix>; default sequenzy_stage")
     args = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in args):
         parser.print_help()
@@ -217,12 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     if known.dataset not in DATASETS:
         return _fail(f"dataset {known.dataset!r} is not one of {', '.join(DATASETS)}")
     ds = DATASETS[known.dataset]
-    if known.warehouse == "snowflake":
-        if known.bucket is not None or known.prefix is not None:
-            return _fail("--bucket and --prefix do not apply to snowflake: it reads through a stage, give --stage NAME")
-        sys.stdout.write(snowflake(ds, stage=known.stage or "sequenzy_stage") + "\n")
-        return 0
-    if known.stage is not None:
+    if known.stage is not None and known.warehouse != "snowflake":
         return _fail(f"--stage applies to snowflake only; {known.warehouse} takes --bucket and --prefix")
     bucket = known.bucket if known.bucket is not None else "acme-exports"
     prefix = (known.prefix if known.prefix is not None else "sequenzy").strip("/")
@@ -230,7 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"--bucket {bucket!r} is not a bucket name (no slashes, not empty)")
     scheme = "gs" if known.warehouse == "bigquery" else "s3"
     uri = f"{scheme}://{bucket}/{prefix}".rstrip("/")
-    if known.warehouse == "duckdb":
+    if known.warehouse == "snowflake":
+        text = snowflake(ds, stage=known.stage or "sequenzy_stage", uri=uri)
+    elif known.warehouse == "duckdb":
         text = duckdb(ds, root=uri)
     else:
         text = bigquery(ds, uri=uri) if known.warehouse == "bigquery" else redshift(ds, uri=uri)

@@ -167,7 +167,7 @@ def test_state_rules(world: World) -> None:
     with pytest.raises(ConflictError, match="resume it first"):
         api.export_now(exp.id)
     snapshot = api.status(exp.id).datasets[1]
-    assert snapshot.position_ms == DAY0 and snapshot.behind_ms == 0
+    assert snapshot.position_ms == DAY0 and snapshot.behind_ms is None and snapshot.snapshot_late_ms == 0
     deleted = api.delete(exp.id)
     assert deleted.status == "deleted" and api.history(exp.id) == []
     for action in (api.pause, api.resume, api.export_now, api.delete):

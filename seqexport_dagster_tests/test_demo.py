@@ -95,3 +95,20 @@ def test_demo_instance_takes_everything_but_its_storage_from_dagster_yaml(tmp_pa
     assert {k: v for k, v in demo.items() if not k.endswith("_storage")} == {
         k: v for k, v in repo.items() if k != "storage"
     }
+
+
+def test_the_demo_of_the_checkout_says_make_dev(tmp_path, capsys):
+    """The checkout's own `.demo` is what `make dev` opens: the demo prints that, not the long line;
+    a demo elsewhere still gets the full `dg dev` command (issue 25)."""
+    from seqexport_dagster.cli import render
+    from seqexport_dagster.demo.run import DemoExport
+
+    checkout = Path(__file__).resolve().parents[1]
+    exports = [DemoExport("acme", "exp_0123456789abcdef", checkout / ".demo" / "acme")]
+    ours = DemoSummary(checkout / ".demo", exports, runs=3, dagster_home=checkout / ".demo" / "dagster_home")
+    render.demo_summary(ours, None)
+    printed = capsys.readouterr().out
+    assert f"  make dev      # in {checkout}; then open http://127.0.0.1:3000" in printed
+    assert "dg dev" not in printed and "DAGSTER_HOME=" not in printed
+    elsewhere = DemoSummary(home=tmp_path / "demo", dagster_home=tmp_path / "demo" / "dagster_home")
+    assert elsewhere.browse_hint() == elsewhere.browse_command() and " dev -w " in elsewhere.browse_hint()

@@ -186,6 +186,9 @@ def test_export_now_says_why_not_and_when(run_sqlite: Cli, tmp_path: Path) -> No
     assert refused.code == 4 and refused.out == ""
     assert f"export {eid} has nothing to export yet: it trails real time by its lag (2 min)" in refused.err
     assert f"export now can write from {iso_ms(created_at + LAG + 1)}" in refused.err
+    # Brand new: nothing is exported yet, so it must not claim that everything is (issue 25).
+    assert "already exported" not in refused.err
+    assert f"it exports what is recorded from its creation ({iso_ms(created_at)}) on" in refused.err
     nxt = Window(created_at, DAY0 + 11 * HOUR_MS)
     assert f"the next scheduled window {nxt} is written at {iso_ms(nxt.to_ms + LAG)}" in refused.err
     assert w.store.get_export(eid).export_now_at is None  # a request that would do nothing is not saved
@@ -198,8 +201,11 @@ def test_export_now_says_why_not_and_when(run_sqlite: Cli, tmp_path: Path) -> No
     assert f"email_events   from {Window(created_at, w.clock() - LAG)}" in started.out
     assert "subscribers" not in started.out  # its day is not over: nothing to write for it
     assert "warning: DAGSTER_HOME is not set" in started.err
+    assert "`dagster-daemon run` or `dg dev`" in started.err and "dagster dev" not in started.err
     drive(w, eid, "run-now")
     assert committed(w, eid, "email_events") == [Window(created_at, w.clock() - LAG)]
+    caught_up = run("export-now", eid)
+    assert caught_up.code == 4 and f"up to now − lag ({iso_ms(w.clock() - LAG)}) is already exported" in caught_up.err
 
     # A Dagster instance whose daemon never ran, then one whose sensor daemon beat just now.
     from dagster import DagsterInstance
@@ -213,6 +219,7 @@ def test_export_now_says_why_not_and_when(run_sqlite: Cli, tmp_path: Path) -> No
     silent = run("export-now", eid, "--json", env=env)
     assert silent.code == 0 and "no Dagster daemon heartbeat" in silent.json["daemon_warning"]
     assert f"warning: no Dagster daemon heartbeat in DAGSTER_HOME={home} (never)" in silent.err
+    assert "(or `dg dev`)" in silent.err
     with DagsterInstance.from_config(str(home)) as instance:
         instance.add_daemon_heartbeat(DaemonHeartbeat(time.time(), "SENSOR", "test-daemon"))
     w.clock.advance(10 * MINUTE_MS)
@@ -253,17 +260,17 @@ def test_provider_error_never_offers_local(run_sqlite: Cli) -> None:
         assert result.code == 2 and "'ftp' is not one of s3, gcs (for R2" in message and "local" not in message
 
 
-def test_status_of_a_deleted_export_stops_growing(run_sqlite: Cli) -> None:
+def test_status_of_a_deleted_export_shows_no_behind(run_sqlite: Cli) -> None:
+    """A deleted export trails nothing any more: no delay that keeps growing (issue 25)."""
     run = run_sqlite
     w = run.world
     eid = run.create_local("b", "--datasets", "email_events")["id"]
     w.clock.advance(3 * HOUR_MS)
     run.ok("delete", eid, "--yes")
-    behind = run.ok("status", eid)["datasets"][0]["behind_ms"]
-    assert behind == 3 * HOUR_MS
+    assert run.ok("status", eid)["datasets"][0]["behind_ms"] is None
     w.clock.advance(5 * DAY_MS)
-    assert run.ok("status", eid)["datasets"][0]["behind_ms"] == behind
-    assert "3h 00m" in run("status", eid).out
+    assert run.ok("status", eid)["datasets"][0]["behind_ms"] is None
+    assert "3h 00m" not in run("status", eid).out
 
 
 def test_delete_asks_for_confirmation(run_sqlite: Cli) -> None:
@@ -296,9 +303,10 @@ def test_warehouse_command_line(tmp_path: Path) -> None:
     assert ok.returncode == 0 and "read_json('s3://globex-data/exports/seq/sms_events/*/*.jsonl.gz'" in ok.stdout
     bq = warehouse("bigquery", "email_events", "--bucket", "globex-data", "--prefix", "")
     assert "uris = ['gs://globex-data/email_events/*.jsonl.gz']" in bq.stdout
-    sf = warehouse("snowflake", "email_events", "--bucket", "x")
-    assert sf.returncode == 2 and "reads through a stage, give --stage NAME" in sf.stderr
-    assert "@my_stage/email_events/" in warehouse("snowflake", "email_events", "--stage", "my_stage").stdout
+    sf = warehouse("snowflake", "email_events", "--bucket", "x", "--stage", "my_stage")
+    assert sf.returncode == 0 and "CREATE STAGE IF NOT EXISTS my_stage\n  URL = 's3://x/sequenzy/'" in sf.stdout
+    assert "@my_stage/email_events/" in sf.stdout
+    assert "--stage applies to snowflake only" in warehouse("duckdb", "email_events", "--stage", "s").stderr
 
 
 def test_generated_subscribers_never_change_in_the_future() -> None:

@@ -17,7 +17,7 @@ from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.redaction import redact_secrets
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.terminal import escape, escape_lines
-from seqexport_dagster.window import iso_ms
+from seqexport_dagster.window import DAY_MS, iso_ms
 
 if TYPE_CHECKING:
     from seqexport_dagster.batch import BatchReport
@@ -199,7 +199,7 @@ def export_status(out: Output, status: ExportStatus) -> None:
                 (
                     d.dataset,
                     when(d.position_ms),
-                    duration(d.behind_ms),
+                    "-" if d.behind_ms is None else duration(d.behind_ms),
                     d.last_error.attempts if d.last_error else 0,
                     when(d.last_error.next_retry_at) if d.last_error else "-",
                 )
@@ -207,6 +207,11 @@ def export_status(out: Output, status: ExportStatus) -> None:
             ],
         )
     )
+    for d in status.datasets:
+        if d.snapshot_late_ms is not None:
+            due = when(d.position_ms + DAY_MS + e.lag_ms)
+            lateness = f"late by {duration(d.snapshot_late_ms)}" if d.snapshot_late_ms else "on time"
+            out.line(f"{d.dataset} snapshot of {when(d.position_ms)[:10]}: due {due}, {lateness}")
     errors = [d.last_error for d in status.datasets if d.last_error]
     for err in errors:
         out.line()
@@ -321,7 +326,7 @@ def demo_summary(summary: DemoSummary, counts: Sequence[Sequence[Any]] | None) -
         print()
     if summary.dagster_home:
         print(f"{summary.runs} Dagster runs are recorded in {summary.dagster_home}. Browse them with:\n")
-        print(f"  {summary.browse_command()}\n")
+        print(f"  {summary.browse_hint()}\n")
 
 
 def token_json(token: ApiToken) -> dict[str, object]:

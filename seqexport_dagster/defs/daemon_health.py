@@ -1,7 +1,7 @@
 """Is a Dagster daemon ticking the scheduler sensor? Asked by `seqexport export-now`.
 
 "Export now" is only a request in the control plane; the scheduler sensor launches the run, and
-sensors tick only while a daemon (`dagster-daemon run`, or `dagster dev`) runs against the instance
+sensors tick only while a daemon (`dagster-daemon run`, or `dg dev`) runs against the instance
 in ``DAGSTER_HOME``. Without one the request waits silently, so the CLI says so.
 
 Dagster is imported only when asked (it takes about a second), never by the export core.
@@ -26,12 +26,12 @@ def daemon_warning(env: Mapping[str, str], *, now_s: float | None = None) -> str
         return (
             "DAGSTER_HOME is not set, so whether a Dagster daemon is running cannot be checked; "
             "the request is carried out by the scheduler sensor, which runs only under "
-            "`dagster-daemon run` or `dagster dev`"
+            "`dagster-daemon run` or `dg dev`"
         )
     if not (Path(home) / "dagster.yaml").is_file() and not (Path(home) / "storage").exists():
         return (
             f"no Dagster instance in DAGSTER_HOME={home}: no daemon has run there, so nothing will "
-            "launch the run; start `dagster-daemon run` (or `dagster dev`) with that DAGSTER_HOME"
+            "launch the run; start `dagster-daemon run` (or `dg dev`) with that DAGSTER_HOME"
         )
     from dagster import DagsterInstance
 
@@ -46,5 +46,5 @@ def daemon_warning(env: Mapping[str, str], *, now_s: float | None = None) -> str
     seen = "never" if beat is None else f"last seen {int(now - beat.timestamp)} s ago"
     return (
         f"no Dagster daemon heartbeat in DAGSTER_HOME={home} ({seen}): nothing will launch the run until "
-        "`dagster-daemon run` (or `dagster dev`) is running with that DAGSTER_HOME"
+        "`dagster-daemon run` (or `dg dev`) is running with that DAGSTER_HOME"
     )

@@ -68,6 +68,16 @@ class DemoSummary:
             return None
         return duckdb.execute(self.duckdb_query()).fetchall()
 
+    def browse_hint(self) -> str:
+        """What to run to browse the runs: ``make dev`` when the demo is the checkout's own ``.demo``
+        (what `make dev` opens), else the full `browse_command`."""
+        checkout = Path(seqexport_dagster.__file__).resolve().parent.parent
+        dagster_home = (self.dagster_home or self.home / "dagster_home").resolve()
+        ours = self.home.resolve() == checkout / ".demo" and dagster_home == checkout / ".demo" / "dagster_home"
+        if ours and (checkout / "Makefile").is_file():
+            return f"make dev      # in {checkout}; then open http://127.0.0.1:3000"
+        return self.browse_command()
+
     def browse_command(self) -> str:
         """`dg dev` on the demo's instance, with absolute paths only, so it works from any folder.
 
@@ -204,7 +214,9 @@ def demo_instance_yaml(dagster_home: Path, instance_yaml: Path = INSTANCE_YAML) 
 
     settings: dict[str, Any] = yaml.safe_load(instance_yaml.read_text()) if instance_yaml.is_file() else {}
     settings.pop("storage", None)
-    header = "# Written by `seqexport demo`. Browse with the `dg dev` command that `seqexport demo` prints.\n"
+    header = (
+        "# Written by `seqexport demo`. Browse with `make dev` (or the `dg dev` command `seqexport demo` prints).\n"
+    )
     body: str = yaml.safe_dump({**demo_storage(dagster_home), **settings}, sort_keys=False)
     return header + body
 

@@ -30,7 +30,9 @@ from seqexport_dagster.api import Exports
 from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.service.body import ChangeDatasets, ChangeDestination, ChangeFrequency, CreateExport
+from seqexport_dagster.service.docs_page import add_docs_page
 from seqexport_dagster.service.errors import error_response, to_response, unauthorized, unavailable
+from seqexport_dagster.service.errors import validation_response as validation_error
 from seqexport_dagster.service.guard import RateLimit, idempotent
 from seqexport_dagster.service.limits import BoundedBodies, Limits, has_body
 from seqexport_dagster.store.idempotency import IdempotencyStore
@@ -52,35 +54,9 @@ WRITES: Final[dict[int | str, dict[str, Any]]] = {
 }
 
 
-def _field(loc: tuple[int | str, ...]) -> str:
-    # Union members show up in the location as their type ("list[constrained-str]"): not a field.
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header") and not _is_tag(p)]
-    return ".".join(parts) or "body"
-
-
-def _is_tag(part: int | str) -> bool:
-    return isinstance(part, str) and ("[" in part or part.startswith(("literal", "constrained", "function")))
-
-
-def _rule(error: dict[str, Any]) -> str:
-    ctx = error.get("ctx") or {}
-    if error.get("type") in ("string_too_long", "too_long") and "max_length" in ctx:
-        unit = "characters" if error.get("type") == "string_too_long" or "secret" in str(error.get("loc")) else "items"
-        return f"at most {ctx['max_length']} {unit}"
-    if error.get("type") == "list_type":
-        return 'must be a list, e.g. ["email_events", "subscribers"]'
-    return str(error.get("msg", "invalid value"))
-
-
 def validation_response(exc: RequestValidationError) -> JSONResponse:
-    """Pydantic's complaint without its ``input`` (which could be a secret): field and rule only."""
-    errors = list(exc.errors())
-    # A union's first member is not always the one the client meant: a list complaint names it best.
-    first = next((e for e in errors if e.get("type") == "list_type"), errors[0] if errors else None)
-    if first is None:
-        return error_response(400, "invalid_input", "body: invalid request", "body")
-    field = _field(tuple(first.get("loc", ("body",))))
-    return error_response(400, "invalid_input", f"{field}: {_rule(first)}", field)
+    """Pydantic's complaint without its ``input`` (which could be a secret): `errors.validation_message`."""
+    return validation_error(exc.errors())
 
 
 class _GuardedRoute(APIRoute):
@@ -345,4 +321,5 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None, limits
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    add_docs_page(app)
     return app

@@ -84,3 +84,12 @@ class ChangeDestination(BaseModel):
     endpoint: Endpoint | None = None
     access_key_id: KeyId | None = None
     secret_access_key: Secret | None = Field(None, description="accepted here only; never returned or logged")
+
+
+def accepted(field: str) -> str | None:
+    """What a body field accepts, in the words the OpenAPI document gives (for error messages)."""
+    for model in (CreateExport, ChangeDatasets, ChangeFrequency, ChangeDestination):
+        info = model.model_fields.get(field)
+        if info is not None and info.description:
+            return info.description
+    return None
