@@ -5,6 +5,8 @@ Invariants kept here:
   along the chain (the committed window must start exactly at the current position).
 - A part's intent is recorded before its PUT and marked landed after a 2xx; part numbers never shrink.
 - A failure counts for backoff and shows as the dataset's last error until a window commits.
+
+Size: the window and part ledgers share their invariants (one transaction per step); splitting them apart would split those.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from seqexport_dagster.store.records import (
     part_record_of,
 )
 from seqexport_dagster.store.tables import export_datasets, exports, parts, windows
+from seqexport_dagster.store.window_days import read_window_days
 from seqexport_dagster.window import DAY_MS, Window, backoff_ms
 
 
@@ -367,8 +370,11 @@ class LedgerStore:
         return sorted(found)
 
     def committed_windows(self, export_id: str, dataset: str, day: str) -> list[Window]:
-        """The distinct windows ever committed on one day: what a backfill of that day checks."""
-        return sorted({w.window for w in self.ledger(export_id, dataset=dataset, date=day) if w.status == COMMITTED})
+        """The distinct windows ever committed on one day (compacted ones too): what a backfill checks."""
+        found = {w.window for w in self.ledger(export_id, dataset=dataset, date=day) if w.status == COMMITTED}
+        return sorted(
+            found.union(*(d.windows for d in read_window_days(self.engine, export_id, dataset=dataset, date=day)))
+        )
 
     def history(self, export_id: str, now_ms: int) -> list[RunSummary]:
         """Every run of the last 14 days, newest first, as the customer sees it."""
