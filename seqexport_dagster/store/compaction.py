@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.reconcile import PRUNE_AFTER_MS
 from seqexport_dagster.store.records import COMMITTED, HISTORY_MS, PART_LANDED, RUNNING
-from seqexport_dagster.store.tables import export_datasets, parts, run_log, window_days, windows
+from seqexport_dagster.store.tables import export_datasets, exports, parts, run_log, window_days, windows
 from seqexport_dagster.store.window_days import decode_bounds, encode_bounds, md5_digest
 from seqexport_dagster.window import DAY_MS, Window, day_of, day_start_ms
 
@@ -202,7 +202,7 @@ def compact(engine: sa.Engine, now_ms: int, *, progress: Advance = no_progress) 
     """Fold every day older than the horizon, oldest first, one (export, dataset, day) per transaction.
 
     Days are found along ``ix_windows_dataset_from`` (dataset, from_ms), one day at a time, then
-    the run-log entries of days that never opened a window along ``ix_run_log_started``.
+    the run-log entries of days that never opened a window, per export.
     """
     cutoff = cutoff_for(now_ms)
     last_day = day_of(cutoff)  # the day holding the cutoff ends after it; every earlier one does not
@@ -235,13 +235,21 @@ def compact(engine: sa.Engine, now_ms: int, *, progress: Advance = no_progress) 
                 _fold(engine, export_id, dataset, day, cutoff, now_ms, total)
             after = start + DAY_MS - 1
             progress(f"compacting {dataset}", total.days, None)
+    # Run-log entries of days that opened no window (runs paused or deleted before their first
+    # file), along ix_run_log_export_started, export by export.
     with engine.connect() as conn:
-        orphans = conn.execute(
-            sa.select(run_log.c.export_id, run_log.c.dataset, run_log.c.date)
-            .where(run_log.c.started_at < cutoff, run_log.c.date < last_day.isoformat())
-            .group_by(run_log.c.export_id, run_log.c.dataset, run_log.c.date)
-        ).all()
-    for r in orphans:
-        _fold(engine, r.export_id, r.dataset, dt.date.fromisoformat(r.date), cutoff, now_ms, total)
-    progress("compacting run log", len(orphans), len(orphans))
+        export_ids = list(conn.execute(sa.select(exports.c.id).order_by(exports.c.id)).scalars())
+    orphans = 0
+    for export_id in export_ids:
+        with engine.connect() as conn:
+            groups = conn.execute(
+                sa.select(run_log.c.dataset, run_log.c.date)
+                .where(run_log.c.export_id == export_id, run_log.c.started_at < cutoff)
+                .group_by(run_log.c.dataset, run_log.c.date)
+            ).all()
+        for r in groups:
+            if r.date < last_day.isoformat():
+                orphans += 1
+                _fold(engine, export_id, r.dataset, dt.date.fromisoformat(r.date), cutoff, now_ms, total)
+    progress("compacting run log", orphans, orphans)
     return total

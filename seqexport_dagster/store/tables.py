@@ -107,7 +107,8 @@ parts = sa.Table(
     # source against. Pruned (set NULL) once the window is older than any reconciliation looks.
     sa.Column("ids", sa.LargeBinary),
     sa.Column("landed_at", sa.BigInteger),
-    sa.Index("ix_parts_lookup", "export_id", "dataset", "from_ms", "to_ms", "location"),
+    # A window's parts are looked up along ux_parts_number's leading columns (ix_parts_lookup, the
+    # same columns without ``part``, was dropped in migration 0007_retention: it only cost bytes).
     sa.Index("ux_parts_number", "export_id", "dataset", "from_ms", "to_ms", "location", "part", unique=True),
 )
 
@@ -213,5 +214,3 @@ window_days = sa.Table(
     sa.Index("ux_window_days_key", "export_id", "dataset", "date", "location", unique=True),
     sa.Index("ix_window_days_dataset_date", "dataset", "date"),
 )
-#: Maintenance finds old run-log entries by start time (migration 0007_retention).
-run_log_started = sa.Index("ix_run_log_started", run_log.c.started_at)

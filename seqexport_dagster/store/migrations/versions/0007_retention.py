@@ -1,4 +1,5 @@
-"""Retention (issue 23): per-day summaries of compacted windows, parts and run-log entries.
+"""Retention (issue 23): per-day summaries of compacted windows, parts and run-log entries;
+the redundant ix_parts_lookup goes (ux_parts_number has the same leading columns).
 
 An existing instance keeps its whole history through this upgrade: nothing is compacted here. The
 first `seqexport maintain` (or the ``control_plane_maintenance`` schedule) folds the days older
@@ -39,9 +40,10 @@ def upgrade() -> None:
     )
     op.create_index("ux_window_days_key", "window_days", ["export_id", "dataset", "date", "location"], unique=True)
     op.create_index("ix_window_days_dataset_date", "window_days", ["dataset", "date"])
-    op.create_index("ix_run_log_started", "run_log", ["started_at"])
+    # ux_parts_number (export, dataset, from, to, location, part) serves every lookup this one did.
+    op.drop_index("ix_parts_lookup", table_name="parts")
 
 
 def downgrade() -> None:
-    op.drop_index("ix_run_log_started", table_name="run_log")
+    op.create_index("ix_parts_lookup", "parts", ["export_id", "dataset", "from_ms", "to_ms", "location"])
     op.drop_table("window_days")
