@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from seqexport_dagster.config import RESOURCE_VARIABLES, Settings
 from seqexport_dagster.defs.assets import build_deliveries
 from seqexport_dagster.defs.export_status import status_asset, status_check, status_job
+from seqexport_dagster.defs.maintenance import maintenance_job, maintenance_schedule
 from seqexport_dagster.defs.partitions import FALLBACK_FIRST_DAY, days_partitions
 from seqexport_dagster.defs.resources import (
     ClockResource,
@@ -100,7 +101,8 @@ def build_definitions(
     return dg.Definitions(
         assets=[deliveries, status_asset],
         asset_checks=[status_check],
-        jobs=[export_job, status_job],
+        jobs=[export_job, status_job, maintenance_job],
+        schedules=[maintenance_schedule],
         sensors=[scheduler_sensor, run_log_canceled_sensor, run_log_failed_sensor],
         resources=dict(resources) if resources is not None else default_resources(),
         # In-process: the batch runs its exports on its own bounded thread pool.

@@ -5,6 +5,9 @@ places. Only the windows whose latest committed attempt is at the verified place
 others must not be reported missing. The ledger keeps a fingerprint of each place
 (`store.location_of`), so the verified source is matched by recomputing that fingerprint for the
 ways the source can be spelled (provider, endpoint, bucket/prefix split).
+
+Days older than the retention horizon are compacted (`store.compaction`): their windows live on in
+per-day summaries (`store.window_days`), one per location, and are placed the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from pathlib import PurePosixPath
 import sqlalchemy as sa
 
 from seqexport_dagster.store import COMMITTED, ControlPlane, location_of
-from seqexport_dagster.store.tables import windows
+from seqexport_dagster.store.tables import window_days, windows
+from seqexport_dagster.store.window_days import WindowDay, read_window_days
 from seqexport_dagster.window import Window
 
 
@@ -49,8 +53,26 @@ def committed_elsewhere(store: ControlPlane, export_id: str, source: str) -> set
             .where(windows.c.export_id == export_id, windows.c.status == COMMITTED)
             .order_by(windows.c.id)
         ).all()
+        compacted_here = conn.execute(
+            sa.select(window_days.c.id)
+            .where(window_days.c.export_id == export_id, window_days.c.location.in_(here), window_days.c.windows > 0)
+            .limit(1)
+        ).first()
     for r in rows:
         latest[(r.dataset, Window(r.from_ms, r.to_ms))] = r.location
-    if not any(r.location in here for r in rows):
+    if not any(r.location in here for r in rows) and compacted_here is None:
         return set()
     return {key for key, location in latest.items() if location not in here}
+
+
+def compacted_days(store: ControlPlane, export_id: str, source: str) -> tuple[list[WindowDay], list[WindowDay]]:
+    """(every summary of the export, those at ``source``): all of them when ``source`` is not
+    recognised, as `committed_elsewhere` then compares everything."""
+    if not isinstance(store, ControlPlane):
+        return [], []
+    days = [d for d in read_window_days(store.engine, export_id) if d.windows]
+    here = source_locations(source, {store.get_export(export_id).endpoint})
+    ours = [d for d in days if d.location in here]
+    if not ours and not committed_elsewhere(store, export_id, source):
+        return days, days
+    return days, ours

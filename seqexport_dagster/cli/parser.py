@@ -10,7 +10,7 @@ import argparse
 import re
 from typing import Any, Final, NoReturn
 
-from seqexport_dagster.cli import commands, tools
+from seqexport_dagster.cli import commands, maintain, tools
 from seqexport_dagster.cli.commands import Handler
 from seqexport_dagster.cli.exits import EXIT_CODES_HELP
 from seqexport_dagster.errors import UsageError
@@ -121,6 +121,12 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
     command("history", commands.history, "every run of the last 14 days: rows, files, size and error")
     p = command("delete", commands.delete, "stop an export for good; files stay in the bucket, history stays readable")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation (scripts)")
+    command(
+        "maintain",
+        maintain.maintain,
+        "operators: compact history older than 14 days into day summaries; prune expired keys and leases",
+        export_id=False,
+    )
     command(
         "rotate-keys",
         commands.rotate_keys,

@@ -13,6 +13,7 @@ from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.ledger import LedgerStore
 from seqexport_dagster.store.records import COMMITTED, PART_INTENT, PartRecord, part_record_of
 from seqexport_dagster.store.tables import parts, windows
+from seqexport_dagster.store.window_days import read_window_days
 from seqexport_dagster.window import DAY_MS, Window
 
 
@@ -31,8 +32,11 @@ class LatePartsStore(LedgerStore):
         return sorted(found)
 
     def committed_windows(self, export_id: str, dataset: str, day: str) -> list[Window]:
-        """The distinct windows ever committed on one day: what a backfill of that day checks."""
-        return sorted({w.window for w in self.ledger(export_id, dataset=dataset, date=day) if w.status == COMMITTED})
+        """The distinct windows ever committed on one day (compacted ones too): what a backfill checks."""
+        found = {w.window for w in self.ledger(export_id, dataset=dataset, date=day) if w.status == COMMITTED}
+        return sorted(
+            found.union(*(d.windows for d in read_window_days(self.engine, export_id, dataset=dataset, date=day)))
+        )
 
     @translate_errors
     def windows_awaiting_parts(self, export_id: str, dataset: str, location: str, until_ms: int) -> list[Window]:

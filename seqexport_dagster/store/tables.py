@@ -107,7 +107,8 @@ parts = sa.Table(
     # source against. Pruned (set NULL) once the window is older than any reconciliation looks.
     sa.Column("ids", sa.LargeBinary),
     sa.Column("landed_at", sa.BigInteger),
-    sa.Index("ix_parts_lookup", "export_id", "dataset", "from_ms", "to_ms", "location"),
+    # A window's parts are looked up along ux_parts_number's leading columns (ix_parts_lookup, the
+    # same columns without ``part``, was dropped in migration 0007_retention: it only cost bytes).
     sa.Index("ux_parts_number", "export_id", "dataset", "from_ms", "to_ms", "location", "part", unique=True),
 )
 
@@ -184,4 +185,34 @@ run_log = sa.Table(
     sa.Column("finished_at", sa.BigInteger),
     sa.Index("ix_run_log_export_started", "export_id", "started_at"),
     sa.Index("ix_run_log_run", "run_id", "export_id", "dataset"),
+)
+
+# Retention (migration 0007_retention; `seqexport_dagster.store.compaction`): the windows, parts and
+# run-log entries of a day wholly older than the retention horizon, folded into one row per
+# (export, dataset, day, location). ``location`` is "" for a day whose run-log entries wrote nothing.
+window_days = sa.Table(
+    "window_days",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("export_id", sa.String(40), nullable=False),
+    sa.Column("dataset", sa.String(32), nullable=False),
+    sa.Column("date", sa.String(10), nullable=False),
+    sa.Column("location", sa.String(32), nullable=False),
+    # The windows whose latest committed attempt is at this location: first and last bounds, count,
+    # and every window's bounds only when they are not one even chain from first to last.
+    sa.Column("first_from_ms", sa.BigInteger),
+    sa.Column("last_to_ms", sa.BigInteger),
+    sa.Column("windows", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("bounds", sa.Text),
+    sa.Column("parts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("rows", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("bytes", sa.BigInteger, nullable=False, server_default="0"),
+    # SHA-256 over "from_ms-to_ms/part:md5" of the landed parts, sorted, one per line.
+    sa.Column("md5_digest", sa.String(64), nullable=False, server_default=""),
+    # Every window attempt (any status) and run-log entry folded in.
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("runs", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("compacted_at", sa.BigInteger, nullable=False),
+    sa.Index("ux_window_days_key", "export_id", "dataset", "date", "location", unique=True),
+    sa.Index("ix_window_days_dataset_date", "dataset", "date"),
 )

@@ -1,4 +1,9 @@
-"""The ledger diff (operators only): rows per window in the bucket against the control plane."""
+"""The ledger diff (operators only): rows per window in the bucket against the control plane.
+
+Days older than the retention horizon are compacted into per-day summaries (`store.window_days`):
+for those, every window the summary names must be in the bucket and the day's rows must add up
+to the summary's; the same problem kinds are reported, the rows one per day.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,35 @@ from seqexport_dagster.window import Window
 
 if TYPE_CHECKING:
     from seqexport_dagster.store import ControlPlane
+    from seqexport_dagster.store.window_days import WindowDay
+
+
+def _compacted_problems(
+    rows_by_window: dict[tuple[str, Window], int], days: list[WindowDay], starts: dict[str, int]
+) -> list[Problem]:
+    problems: list[Problem] = []
+    for day in sorted(days, key=lambda d: (d.dataset, d.date)):
+        if day.dataset not in starts:
+            continue
+        wanted = [w for w in day.windows if w.from_ms >= starts[day.dataset]]
+        missing = [w for w in wanted if (day.dataset, w) not in rows_by_window]
+        for w in missing:
+            problems.append(
+                Problem("ledger_window_missing", day.dataset, str(w), f"committed (day {day.date}), not in bucket")
+            )
+        if missing or len(wanted) != len(day.windows):
+            continue
+        found = sum(rows_by_window[(day.dataset, w)] for w in wanted)
+        if found != day.rows:
+            problems.append(
+                Problem(
+                    "ledger_rows_mismatch",
+                    day.dataset,
+                    day.date,
+                    f"bucket has {found} rows on {day.date}, ledger {day.rows} (compacted day)",
+                )
+            )
+    return problems
 
 
 def ledger_problems(
@@ -22,18 +56,20 @@ def ledger_problems(
     committed elsewhere (an attempt started over at the new place) is not reported. When the place
     cannot be recognised (nothing was ever committed here, or the HTTP API's ledger, which carries no
     places), the latest committed attempt anywhere is compared, from the start of the bucket's chain.
+    Days compacted into summaries are compared day by day (`_compacted_problems`).
     """
+    from seqexport_dagster.ledger_scope import compacted_days
     from seqexport_dagster.store import COMMITTED
 
     latest: dict[tuple[str, Window], int] = {}
     for entry in store.ledger(export_id):
         if entry.status == COMMITTED:
             latest[(entry.dataset, entry.window)] = entry.rows
+    starts: dict[str, int] = {}
+    for dataset, window in rows_by_window:
+        starts[dataset] = min(starts.get(dataset, window.from_ms), window.from_ms)
     here = committed_here(store, export_id, source)
     if here is None:
-        starts: dict[str, int] = {}
-        for dataset, window in rows_by_window:
-            starts[dataset] = min(starts.get(dataset, window.from_ms), window.from_ms)
         expected = {k: v for k, v in latest.items() if k[0] in starts and k[1].from_ms >= starts[k[0]]}
     else:
         expected = here
@@ -48,8 +84,11 @@ def ledger_problems(
             problems.append(
                 Problem("ledger_rows_mismatch", dataset, str(window), f"bucket has {found} rows, ledger {rows}")
             )
+    every_day, days_here = compacted_days(store, export_id, source)
+    compacted = {(d.dataset, w) for d in every_day for w in d.windows}
+    problems += _compacted_problems(rows_by_window, days_here, starts)
     for (dataset, window), rows in sorted(rows_by_window.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        if (dataset, window) not in latest:
+        if (dataset, window) not in latest and (dataset, window) not in compacted:
             problems.append(
                 Problem("not_in_ledger", dataset, str(window), f"{rows} rows in the bucket, no committed window")
             )
