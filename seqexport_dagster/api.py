@@ -141,9 +141,14 @@ class Exports:
         secret_access_key: Secret = None,
         frequency: str = DEFAULT_FREQUENCY,
         lag_ms: int = DEFAULT_LAG_MS,
+        sse: str | None = None,
+        kms_key_id: str | None = None,
         progress: Progress = _quiet,
     ) -> ExportRecord:
         """Create an export: validate everything, write the connection test file, then save.
+
+        ``sse`` is ``AES256`` or ``aws:kms`` (with ``kms_key_id``), sent on every PutObject; left out,
+        the bucket's default encryption applies.
 
         ``secret_access_key`` may be a callable (a prompt): it is called only once every other value
         has passed validation, so nobody types a secret only to be told the bucket name is wrong.
@@ -160,6 +165,8 @@ class Exports:
             region=region or None,
             endpoint=endpoint or None,
             access_key_id=access_key_id or None,
+            sse=sse or None,
+            kms_key_id=kms_key_id or None,
         )
         config = self._with_secret(unchecked, secret_access_key)
         self._test(account_id, config, progress)
@@ -267,20 +274,24 @@ class Exports:
         endpoint: str | None = None,
         access_key_id: str | None = None,
         secret_access_key: Secret = None,
+        sse: str | None = None,
+        kms_key_id: str | None = None,
         progress: Progress = _quiet,
     ) -> ExportRecord:
-        """Move the export (bucket, prefix, endpoint) or rotate its keys.
+        """Move the export (bucket, prefix, endpoint), rotate its keys or change its encryption.
 
-        ``None`` keeps a value; ``""`` clears prefix, region or endpoint. A new access key id or
+        ``None`` keeps a value; ``""`` clears prefix, region, endpoint or sse. A new access key id or
         provider needs its secret too (a callable is asked only after validation, as in `create`).
         The test file is written at the new destination first;
         only then is the change saved. A running export picks it up before its next file, starts
         the current window (or subscriber snapshot) over there and continues from its position.
         """
         record = self._live(export_id, "changing the destination")
-        if all(v is None for v in (provider, bucket, prefix, region, endpoint, access_key_id, secret_access_key)):
+        given = (provider, bucket, prefix, region, endpoint, access_key_id, secret_access_key, sse, kms_key_id)
+        if all(v is None for v in given):
             raise InvalidInput(
-                "destination", "nothing to change: give a new provider, bucket, prefix, region, endpoint or key"
+                "destination",
+                "nothing to change: give a new provider, bucket, prefix, region, endpoint, key or encryption",
             )
         current, _ = self.store.destination_config(record.id)
         new_provider = validate_provider(provider, self.policy) if provider is not None else current.provider
@@ -301,6 +312,13 @@ class Exports:
             access_key_id=current.access_key_id if access_key_id is None else (access_key_id or None),
             # The old secret never goes with a new key: it would only produce a bad-signature error.
             secret_access_key=None if new_key else current.secret_access_key,
+            sse=current.sse if sse is None else (sse or None),
+            # A new sse other than aws:kms drops the old key id; a new key id alone keeps sse.
+            kms_key_id=(
+                (kms_key_id or None)
+                if kms_key_id is not None
+                else (current.kms_key_id if sse is None or sse == "aws:kms" else None)
+            ),
         )
         if endpoint is None and new_provider != current.provider:
             changed = replace(changed, endpoint=None)  # gcs's fixed endpoint must not follow a move back to s3

@@ -71,6 +71,9 @@ class _ExportFields(TypedDict):
     region: str | None
     endpoint: str | None
     access_key_id: str | None
+    #: Server-side encryption of every object: AES256, aws:kms (with kms_key_id) or null (the bucket's default).
+    sse: str | None
+    kms_key_id: str | None
     frequency: str
     lag_ms: int
     config_version: int
@@ -174,6 +177,8 @@ def export_json(e: ExportRecord) -> ExportJson:
         "region": e.region,
         "endpoint": e.endpoint,
         "access_key_id": mask_key_id(e.access_key_id),
+        "sse": e.sse,
+        "kms_key_id": e.kms_key_id,
         "frequency": e.frequency,
         "lag_ms": e.lag_ms,
         "datasets": [
@@ -219,6 +224,8 @@ def status_json(status: ExportStatus) -> ExportStatusJson:
         "region": body["region"],
         "endpoint": body["endpoint"],
         "access_key_id": body["access_key_id"],
+        "sse": body["sse"],
+        "kms_key_id": body["kms_key_id"],
         "frequency": body["frequency"],
         "lag_ms": body["lag_ms"],
         "datasets": [
@@ -341,6 +348,8 @@ def export_from_json(body: ExportJson | ExportStatusJson | dict[str, Any]) -> Ex
         updated_at=_ms(body["updated_at"]) or 0,
         deleted_at=_ms(body["deleted_at"]),
         datasets=tuple(states),
+        sse=body.get("sse"),
+        kms_key_id=body.get("kms_key_id"),
     )
 
 

@@ -115,6 +115,8 @@ class RemoteExports:
         secret_access_key: Secret = None,
         frequency: str = DEFAULT_FREQUENCY,
         lag_ms: int = DEFAULT_LAG_MS,
+        sse: str | None = None,
+        kms_key_id: str | None = None,
         progress: Progress = _quiet,
     ) -> ExportRecord:
         validate_account(account_id)
@@ -128,6 +130,8 @@ class RemoteExports:
             region=region or None,
             endpoint=endpoint or None,
             access_key_id=access_key_id or None,
+            sse=sse or None,
+            kms_key_id=kms_key_id or None,
         )
         if provider != "local":
             validate_config(replace(config, secret_access_key="-"), _LENIENT)
@@ -147,6 +151,8 @@ class RemoteExports:
             "datasets": list(names),
             "frequency": frequency,
             "lag_ms": lag_ms,
+            "sse": sse or None,
+            "kms_key_id": kms_key_id or None,
         }
         record = shapes.export_from_json(self._call("POST", "/v1/exports", json=body))
         # Said after the answer: an error must stay the only line, as in the local CLI.
@@ -202,6 +208,8 @@ class RemoteExports:
         endpoint: str | None = None,
         access_key_id: str | None = None,
         secret_access_key: Secret = None,
+        sse: str | None = None,
+        kms_key_id: str | None = None,
         progress: Progress = _quiet,
     ) -> ExportRecord:
         _id(export_id)
@@ -214,6 +222,8 @@ class RemoteExports:
             "endpoint": endpoint,
             "access_key_id": access_key_id,
             "secret_access_key": secret,
+            "sse": sse,
+            "kms_key_id": kms_key_id,
         }
         record = self._record(
             "PATCH", export_id, "destination", json={k: v for k, v in values.items() if v is not None}

@@ -97,6 +97,8 @@ def create(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
         datasets=datasets,
         frequency=args.frequency,
         lag_ms=lag_ms(args.lag_minutes),
+        sse=args.sse,
+        kms_key_id=args.kms_key_id,
         progress=out.progress,
     )
     render.created(out, record)
@@ -213,6 +215,8 @@ def destination(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
         endpoint=args.endpoint,
         access_key_id=args.access_key_id,
         secret_access_key=(lambda: read_secret(args, out, required=needs_secret)) if asked else None,
+        sse=args.sse,
+        kms_key_id=args.kms_key_id,
         progress=out.progress,
     )
     render.export_changed(

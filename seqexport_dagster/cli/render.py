@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from seqexport_dagster.destination.config import describe_location
+from seqexport_dagster.destination.encryption import describe_sse
 from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.window import iso_ms
@@ -141,6 +142,7 @@ def describe(out: Output, e: ExportRecord) -> None:
         ("destination", where(e)),
         ("region", e.region or "-"),
         ("access key id", mask_key_id(e.access_key_id) or "-"),
+        ("encryption", describe_sse(e.sse, e.kms_key_id)),
         ("frequency", f"{e.frequency} (lag {duration(e.lag_ms)})"),
         ("datasets", ", ".join(d.dataset for d in e.datasets)),
     ]

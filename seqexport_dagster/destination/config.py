@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
+from seqexport_dagster.destination.encryption import validate_sse
 from seqexport_dagster.destination.endpoint import validate_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy, require_local_allowed
 from seqexport_dagster.errors import InvalidInput
@@ -55,6 +56,9 @@ class DestinationConfig:
     endpoint: str | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = field(default=None, repr=False)
+    #: Server-side encryption on every PutObject (`destination.encryption`): None, AES256 or aws:kms.
+    sse: str | None = None
+    kms_key_id: str | None = None
 
     def describe(self) -> str:
         return describe_location(self.provider, self.bucket, self.prefix, self.endpoint)
@@ -133,6 +137,8 @@ def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> Destin
             raise InvalidInput("bucket", "give the local folder to write into")
         return replace(config, prefix=prefix)
     validate_bucket(config.bucket)
+    sse, kms_key_id = validate_sse(config.sse, config.kms_key_id, config.provider)
+    config = replace(config, sse=sse, kms_key_id=kms_key_id)
     if not config.access_key_id:
         raise InvalidInput("access_key_id", "is required")
     if not _ACCESS_KEY_ID_RE.match(config.access_key_id):

@@ -26,6 +26,7 @@ from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 
 from seqexport_dagster.destination.base import PutOutcome, content_md5
 from seqexport_dagster.destination.config import DestinationConfig, validate_config
+from seqexport_dagster.destination.encryption import sse_headers
 from seqexport_dagster.destination.endpoint import (
     ConnectGuard,
     Connector,
@@ -80,6 +81,7 @@ class S3Destination:
             prefix=self.config.prefix,
             region=self.profile.region,
             access_key_id=config.access_key_id,
+            kms_key_id=self.config.kms_key_id,
             secret=config.secret_access_key,
         )
         self._client = make_client(
@@ -123,6 +125,7 @@ class S3Destination:
             raise InvalidInput("key", f"{key!r} is not below the export prefix {prefix!r}")
         conditional = create_only and self.preconditions
         extra: dict[str, str] = {"IfNoneMatch": "*"} if conditional else {}
+        extra.update(sse_headers(self.config.sse, self.config.kms_key_id))
         self._sends = 0
         try:
             with self._sender.budget():

@@ -95,6 +95,8 @@ class Place:
     prefix: str
     region: str
     access_key_id: str | None
+    #: The export's SSE-KMS key: writing needs kms:GenerateDataKey on it as well.
+    kms_key_id: str | None = None
     #: Never shown: scrubbed from whatever a store echoes, and kept out of ``repr``.
     secret: str | None = field(default=None, repr=False)
 
@@ -152,9 +154,10 @@ def _translate_client_error(exc: ClientError, key: str, place: Place) -> ExportE
             "fix the clock (NTP), the export will then resume"
         )
     if code in _ACCESS_CODES:
+        kms = f" and kms:GenerateDataKey on the KMS key {place.kms_key_id}" if place.kms_key_id else ""
         return AccessDenied(
             f"access denied for s3:PutObject on {bucket}/{key}: the policy of access key "
-            f"{access_key_id} must allow s3:PutObject on {scope}"
+            f"{access_key_id} must allow s3:PutObject on {scope}{kms}"
             + (f" ({message})" if message and message != "Access Denied" else "")
         )
     if code == "AuthorizationHeaderMalformed" and error.get("Region"):

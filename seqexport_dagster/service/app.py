@@ -188,6 +188,8 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
                 datasets=list(DATASETS) if body.datasets == "all" else body.datasets,
                 frequency=body.frequency,
                 lag_ms=body.lag_ms,
+                sse=body.sse,
+                kms_key_id=body.kms_key_id,
             )
             return 201, shapes.export_json(record)
 
@@ -267,6 +269,8 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
             endpoint=body.endpoint,
             access_key_id=body.access_key_id,
             secret_access_key=body.secret_access_key.get_secret_value() if body.secret_access_key else None,
+            sse=body.sse,
+            kms_key_id=body.kms_key_id,
         )
         return ok(shapes.export_json(changed))
 

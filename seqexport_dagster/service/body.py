@@ -8,6 +8,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 _STRICT = ConfigDict(extra="forbid")
+_SSE = "server-side encryption on every object: AES256 (SSE-S3) or aws:kms (SSE-KMS, with kms_key_id)"
+_KMS = "with sse aws:kms: the KMS key ARN (we need kms:GenerateDataKey on it)"
 
 
 class CreateExport(BaseModel):
@@ -26,6 +28,8 @@ class CreateExport(BaseModel):
     datasets: list[str] | str = Field("all", description="a list, a comma-separated string, or 'all'")
     frequency: str = Field("1h", description="15m, 1h, 6h or 24h")
     lag_ms: int = Field(120_000, description="trail real time by this much, 0 to 3,600,000 ms")
+    sse: str | None = Field(None, description=_SSE)
+    kms_key_id: str | None = Field(None, description=_KMS)
 
     def fingerprint_body(self) -> dict[str, Any]:
         body = self.model_dump(exclude={"secret_access_key"})
@@ -58,3 +62,5 @@ class ChangeDestination(BaseModel):
     endpoint: str | None = None
     access_key_id: str | None = None
     secret_access_key: SecretStr | None = Field(None, description="accepted here only; never returned or logged")
+    sse: str | None = Field(None, description=_SSE + '; "" for the bucket\'s default')
+    kms_key_id: str | None = Field(None, description=_KMS)

@@ -101,6 +101,9 @@ class ExportRecord:
     updated_at: int
     deleted_at: int | None
     datasets: tuple[DatasetState, ...] = field(default=())
+    #: Server-side encryption of every object (`destination.encryption`); None: the bucket's default.
+    sse: str | None = None
+    kms_key_id: str | None = None
 
     @property
     def location(self) -> str:

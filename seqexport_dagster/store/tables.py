@@ -31,6 +31,9 @@ exports = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Column("deleted_at", sa.BigInteger),
+    # Issue 26 (migration 0010_peers): server-side encryption on every PutObject; not secrets.
+    sa.Column("sse", sa.String(16)),
+    sa.Column("kms_key_id", sa.String(2048)),
 )
 
 export_datasets = sa.Table(
