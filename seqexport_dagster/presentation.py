@@ -74,6 +74,9 @@ class _ExportFields(TypedDict):
     #: Server-side encryption of every object: AES256, aws:kms (with kms_key_id) or null (the bucket's default).
     sse: str | None
     kms_key_id: str | None
+    #: A role written as instead of keys, and the external id its trust policy requires (not secrets).
+    role_arn: str | None
+    external_id: str | None
     frequency: str
     lag_ms: int
     config_version: int
@@ -124,6 +127,25 @@ class LedgerWindowJson(TypedDict):
     parts: int
     bytes: int
     run_id: str | None
+
+
+class RoleSetupJson(TypedDict):
+    """A role setup: the external id Sequenzy generated and the trust policy to paste on the role."""
+
+    account_id: str
+    external_id: str
+    principal_arn: str
+    trust_policy: dict[str, Any]
+
+
+def role_setup_json(setup: Any) -> RoleSetupJson:
+    """``setup`` is a `destination.sts.RoleSetup`."""
+    return {
+        "account_id": setup.account_id,
+        "external_id": setup.external_id,
+        "principal_arn": setup.principal_arn,
+        "trust_policy": setup.trust_policy,
+    }
 
 
 class TokenJson(TypedDict):
@@ -179,6 +201,8 @@ def export_json(e: ExportRecord) -> ExportJson:
         "access_key_id": mask_key_id(e.access_key_id),
         "sse": e.sse,
         "kms_key_id": e.kms_key_id,
+        "role_arn": e.role_arn,
+        "external_id": e.external_id,
         "frequency": e.frequency,
         "lag_ms": e.lag_ms,
         "datasets": [
@@ -226,6 +250,8 @@ def status_json(status: ExportStatus) -> ExportStatusJson:
         "access_key_id": body["access_key_id"],
         "sse": body["sse"],
         "kms_key_id": body["kms_key_id"],
+        "role_arn": body["role_arn"],
+        "external_id": body["external_id"],
         "frequency": body["frequency"],
         "lag_ms": body["lag_ms"],
         "datasets": [
@@ -350,6 +376,8 @@ def export_from_json(body: ExportJson | ExportStatusJson | dict[str, Any]) -> Ex
         datasets=tuple(states),
         sse=body.get("sse"),
         kms_key_id=body.get("kms_key_id"),
+        role_arn=body.get("role_arn"),
+        external_id=body.get("external_id"),
     )
 
 

@@ -25,6 +25,7 @@ from seqexport_dagster.api import (
     _quiet,
 )
 from seqexport_dagster.destination import DestinationConfig, OperatorPolicy, validate_config, validate_provider
+from seqexport_dagster.destination.role import RoleSetup
 from seqexport_dagster.errors import (
     ConfigurationError,
     ConflictError,
@@ -117,6 +118,8 @@ class RemoteExports:
         lag_ms: int = DEFAULT_LAG_MS,
         sse: str | None = None,
         kms_key_id: str | None = None,
+        role_arn: str | None = None,
+        external_id: str | None = None,
         progress: Progress = _quiet,
     ) -> ExportRecord:
         validate_account(account_id)
@@ -132,10 +135,16 @@ class RemoteExports:
             access_key_id=access_key_id or None,
             sse=sse or None,
             kms_key_id=kms_key_id or None,
+            role_arn=role_arn or None,
+            external_id=external_id or None,
         )
-        if provider != "local":
-            validate_config(replace(config, secret_access_key="-"), _LENIENT)
-        secret = secret_access_key() if callable(secret_access_key) else secret_access_key
+        if role_arn or external_id:
+            validate_config(config, _LENIENT)
+            secret = None
+        else:
+            if provider != "local":
+                validate_config(replace(config, secret_access_key="-"), _LENIENT)
+            secret = secret_access_key() if callable(secret_access_key) else secret_access_key
         progress(
             f"testing the connection: the API at {self.url} writes a test file to {config.describe()}/_sequenzy/ ..."
         )
@@ -153,12 +162,18 @@ class RemoteExports:
             "lag_ms": lag_ms,
             "sse": sse or None,
             "kms_key_id": kms_key_id or None,
+            "role_arn": role_arn or None,
+            "external_id": external_id or None,
         }
         record = shapes.export_from_json(self._call("POST", "/v1/exports", json=body))
         # Said after the answer: an error must stay the only line, as in the local CLI.
         progress(f"connection test passed: the API wrote a test file to {config.describe()}/_sequenzy/")
         progress(f"saved export {record.id}")
         return record
+
+    def role_setup(self, account_id: str) -> RoleSetup:
+        body = self._call("POST", "/v1/role-setups", json={"account_id": validate_account(account_id)})
+        return RoleSetup(body["account_id"], body["external_id"], body["principal_arn"])
 
     def list(self, *, account_id: str | None = None, include_deleted: bool = False) -> builtins.list[ExportRecord]:
         params: dict[str, str] = {"include_deleted": "true" if include_deleted else "false"}
@@ -210,6 +225,8 @@ class RemoteExports:
         secret_access_key: Secret = None,
         sse: str | None = None,
         kms_key_id: str | None = None,
+        role_arn: str | None = None,
+        external_id: str | None = None,
         progress: Progress = _quiet,
     ) -> ExportRecord:
         _id(export_id)
@@ -224,6 +241,8 @@ class RemoteExports:
             "secret_access_key": secret,
             "sse": sse,
             "kms_key_id": kms_key_id,
+            "role_arn": role_arn,
+            "external_id": external_id,
         }
         record = self._record(
             "PATCH", export_id, "destination", json={k: v for k, v in values.items() if v is not None}

@@ -63,6 +63,9 @@ def _add_encryption_options(p: argparse.ArgumentParser, *, clearable: bool) -> N
     clear = " ('' for the bucket's default)" if clearable else " (default: the bucket's default encryption)"
     p.add_argument("--sse", help="server-side encryption of every object: AES256 or aws:kms" + clear)
     p.add_argument("--kms-key-id", help="with --sse aws:kms: the KMS key ARN (grant us kms:GenerateDataKey on it)")
+    drop = " ('' to drop it; a new --access-key-id replaces it)" if clearable else ""
+    p.add_argument("--role-arn", help="Amazon S3: a role to assume instead of an access key (see role-setup)" + drop)
+    p.add_argument("--external-id", help="with --role-arn: the external id `seqexport role-setup` printed")
 
 
 def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> None:
@@ -93,6 +96,14 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
     p.add_argument(
         "--lag-minutes", default="2", help="trail real time by this much so late writes are included (default 2)"
     )
+
+    p = command(
+        "role-setup",
+        commands.role_setup,
+        "generate the external id for a role export and print the trust policy to paste on the role",
+        export_id=False,
+    )
+    p.add_argument("--account", required=True, help="the Sequenzy account id")
 
     p = command("list", commands.list_exports, "list exports", export_id=False)
     p.add_argument("--account", help="only this account's exports")

@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 _STRICT = ConfigDict(extra="forbid")
 _SSE = "server-side encryption on every object: AES256 (SSE-S3) or aws:kms (SSE-KMS, with kms_key_id)"
+_ROLE = "Amazon S3: a role to assume instead of keys (its trust policy comes from POST /v1/role-setups)"
+_EXTERNAL_ID = "with role_arn: the external id POST /v1/role-setups generated for this account"
 _KMS = "with sse aws:kms: the KMS key ARN (we need kms:GenerateDataKey on it)"
 
 
@@ -30,11 +32,19 @@ class CreateExport(BaseModel):
     lag_ms: int = Field(120_000, description="trail real time by this much, 0 to 3,600,000 ms")
     sse: str | None = Field(None, description=_SSE)
     kms_key_id: str | None = Field(None, description=_KMS)
+    role_arn: str | None = Field(None, description=_ROLE)
+    external_id: str | None = Field(None, description=_EXTERNAL_ID)
 
     def fingerprint_body(self) -> dict[str, Any]:
         body = self.model_dump(exclude={"secret_access_key"})
         body["secret_access_key"] = self.secret_access_key.get_secret_value() if self.secret_access_key else None
         return body
+
+
+class NewRoleSetup(BaseModel):
+    model_config = _STRICT
+
+    account_id: str | None = Field(None, description="an account token's own account; required with an operator token")
 
 
 class ChangeDatasets(BaseModel):
@@ -64,3 +74,5 @@ class ChangeDestination(BaseModel):
     secret_access_key: SecretStr | None = Field(None, description="accepted here only; never returned or logged")
     sse: str | None = Field(None, description=_SSE + '; "" for the bucket\'s default')
     kms_key_id: str | None = Field(None, description=_KMS)
+    role_arn: str | None = Field(None, description=_ROLE + '; "" drops the role (give an access key)')
+    external_id: str | None = Field(None, description=_EXTERNAL_ID)
