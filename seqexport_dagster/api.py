@@ -19,6 +19,9 @@ store are scrubbed of it where they are translated (`destination.s3`).
 This module is the public surface; the rules live behind it: `validation` (the input rules, shared
 with the remote CLI), `status` (what status shows and what "export now" would write) and
 `assembly` (opening the control plane from settings).
+
+Size: about 430 lines, one method per operation of the customer docs with the docstring that
+documents it; the rules stay behind it (`validation`, `status`, `role_setup`).
 """
 
 from __future__ import annotations
@@ -43,11 +46,13 @@ from seqexport_dagster.destination import (
     validate_config,
     validate_provider,
 )
+from seqexport_dagster.destination.role import RoleSetup
 from seqexport_dagster.errors import ConfigurationError, ConflictError, InvalidInput
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.history import history as run_history
 from seqexport_dagster.presentation import mask_key_id
 from seqexport_dagster.progress import Advance, no_progress
+from seqexport_dagster.role_setup import check_role, role_setup, take_role, with_role_change
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS, parse_datasets
 from seqexport_dagster.status import (
     DatasetStatus,
@@ -141,9 +146,17 @@ class Exports:
         secret_access_key: Secret = None,
         frequency: str = DEFAULT_FREQUENCY,
         lag_ms: int = DEFAULT_LAG_MS,
+        sse: str | None = None,
+        kms_key_id: str | None = None,
+        role_arn: str | None = None,
+        external_id: str | None = None,
         progress: Progress = _quiet,
     ) -> ExportRecord:
         """Create an export: validate everything, write the connection test file, then save.
+
+        ``sse`` is ``AES256`` or ``aws:kms`` (with ``kms_key_id``), sent on every PutObject; left out,
+        the bucket's default encryption applies. ``role_arn`` (Amazon S3) replaces the keys: the
+        role is assumed with ``external_id``, which must come from `role_setup` for this account.
 
         ``secret_access_key`` may be a callable (a prompt): it is called only once every other value
         has passed validation, so nobody types a secret only to be told the bucket name is wrong.
@@ -160,8 +173,13 @@ class Exports:
             region=region or None,
             endpoint=endpoint or None,
             access_key_id=access_key_id or None,
+            sse=sse or None,
+            kms_key_id=kms_key_id or None,
+            role_arn=role_arn or None,
+            external_id=external_id or None,
         )
         config = self._with_secret(unchecked, secret_access_key)
+        check_role(self.store.engine, account_id, config)
         self._test(account_id, config, progress)
         record = self.store.create_export(
             account_id=account_id,
@@ -171,11 +189,19 @@ class Exports:
             lag_ms=lag_ms,
             now_ms=self.clock(),
         )
+        take_role(self.store.engine, account_id, config, record.id)
         progress(f"saved export {record.id}")
         return record
 
+    def role_setup(self, account_id: str) -> RoleSetup:
+        """A new external id for a role export of ``account_id``, with the trust policy to paste."""
+        return role_setup(self.store.engine, self.policy, account_id, self.clock())
+
     def _with_secret(self, config: DestinationConfig, secret: Secret) -> DestinationConfig:
         """Validate ``config``, ask for the secret only then, and validate with it."""
+        if config.role_arn or config.external_id:
+            # A role has no secret to ask for; one given anyway is refused as "not both".
+            return validate_config(replace(config, secret_access_key=None if callable(secret) else secret), self.policy)
         if config.provider != "local" and callable(secret):
             # A stand-in lets validate_config check everything but the secret before we ask for it.
             validate_config(replace(config, secret_access_key=config.secret_access_key or "-"), self.policy)
@@ -267,27 +293,46 @@ class Exports:
         endpoint: str | None = None,
         access_key_id: str | None = None,
         secret_access_key: Secret = None,
+        sse: str | None = None,
+        kms_key_id: str | None = None,
+        role_arn: str | None = None,
+        external_id: str | None = None,
         progress: Progress = _quiet,
     ) -> ExportRecord:
-        """Move the export (bucket, prefix, endpoint) or rotate its keys.
+        """Move the export (bucket, prefix, endpoint), rotate its keys or change its encryption.
 
-        ``None`` keeps a value; ``""`` clears prefix, region or endpoint. A new access key id or
+        ``role_arn`` moves it onto a role (``""`` drops the role; a new access key replaces it).
+
+        ``None`` keeps a value; ``""`` clears prefix, region, endpoint or sse. A new access key id or
         provider needs its secret too (a callable is asked only after validation, as in `create`).
         The test file is written at the new destination first;
         only then is the change saved. A running export picks it up before its next file, starts
         the current window (or subscriber snapshot) over there and continues from its position.
         """
         record = self._live(export_id, "changing the destination")
-        if all(v is None for v in (provider, bucket, prefix, region, endpoint, access_key_id, secret_access_key)):
+        given = (
+            provider,
+            bucket,
+            prefix,
+            region,
+            endpoint,
+            access_key_id,
+            secret_access_key,
+            sse,
+            kms_key_id,
+            role_arn,
+        )
+        if all(v is None for v in given):
             raise InvalidInput(
-                "destination", "nothing to change: give a new provider, bucket, prefix, region, endpoint or key"
+                "destination",
+                "nothing to change: give a new provider, bucket, prefix, region, endpoint, key or encryption",
             )
         current, _ = self.store.destination_config(record.id)
         new_provider = validate_provider(provider, self.policy) if provider is not None else current.provider
         new_key = (
             access_key_id is not None and access_key_id != current.access_key_id
         ) or new_provider != current.provider
-        if new_key and secret_access_key is None and new_provider != "local":
+        if new_key and secret_access_key is None and new_provider != "local" and not role_arn:
             raise InvalidInput(
                 "secret_access_key", "a new access key id or provider needs its secret (prompt, stdin or environment)"
             )
@@ -301,12 +346,24 @@ class Exports:
             access_key_id=current.access_key_id if access_key_id is None else (access_key_id or None),
             # The old secret never goes with a new key: it would only produce a bad-signature error.
             secret_access_key=None if new_key else current.secret_access_key,
+            sse=current.sse if sse is None else (sse or None),
+            # A new sse other than aws:kms drops the old key id; a new key id alone keeps sse.
+            kms_key_id=(
+                (kms_key_id or None)
+                if kms_key_id is not None
+                else (current.kms_key_id if sse is None or sse == "aws:kms" else None)
+            ),
         )
         if endpoint is None and new_provider != current.provider:
             changed = replace(changed, endpoint=None)  # gcs's fixed endpoint must not follow a move back to s3
+        changed = with_role_change(
+            current, changed, role_arn=role_arn, external_id=external_id, new_key=bool(access_key_id)
+        )
         config = self._with_secret(changed, secret_access_key)
+        check_role(self.store.engine, record.account_id, config, record.id)
         self._test(record.account_id, config, progress)
         updated = self.store.update_destination(record.id, config, self.clock())
+        take_role(self.store.engine, record.account_id, config, record.id)
         progress(f"saved: export {updated.id} now writes to {config.describe()}")
         return updated
 

@@ -11,6 +11,12 @@
                             store, all attempts included (default 120)
 ``SEQEXPORT_ALLOWED_PORTS`` operator setting: the ports a customer's endpoint may name, comma-separated
                             (default ``443,9000``; 443 is always allowed)
+``SEQEXPORT_AWS_ACCESS_KEY_ID``, ``SEQEXPORT_AWS_SECRET_ACCESS_KEY`` (and ``SEQEXPORT_AWS_SESSION_TOKEN``)
+                            operator setting: the exporter's own AWS identity, used only to assume
+                            customers' roles through STS; unset, role exports are not offered
+``SEQEXPORT_AWS_PRINCIPAL_ARN``  the ARN of that identity, which customers name in their trust policy
+``SEQEXPORT_AWS_REGION``    the STS region (default us-east-1); ``SEQEXPORT_STS_ENDPOINT`` overrides
+                            the endpoint (https, or loopback in the local mode)
 
 This module is the one place that reads them. The CLI, the HTTP API and the benchmarks call
 `Settings.from_env`; the Dagster resources (`seqexport_dagster.defs.resources`) carry the same
@@ -29,7 +35,7 @@ from pathlib import Path
 from typing import Final
 
 from seqexport_dagster.destination import OperatorPolicy
-from seqexport_dagster.destination.policy import DEFAULT_ALLOWED_PORTS, parse_ports
+from seqexport_dagster.destination.policy import DEFAULT_ALLOWED_PORTS, AwsIdentity, parse_ports
 from seqexport_dagster.errors import ConfigurationError, SecretKeyError
 from seqexport_dagster.store.crypto import SecretBox, local_key_spec
 from seqexport_dagster.store.database import normalize_url
@@ -57,6 +63,8 @@ class Settings:
     #: A local key file given explicitly (the demo's resources): used when no keys are set.
     secret_key_file: Path | None = None
     allowed_ports: frozenset[int] = DEFAULT_ALLOWED_PORTS
+    #: The exporter's own AWS identity, for assuming customers' roles only (never for S3 itself).
+    aws_identity: AwsIdentity | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -77,6 +85,7 @@ class Settings:
             database_url_from=url_from,
             put_deadline_s=_deadline(env.get("SEQEXPORT_PUT_DEADLINE_SECONDS", "")),
             allowed_ports=parse_ports(env.get("SEQEXPORT_ALLOWED_PORTS", "")),
+            aws_identity=_aws_identity(env),
         )
 
     @classmethod
@@ -116,7 +125,10 @@ class Settings:
     @property
     def policy(self) -> OperatorPolicy:
         return OperatorPolicy(
-            allow_local=self.allow_local, put_deadline_s=self.put_deadline_s, allowed_ports=self.allowed_ports
+            allow_local=self.allow_local,
+            put_deadline_s=self.put_deadline_s,
+            allowed_ports=self.allowed_ports,
+            aws_identity=self.aws_identity,
         )
 
 
@@ -130,3 +142,34 @@ def _deadline(text: str) -> float:
     if not 1 <= value <= 3600:  # NaN fails too
         raise ConfigurationError("SEQEXPORT_PUT_DEADLINE_SECONDS must be a number of seconds from 1 to 3600")
     return value
+
+
+def _aws_identity(env: Mapping[str, str]) -> AwsIdentity | None:
+    key = env.get("SEQEXPORT_AWS_ACCESS_KEY_ID", "").strip()
+    secret = env.get("SEQEXPORT_AWS_SECRET_ACCESS_KEY", "").strip()
+    principal = env.get("SEQEXPORT_AWS_PRINCIPAL_ARN", "").strip()
+    if not (key or secret or principal):
+        return None
+    missing = [
+        name
+        for name, value in (
+            ("SEQEXPORT_AWS_ACCESS_KEY_ID", key),
+            ("SEQEXPORT_AWS_SECRET_ACCESS_KEY", secret),
+            ("SEQEXPORT_AWS_PRINCIPAL_ARN", principal),
+        )
+        if not value
+    ]
+    if missing:
+        raise ConfigurationError(f"the exporter's AWS identity is incomplete: set {', '.join(missing)} as well")
+    endpoint = env.get("SEQEXPORT_STS_ENDPOINT", "").strip() or None
+    local = env.get("SEQEXPORT_ALLOW_LOCAL", "").strip().lower() in ("1", "true", "yes")
+    if endpoint and not endpoint.startswith("https://") and not (local and endpoint.startswith("http://127.0.0.1:")):
+        raise ConfigurationError("SEQEXPORT_STS_ENDPOINT must be an https:// URL")
+    return AwsIdentity(
+        access_key_id=key,
+        secret_access_key=secret,
+        principal_arn=principal,
+        session_token=env.get("SEQEXPORT_AWS_SESSION_TOKEN", "").strip() or None,
+        region=env.get("SEQEXPORT_AWS_REGION", "").strip() or "us-east-1",
+        sts_endpoint=endpoint,
+    )

@@ -109,6 +109,11 @@ class AccessDenied(PermanentError):
     outcome_unknown: bool = False
 
 
+class RoleNotAssumable(AccessDenied):
+    """STS refused to let us assume the customer's role: its trust policy does not name us, or its
+    ``sts:ExternalId`` condition does not match this export's external id."""
+
+
 class NoSuchBucket(PermanentError):
     """The bucket does not exist (or is not visible to these credentials)."""
 

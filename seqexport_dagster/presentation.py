@@ -66,6 +66,12 @@ class _ExportFields(TypedDict):
     region: str | None
     endpoint: str | None
     access_key_id: str | None
+    #: Server-side encryption of every object: AES256, aws:kms (with kms_key_id) or null (the bucket's default).
+    sse: str | None
+    kms_key_id: str | None
+    #: A role written as instead of keys, and the external id its trust policy requires (not secrets).
+    role_arn: str | None
+    external_id: str | None
     frequency: str
     lag_ms: int
     config_version: int
@@ -121,6 +127,25 @@ class LedgerWindowJson(TypedDict):
     run_id: str | None
 
 
+class RoleSetupJson(TypedDict):
+    """A role setup: the external id Sequenzy generated and the trust policy to paste on the role."""
+
+    account_id: str
+    external_id: str
+    principal_arn: str
+    trust_policy: dict[str, Any]
+
+
+def role_setup_json(setup: Any) -> RoleSetupJson:
+    """``setup`` is a `destination.sts.RoleSetup`."""
+    return {
+        "account_id": setup.account_id,
+        "external_id": setup.external_id,
+        "principal_arn": setup.principal_arn,
+        "trust_policy": setup.trust_policy,
+    }
+
+
 class TokenJson(TypedDict):
     """An API token as `seqexport tokens` lists it: its id and scope, never its value."""
 
@@ -174,6 +199,10 @@ def export_json(e: ExportRecord) -> ExportJson:
         "region": e.region,
         "endpoint": e.endpoint,
         "access_key_id": mask_key_id(e.access_key_id),
+        "sse": e.sse,
+        "kms_key_id": e.kms_key_id,
+        "role_arn": e.role_arn,
+        "external_id": e.external_id,
         "frequency": e.frequency,
         "lag_ms": e.lag_ms,
         "datasets": [
@@ -219,6 +248,10 @@ def status_json(status: ExportStatus) -> ExportStatusJson:
         "region": body["region"],
         "endpoint": body["endpoint"],
         "access_key_id": body["access_key_id"],
+        "sse": body["sse"],
+        "kms_key_id": body["kms_key_id"],
+        "role_arn": body["role_arn"],
+        "external_id": body["external_id"],
         "frequency": body["frequency"],
         "lag_ms": body["lag_ms"],
         "datasets": [
@@ -346,6 +379,10 @@ def export_from_json(body: ExportJson | ExportStatusJson | dict[str, Any]) -> Ex
         updated_at=_ms(body["updated_at"]) or 0,
         deleted_at=_ms(body["deleted_at"]),
         datasets=tuple(states),
+        sse=body.get("sse"),
+        kms_key_id=body.get("kms_key_id"),
+        role_arn=body.get("role_arn"),
+        external_id=body.get("external_id"),
     )
 
 

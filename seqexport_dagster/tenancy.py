@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from seqexport_dagster.api import Exports
+from seqexport_dagster.destination.role import RoleSetup
 from seqexport_dagster.errors import InvalidInput, NotFound
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.status import ExportStatus
@@ -66,6 +67,9 @@ class ScopedExports:
                 "account_id", "leave it out or give your own account: a token creates exports only there"
             )
         return self.caller.account_id
+
+    def role_setup(self, account_id: str | None) -> RoleSetup:
+        return self.exports.role_setup(self.account_for_create(account_id))
 
     def create(self, *, account_id: str | None, **kwargs: Any) -> ExportRecord:
         return self.exports.create(account_id=self.account_for_create(account_id), **kwargs)

@@ -93,13 +93,22 @@ def create(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
         region=args.region,
         endpoint=args.endpoint,
         access_key_id=args.access_key_id,
-        secret_access_key=lambda: read_secret(args, out, required=args.provider != "local"),
+        secret_access_key=lambda: read_secret(args, out, required=args.provider != "local" and not args.role_arn),
         datasets=datasets,
         frequency=args.frequency,
         lag_ms=lag_ms(args.lag_minutes),
+        sse=args.sse,
+        kms_key_id=args.kms_key_id,
+        role_arn=args.role_arn,
+        external_id=args.external_id,
         progress=out.progress,
     )
     render.created(out, record)
+    return EXIT_OK
+
+
+def role_setup(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
+    render.role_setup(out, api.role_setup(args.account))
     return EXIT_OK
 
 
@@ -214,6 +223,10 @@ def destination(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
         endpoint=args.endpoint,
         access_key_id=args.access_key_id,
         secret_access_key=(lambda: read_secret(args, out, required=needs_secret)) if asked else None,
+        sse=args.sse,
+        kms_key_id=args.kms_key_id,
+        role_arn=args.role_arn,
+        external_id=args.external_id,
         progress=out.progress,
     )
     render.export_changed(

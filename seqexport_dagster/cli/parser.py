@@ -60,6 +60,15 @@ def _add_secret_options(p: argparse.ArgumentParser, *, prompt_flag: bool) -> Non
         group.add_argument("--secret-prompt", action="store_true", help="prompt for a new secret (same key id)")
 
 
+def _add_encryption_options(p: argparse.ArgumentParser, *, clearable: bool) -> None:
+    clear = " ('' for the bucket's default)" if clearable else " (default: the bucket's default encryption)"
+    p.add_argument("--sse", help="server-side encryption of every object: AES256 or aws:kms" + clear)
+    p.add_argument("--kms-key-id", help="with --sse aws:kms: the KMS key ARN (grant us kms:GenerateDataKey on it)")
+    drop = " ('' to drop it; a new --access-key-id replaces it)" if clearable else ""
+    p.add_argument("--role-arn", help="Amazon S3: a role to assume instead of an access key (see role-setup)" + drop)
+    p.add_argument("--external-id", help="with --role-arn: the external id `seqexport role-setup` printed")
+
+
 def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> None:
     def command(name: str, handler: Handler, help_text: str, *, export_id: bool = True) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
@@ -81,12 +90,21 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
     p.add_argument("--region", help="bucket region, e.g. us-east-1 (required for AWS)")
     p.add_argument("--endpoint", help="S3-compatible endpoint, e.g. https://<account-id>.r2.cloudflarestorage.com")
     p.add_argument("--access-key-id", help="access key id (for gcs: the HMAC key's access id)")
+    _add_encryption_options(p, clearable=False)
     _add_secret_options(p, prompt_flag=False)
     p.add_argument("--datasets", default="all", help=f"comma-separated: {', '.join(DATASETS)} (default all)")
     p.add_argument("--frequency", default="1h", help="15m, 1h, 6h or 24h (default 1h)")
     p.add_argument(
         "--lag-minutes", default="2", help="trail real time by this much so late writes are included (default 2)"
     )
+
+    p = command(
+        "role-setup",
+        commands.role_setup,
+        "generate the external id for a role export and print the trust policy to paste on the role",
+        export_id=False,
+    )
+    p.add_argument("--account", required=True, help="the Sequenzy account id")
 
     p = command("list", commands.list_exports, "list exports", export_id=False)
     p.add_argument("--account", help="only this account's exports")
@@ -112,6 +130,7 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
     p.add_argument("--region")
     p.add_argument("--endpoint", help="new endpoint ('' to go back to AWS)")
     p.add_argument("--access-key-id", help="new access key id (its secret is then required)")
+    _add_encryption_options(p, clearable=True)
     _add_secret_options(p, prompt_flag=True)
 
     command("export-now", commands.export_now, "run now instead of waiting for the schedule; says why not if it cannot")

@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from seqexport_dagster.destination.config import GCS_ENDPOINT, describe_location
+from seqexport_dagster.destination.encryption import describe_sse
 from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.redaction import redact_secrets
 from seqexport_dagster.schema import DATASETS
@@ -144,6 +145,8 @@ def describe(out: Output, e: ExportRecord) -> None:
         ("destination", where(e)),
         ("region", e.region or "-"),
         ("access key id", mask_key_id(e.access_key_id) or "-"),
+        *([("role", f"{e.role_arn} (external id {e.external_id})")] if e.role_arn else []),
+        ("encryption", describe_sse(e.sse, e.kms_key_id)),
         ("frequency", f"{e.frequency} (lag {duration(e.lag_ms)})"),
         ("datasets", ", ".join(d.dataset for d in e.datasets)),
     ]
@@ -155,6 +158,17 @@ def describe(out: Output, e: ExportRecord) -> None:
 def changed(out: Output, record: ExportRecord, verb: str) -> None:
     """A state change (pause, resume, export now, delete): the verb and the status it left."""
     export_changed(out, record, f"Export {record.id} {verb}; status {record.status}.")
+
+
+def role_setup(out: Output, setup: Any) -> None:
+    """``setup`` is a `destination.sts.RoleSetup`: the external id, then the trust policy to paste."""
+    if out.as_json:
+        out.json(shapes().role_setup_json(setup))
+        return
+    out.line(f"External id for a role export of {setup.account_id}: {setup.external_id}")
+    out.line("Paste this trust policy on your role (IAM > Roles > Trust relationships), then create the export")
+    out.line(f"with --role-arn <your role's ARN> --external-id {setup.external_id}:")
+    out.line(json.dumps(setup.trust_policy, indent=2))
 
 
 def created(out: Output, record: ExportRecord) -> None:

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
+from seqexport_dagster.destination.encryption import validate_sse
 from seqexport_dagster.destination.endpoint import validate_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy, require_local_allowed
+from seqexport_dagster.destination.role import validate_role_arn
 from seqexport_dagster.errors import InvalidInput
 
 Provider = Literal["s3", "gcs", "local"]
@@ -55,6 +57,13 @@ class DestinationConfig:
     endpoint: str | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = field(default=None, repr=False)
+    #: Server-side encryption on every PutObject (`destination.encryption`): None, AES256 or aws:kms.
+    sse: str | None = None
+    kms_key_id: str | None = None
+    #: A role to assume instead of keys (`destination.sts`), with the external id we generated for
+    #: this export. Neither is a secret: the customer pastes both into the role's trust policy.
+    role_arn: str | None = None
+    external_id: str | None = None
 
     def describe(self) -> str:
         return describe_location(self.provider, self.bucket, self.prefix, self.endpoint)
@@ -133,9 +142,13 @@ def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> Destin
             raise InvalidInput("bucket", "give the local folder to write into")
         return replace(config, prefix=prefix)
     validate_bucket(config.bucket)
-    if not config.access_key_id:
-        raise InvalidInput("access_key_id", "is required")
-    if not _ACCESS_KEY_ID_RE.match(config.access_key_id):
+    sse, kms_key_id = validate_sse(config.sse, config.kms_key_id, config.provider)
+    config = replace(config, sse=sse, kms_key_id=kms_key_id)
+    if config.role_arn or config.external_id:
+        _validate_role(config, policy)
+    elif not config.access_key_id:
+        raise InvalidInput("access_key_id", "is required (or a role_arn: see 'Grant a role' in the customer docs)")
+    elif not _ACCESS_KEY_ID_RE.match(config.access_key_id):
         raise InvalidInput(
             "access_key_id",
             "is not an access key id: use 1-128 letters, digits and ._+=@- (for example AKIAIOSFODNN7EXAMPLE)",
@@ -145,7 +158,7 @@ def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> Destin
             "region",
             "is not a region name: use 1-63 letters, digits and '-' (for example us-east-1, auto, eu-central-003)",
         )
-    if not config.secret_access_key:
+    if not config.secret_access_key and not config.role_arn:
         raise InvalidInput("secret_access_key", "is required (prompt, stdin or environment variable)")
     endpoint = config.endpoint
     region = config.region
@@ -172,6 +185,27 @@ def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> Destin
     elif not _AWS_REGION_RE.match(region):
         raise InvalidInput("region", f"{region!r} is not an AWS region name such as us-east-1 or eu-west-2")
     return replace(config, prefix=prefix, endpoint=endpoint or None, region=region)
+
+
+_EXTERNAL_ID_RE = re.compile(r"^[A-Za-z0-9+=,.@:/_-]{2,1224}\Z")
+
+
+def _validate_role(config: DestinationConfig, policy: OperatorPolicy) -> None:
+    """A role instead of keys (`destination.sts`): Amazon S3 only, with the export's external id."""
+    if not config.role_arn:
+        raise InvalidInput("role_arn", "is required with an external_id")
+    validate_role_arn(config.role_arn)
+    if config.provider != "s3":
+        raise InvalidInput("role_arn", "works with Amazon S3 only (provider s3); gcs takes an HMAC key")
+    if config.access_key_id or config.secret_access_key:
+        raise InvalidInput("role_arn", "give either a role_arn or an access key, not both")
+    if config.endpoint and not (policy.allow_local and _is_loopback_url(config.endpoint)):
+        raise InvalidInput("endpoint", "a role works with Amazon S3 only; leave the endpoint empty")
+    if not config.external_id or not _EXTERNAL_ID_RE.match(config.external_id):
+        raise InvalidInput(
+            "external_id",
+            "is required with a role: use the one Sequenzy generated for you (`seqexport role-setup`), never your own",
+        )
 
 
 def _is_loopback_url(url: str) -> bool:

@@ -19,6 +19,7 @@ What the client is allowed to do, and why:
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,6 +27,7 @@ from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 
 from seqexport_dagster.destination.base import PutOutcome, content_md5
 from seqexport_dagster.destination.config import DestinationConfig, validate_config
+from seqexport_dagster.destination.encryption import sse_headers
 from seqexport_dagster.destination.endpoint import (
     ConnectGuard,
     Connector,
@@ -44,6 +46,7 @@ from seqexport_dagster.destination.s3_client import (
 from seqexport_dagster.destination.s3_deadline import bounded_resolver
 from seqexport_dagster.destination.s3_errors import Place, store_answer, translate
 from seqexport_dagster.destination.s3_transport import PinnedSender
+from seqexport_dagster.destination.sts import RoleAssumer, TemporaryCredentials, assumer_for
 from seqexport_dagster.errors import AccessDenied, DestinationError, InvalidInput
 
 
@@ -62,13 +65,19 @@ class S3Destination:
         read_timeout: float = 60.0,
         verify: bool | str = True,
         deadline_s: float | None = None,
+        assumer: RoleAssumer | None = None,
+        session_name: str = "sequenzy-export",
     ) -> None:
         if config.provider not in ("s3", "gcs"):
             raise InvalidInput("provider", f"{config.provider!r} is not an S3-family provider (s3, gcs)")
+        self._assumer: RoleAssumer | None = None
+        if config.role_arn:
+            # A role: temporary credentials from STS as the operator's identity (destination.sts).
+            self._assumer = assumer or assumer_for(policy.aws_identity)
         # Empty credentials would make botocore fall back to the worker's own; refuse first.
-        if not config.access_key_id:
+        elif not config.access_key_id:
             raise InvalidInput("access_key_id", "is required")
-        if not config.secret_access_key:
+        elif not config.secret_access_key:
             raise InvalidInput("secret_access_key", "is required (prompt, stdin or environment variable)")
         # Re-validated here as well as at save time: whatever path built this config, no unchecked
         # endpoint, bucket or prefix reaches botocore.
@@ -80,16 +89,15 @@ class S3Destination:
             prefix=self.config.prefix,
             region=self.profile.region,
             access_key_id=config.access_key_id,
+            kms_key_id=self.config.kms_key_id,
             secret=config.secret_access_key,
+            role_arn=config.role_arn,
         )
-        self._client = make_client(
-            self.profile,
-            config.access_key_id,
-            config.secret_access_key,
-            max_attempts=max_attempts,
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-        )
+        self._timeouts = (max_attempts, connect_timeout, read_timeout)
+        self._session_name = session_name
+        self._credentials: TemporaryCredentials | None = None
+        # With a role the first client is never used to send: every put asks for credentials first.
+        self._client = self._open_client(config.access_key_id or "pending-role", config.secret_access_key or "-", None)
         endpoint_host = (urlsplit(self._client.meta.endpoint_url).hostname or "").lower()
         allowed = {endpoint_host}
         if self.profile.name == "aws":
@@ -104,11 +112,40 @@ class S3Destination:
         )
         self.preconditions = self.profile.precondition is not None
         self._sends = 0
-        self._client.meta.events.register("before-call.s3", disable_region_redirect)
+
+    def _open_client(self, access_key_id: str, secret: str, session_token: str | None) -> Any:
+        max_attempts, connect_timeout, read_timeout = self._timeouts
+        client = make_client(
+            self.profile,
+            access_key_id,
+            secret,
+            max_attempts=max_attempts,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            session_token=session_token,
+        )
+        client.meta.events.register("before-call.s3", disable_region_redirect)
         if self.profile.precondition == GCS_GENERATION_MATCH:
-            self._client.meta.events.register("before-sign.s3.PutObject", gcs_generation_match)
+            client.meta.events.register("before-sign.s3.PutObject", gcs_generation_match)
         send: Callable[..., Any] = self._send
-        self._client.meta.events.register("before-send.s3", send)
+        client.meta.events.register("before-send.s3", send)
+        return client
+
+    def _fresh_client(self) -> Any:
+        """The client to send with: for a role, rebuilt whenever the cached credentials were refreshed
+        (before they expire, so a window never meets an expired token)."""
+        if self._assumer is None or not self.config.role_arn or not self.config.external_id:
+            return self._client
+        current = self._assumer.credentials(self.config.role_arn, self.config.external_id, self._session_name)
+        if current is not self._credentials:
+            old, self._client = (
+                self._client,
+                self._open_client(current.access_key_id, current.secret_access_key, current.session_token),
+            )
+            old.close()
+            self._credentials = current
+            self._place = replace(self._place, secret=current.secret_access_key)
+        return self._client
 
     def _send(self, request: AWSPreparedRequest, event_name: str = "", **_: object) -> AWSResponse:
         if not event_name.endswith(".PutObject"):
@@ -117,16 +154,18 @@ class S3Destination:
         self._sends += 1
         return self._sender.send(request)
 
-    def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
+    def put(self, key: str, body: bytes, *, create_only: bool = True, retried: bool = False) -> PutOutcome:
         prefix = self.config.prefix
         if not key or (prefix and not key.startswith(prefix + "/")):
             raise InvalidInput("key", f"{key!r} is not below the export prefix {prefix!r}")
         conditional = create_only and self.preconditions
         extra: dict[str, str] = {"IfNoneMatch": "*"} if conditional else {}
+        extra.update(sse_headers(self.config.sse, self.config.kms_key_id))
         self._sends = 0
         try:
+            client = self._fresh_client()
             with self._sender.budget():
-                self._client.put_object(  # type: ignore[attr-defined]
+                client.put_object(
                     Bucket=self.config.bucket,
                     Key=key,
                     Body=body,
@@ -140,6 +179,10 @@ class S3Destination:
                 raise translate(exc, key, self._place) from None
             if conditional and (answer.status == 412 or answer.code == "PreconditionFailed"):
                 return PutOutcome.EXISTED
+            if self._assumer is not None and answer.code in ("ExpiredToken", "TokenRefreshRequired") and not retried:
+                # The store thinks the role's credentials expired (clock drift): assume again, once.
+                self._assumer.forget(self.config.role_arn or "", self.config.external_id or "")
+                return self.put(key, body, create_only=create_only, retried=True)
             if conditional and (answer.status == 501 or answer.code == "NotImplemented"):
                 self.preconditions = False  # this store has no create-only precondition
                 return self.put(key, body, create_only=create_only)

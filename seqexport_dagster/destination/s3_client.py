@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import urlsplit
 
 import botocore.session
@@ -33,6 +33,9 @@ from botocore.loaders import Loader
 
 from seqexport_dagster.destination.config import AUTO_REGION, GCS_ENDPOINT, DestinationConfig, endpoint_region
 from seqexport_dagster.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from seqexport_dagster.destination.policy import AwsIdentity
 
 IF_NONE_MATCH: Final = "If-None-Match"
 GCS_GENERATION_MATCH: Final = "x-goog-if-generation-match"
@@ -122,14 +125,14 @@ class _SessionCache:
         self._loader: Loader | None = None
         self._sessions: dict[int, botocore.session.Session] = {}
 
-    def create_client(self, max_attempts: int, **kwargs: Any) -> BaseClient:
+    def create_client(self, max_attempts: int, service: str = "s3", **kwargs: Any) -> BaseClient:
         with self._lock:
             if self._loader is None:
                 self._loader = Loader(extra_search_paths=[Loader.BUILTIN_DATA_PATH], include_default_search_paths=False)
             session = self._sessions.get(max_attempts)
             if session is None:
                 session = self._sessions[max_attempts] = _isolated_session(max_attempts, self._loader)
-            return session.create_client("s3", **kwargs)
+            return session.create_client(service, **kwargs)
 
 
 # Keyed by process id: a forked child starts its own cache rather than inherit a lock that another
@@ -151,8 +154,10 @@ def make_client(
     max_attempts: int,
     connect_timeout: float,
     read_timeout: float,
+    session_token: str | None = None,
 ) -> BaseClient:
-    """A client for ``profile`` with explicit credentials, from the shared isolated session."""
+    """A client for ``profile`` with explicit credentials (temporary ones carry a session token),
+    from the shared isolated session."""
     client_config = Config(
         region_name=profile.region,
         signature_version="s3v4",
@@ -182,9 +187,32 @@ def make_client(
         endpoint_url=profile.endpoint_url,
         aws_access_key_id=access_key_id,
         aws_secret_access_key=secret_access_key,
-        aws_session_token=None,
+        aws_session_token=session_token,
         verify=True,
         config=client_config,
+    )
+
+
+def make_sts_client(identity: AwsIdentity) -> BaseClient:
+    """An STS client signed with the operator's identity (explicit keys, no environment, no proxies)."""
+    endpoint = identity.sts_endpoint or f"https://sts.{identity.region}.amazonaws.com"
+    return _shared_session().create_client(
+        3,
+        "sts",
+        region_name=identity.region,
+        endpoint_url=endpoint,
+        aws_access_key_id=identity.access_key_id,
+        aws_secret_access_key=identity.secret_access_key,
+        aws_session_token=identity.session_token,
+        verify=True,
+        config=Config(
+            region_name=identity.region,
+            signature_version="v4",
+            retries={"mode": "standard", "total_max_attempts": 3},
+            proxies={},
+            connect_timeout=10,
+            read_timeout=30,
+        ),
     )
 
 

@@ -96,8 +96,16 @@ class Place:
     prefix: str
     region: str
     access_key_id: str | None
+    #: The export's SSE-KMS key: writing needs kms:GenerateDataKey on it as well.
+    kms_key_id: str | None = None
     #: Never shown: scrubbed from whatever a store echoes, and kept out of ``repr``.
     secret: str | None = field(default=None, repr=False)
+    #: Writing as a role (`destination.sts`): messages name the role instead of a key.
+    role_arn: str | None = None
+
+    @property
+    def writer(self) -> str:
+        return f"role {self.role_arn}" if self.role_arn else f"access key {mask_key_id(self.access_key_id)}"
 
     def clean(self, text: str) -> str:
         # A store cannot echo the secret (it is never sent), but an odd one may echo anything it got;
@@ -139,23 +147,24 @@ def _translate_client_error(exc: ClientError, key: str, place: Place) -> ExportE
     message = place.clean(str(error.get("Message", "") or ""))
     meta = exc.response.get("ResponseMetadata", {})
     status = int(meta.get("HTTPStatusCode", 0) or 0)
-    where, bucket, prefix, access_key_id = place.where, place.bucket, place.prefix, place.access_key_id
+    where, bucket, prefix = place.where, place.bucket, place.prefix
     scope = f"{bucket}/{prefix}/*" if prefix else f"{bucket}/*"
     if code == "NoSuchBucket" or (status == 404 and code in ("", "404")):
         return NoSuchBucket(f"bucket {bucket} does not exist at {where} (or is not visible to this key)")
     if code == "InvalidAccessKeyId":
-        return BadCredentials(f"access key {mask_key_id(access_key_id)} is not known to {where}")
+        return BadCredentials(f"{place.writer} is not known to {where}")
     if code == "SignatureDoesNotMatch":
-        return BadCredentials(f"bad signature: the secret does not match the access key {mask_key_id(access_key_id)}")
+        return BadCredentials(f"bad signature: the secret does not match the {place.writer}")
     if code == "RequestTimeTooSkewed":
         return ClockSkew(
             "the store refused our request time: this worker's clock is off by more than 15 minutes; "
             "fix the clock (NTP), the export will then resume"
         )
     if code in _ACCESS_CODES:
+        kms = f" and kms:GenerateDataKey on the KMS key {place.kms_key_id}" if place.kms_key_id else ""
         return AccessDenied(
-            f"access denied for s3:PutObject on {bucket}/{key}: the policy of access key "
-            f"{mask_key_id(access_key_id)} must allow s3:PutObject on {scope}"
+            f"access denied for s3:PutObject on {bucket}/{key}: the policy of {place.writer} "
+            f"must allow s3:PutObject on {scope}{kms}"
             + (f" ({message})" if message and message != "Access Denied" else "")
         )
     if code == "AuthorizationHeaderMalformed" and error.get("Region"):

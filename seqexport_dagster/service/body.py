@@ -33,6 +33,14 @@ Frequency = Annotated[str, StringConstraints(strict=True, max_length=8)]
 Dataset = Annotated[str, StringConstraints(strict=True, max_length=32)]
 Secret = Annotated[SecretStr, Field(max_length=MAX_SECRET)]
 Datasets = Annotated[list[Dataset], Field(max_length=MAX_DATASETS)]
+Sse = Annotated[str, StringConstraints(strict=True, max_length=16)]
+#: IAM role and KMS key ARNs are at most 2,048 characters; an external id at most 1,224.
+Arn = Annotated[str, StringConstraints(strict=True, max_length=2048)]
+ExternalId = Annotated[str, StringConstraints(strict=True, max_length=1224)]
+_SSE = "server-side encryption on every object: AES256 (SSE-S3) or aws:kms (SSE-KMS, with kms_key_id)"
+_ROLE = "Amazon S3: a role to assume instead of keys (its trust policy comes from POST /v1/role-setups)"
+_EXTERNAL_ID = "with role_arn: the external id POST /v1/role-setups generated for this account"
+_KMS = "with sse aws:kms: the KMS key ARN (we need kms:GenerateDataKey on it)"
 
 
 class CreateExport(BaseModel):
@@ -53,10 +61,22 @@ class CreateExport(BaseModel):
     datasets: Datasets | Literal["all"] = Field("all", description="a list of datasets, or 'all'")
     frequency: Frequency = Field("1h", description="15m, 1h, 6h or 24h")
     lag_ms: int = Field(120_000, description="trail real time by this much, 0 to 3,600,000 ms")
+    sse: Sse | None = Field(None, description=_SSE)
+    kms_key_id: Arn | None = Field(None, description=_KMS)
+    role_arn: Arn | None = Field(None, description=_ROLE)
+    external_id: ExternalId | None = Field(None, description=_EXTERNAL_ID)
 
     def fingerprint_body(self) -> dict[str, Any]:
         """The request as the Idempotency-Key fingerprint sees it: everything but the secret."""
         return self.model_dump(exclude={"secret_access_key"})
+
+
+class NewRoleSetup(BaseModel):
+    model_config = _STRICT
+
+    account_id: Account | None = Field(
+        None, description="an account token's own account; required with an operator token"
+    )
 
 
 class ChangeDatasets(BaseModel):
@@ -84,6 +104,10 @@ class ChangeDestination(BaseModel):
     endpoint: Endpoint | None = None
     access_key_id: KeyId | None = None
     secret_access_key: Secret | None = Field(None, description="accepted here only; never returned or logged")
+    sse: Sse | None = Field(None, description=_SSE + '; "" for the bucket\'s default')
+    kms_key_id: Arn | None = Field(None, description=_KMS)
+    role_arn: Arn | None = Field(None, description=_ROLE + '; "" drops the role (give an access key)')
+    external_id: ExternalId | None = Field(None, description=_EXTERNAL_ID)
 
 
 def accepted(field: str) -> str | None:

@@ -93,6 +93,10 @@ class ExportStore:
             "endpoint": d.endpoint,
             "prefix": d.prefix,
             "access_key_id": d.access_key_id,
+            "sse": d.sse,
+            "kms_key_id": d.kms_key_id,
+            "role_arn": d.role_arn,
+            "external_id": d.external_id,
             "secret_ciphertext": self.box.encrypt(d.secret_access_key, seal_binding(export_id, d))
             if d.secret_access_key
             else None,
@@ -161,6 +165,10 @@ class ExportStore:
                 created_at=r.created_at,
                 updated_at=r.updated_at,
                 deleted_at=r.deleted_at,
+                sse=r.sse,
+                kms_key_id=r.kms_key_id,
+                role_arn=r.role_arn,
+                external_id=r.external_id,
                 datasets=tuple(sorted(states[r.id], key=lambda s: order[s.dataset])),
             )
             for r in rows
@@ -192,6 +200,10 @@ class ExportStore:
             endpoint=r.endpoint,
             access_key_id=r.access_key_id,
             secret_access_key=secret,
+            sse=r.sse,
+            kms_key_id=r.kms_key_id,
+            role_arn=r.role_arn,
+            external_id=r.external_id,
         )
         return config, r.destination_version
 

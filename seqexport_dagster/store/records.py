@@ -101,6 +101,12 @@ class ExportRecord:
     updated_at: int
     deleted_at: int | None
     datasets: tuple[DatasetState, ...] = field(default=())
+    #: Server-side encryption of every object (`destination.encryption`); None: the bucket's default.
+    sse: str | None = None
+    kms_key_id: str | None = None
+    #: A role written as instead of keys, and the external id its trust policy must require.
+    role_arn: str | None = None
+    external_id: str | None = None
 
     @property
     def location(self) -> str:

@@ -31,6 +31,24 @@ exports = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Column("deleted_at", sa.BigInteger),
+    # Issue 26 (migration 0010_peers): server-side encryption on every PutObject; not secrets.
+    sa.Column("sse", sa.String(16)),
+    sa.Column("kms_key_id", sa.String(2048)),
+    # A role to assume instead of keys, with the external id Sequenzy generated for this export.
+    sa.Column("role_arn", sa.String(2048)),
+    sa.Column("external_id", sa.String(64)),
+)
+
+# External ids handed out by a role setup (issue 26, migration 0010_peers); ``export_id`` once an
+# export took one. Only an id generated here for the same account is accepted with a role.
+external_ids = sa.Table(
+    "external_ids",
+    metadata,
+    sa.Column("external_id", sa.String(64), primary_key=True),
+    sa.Column("account_id", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("export_id", sa.String(40)),
+    sa.Index("ix_external_ids_account", "account_id"),
 )
 
 export_datasets = sa.Table(

@@ -22,8 +22,13 @@ precondition to a key that exists (``overwrites``: write-once delivery must keep
 create-only bucket policy) does: such a PUT gets 403 AccessDenied, and one that carries the
 precondition (``If-None-Match: *`` or ``x-goog-if-generation-match: 0``) gets 412.
 
-Every request is logged in order with the fault it met, so a test can count attempts and check the
-order of writes (``_SUCCESS`` after every part).
+Every request is logged in order with the fault it met and the headers it arrived with, so a test
+can count attempts, check the order of writes (``_SUCCESS`` after every part) and read what went on
+the wire (encryption headers, the credential that signed it).
+
+``gate``, when set, judges each request the store itself would judge on something moto does not
+model (S3 asking KMS for a data key as the writer): it returns ``(status, code, message)`` to refuse
+the request as the store would, or None to forward it.
 """
 
 from __future__ import annotations
@@ -74,6 +79,10 @@ class Record:
     path: str
     status: int  # 0: the connection was reset
     fault: str | None
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
 
 
 def _xml_error(code: str, message: str) -> bytes:
@@ -139,6 +148,7 @@ class FaultProxy:
         self.log: list[Record] = []
         self.errors: list[Exception] = []
         self.in_flight = 0
+        self.gate: Callable[[str, str, Any], tuple[int, str, str] | None] | None = None
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -196,12 +206,13 @@ class FaultProxy:
                     return fault
         return None
 
-    def _record(self, method: str, path: str, status: int, fault: Fault | None) -> None:
+    def _record(self, method: str, path: str, status: int, fault: Fault | None, headers: Any = None) -> None:
         label = None
         if fault is not None:
             label = fault.code or fault.kind
+        seen = tuple(headers.items()) if headers is not None else ()
         with self._lock:
-            self.log.append(Record(time.monotonic(), method, path, status, label))
+            self.log.append(Record(time.monotonic(), method, path, status, label, seen))
 
 
 class _Server(ThreadingHTTPServer):
@@ -258,9 +269,12 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         if method == "PUT" and self._refused_as_existing(proxy, path):
             return
+        refusal = proxy.gate(method, path, self.headers) if proxy.gate is not None else None
+        if refusal is not None:
+            fault = Fault("status", status=refusal[0], code=refusal[1], message=refusal[2])
         if fault is not None and fault.kind == "status":
             payload = _xml_error(fault.code, fault.message)
-            proxy._record(method, path, fault.status, fault)
+            proxy._record(method, path, fault.status, fault, self.headers)
             self.send_response_only(fault.status)
             self.send_header("Content-Type", "application/xml")
             self.send_header("Content-Length", str(len(payload)))
@@ -287,7 +301,7 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "PUT" and 200 <= status < 300:
             with proxy._lock:
                 proxy.existing.add(path)
-        proxy._record(method, path, status, fault)
+        proxy._record(method, path, status, fault, self.headers)
         if fault is not None and fault.kind == "lost":
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.connection.close()
@@ -317,7 +331,7 @@ class _Handler(BaseHTTPRequestHandler):
             else (403, "AccessDenied", "Access denied: the object exists and this key may not overwrite it")
         )
         payload = _xml_error(code, message)
-        proxy._record("PUT", path, status, None)
+        proxy._record("PUT", path, status, None, self.headers)
         self.send_response_only(status)
         self.send_header("Content-Type", "application/xml")
         self.send_header("Content-Length", str(len(payload)))

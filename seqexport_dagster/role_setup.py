@@ -1,0 +1,63 @@
+"""Role exports in the Python API: issuing an external id, and the role fields of a destination change.
+
+`Exports` (api.py) calls these; they hold the rules that are only about roles, so the API module
+keeps one job per method. The external id is ours (`store.external_ids`): a role setup issues it for
+the account, the customer pastes it into the role's trust policy, and creating the export (or moving
+one onto a role) takes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import sqlalchemy as sa
+
+from seqexport_dagster.destination import DestinationConfig, OperatorPolicy
+from seqexport_dagster.destination.role import RoleSetup
+from seqexport_dagster.errors import ConfigurationError, InvalidInput
+from seqexport_dagster.store.external_ids import check_external_id, issue_external_id, take_external_id
+from seqexport_dagster.validation import validate_account
+
+
+def role_setup(engine: sa.Engine, policy: OperatorPolicy, account_id: str, now_ms: int) -> RoleSetup:
+    validate_account(account_id)
+    identity = policy.aws_identity
+    if identity is None:
+        raise ConfigurationError(
+            "this deployment offers no AWS roles: the operator has not set SEQEXPORT_AWS_ACCESS_KEY_ID, "
+            "SEQEXPORT_AWS_SECRET_ACCESS_KEY and SEQEXPORT_AWS_PRINCIPAL_ARN; give an access key instead"
+        )
+    return RoleSetup(account_id, issue_external_id(engine, account_id, now_ms), identity.principal_arn)
+
+
+def with_role_change(
+    current: DestinationConfig,
+    changed: DestinationConfig,
+    *,
+    role_arn: str | None,
+    external_id: str | None,
+    new_key: bool,
+) -> DestinationConfig:
+    """``changed`` with the role fields a destination change asks for.
+
+    ``role_arn``: None keeps the current role (unless a new access key replaces it), ``""`` drops it.
+    A role keeps the export's external id; an export moving onto a role for the first time needs one
+    from a role setup. A role never travels with keys, and keys never with a role.
+    """
+    role = current.role_arn if role_arn is None and not new_key else (role_arn or None)
+    if role is None:
+        if external_id:
+            raise InvalidInput("external_id", "is only used with a role_arn")
+        return replace(changed, role_arn=None, external_id=None)
+    ext = external_id or current.external_id
+    return replace(changed, role_arn=role, external_id=ext, access_key_id=None, secret_access_key=None)
+
+
+def check_role(engine: sa.Engine, account_id: str, config: DestinationConfig, export_id: str | None = None) -> None:
+    if config.role_arn and config.external_id:
+        check_external_id(engine, account_id, config.external_id, export_id)
+
+
+def take_role(engine: sa.Engine, account_id: str, config: DestinationConfig, export_id: str) -> None:
+    if config.role_arn and config.external_id:
+        take_external_id(engine, account_id, config.external_id, export_id)
