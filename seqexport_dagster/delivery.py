@@ -22,6 +22,7 @@ from typing import Final
 
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome, content_md5
 from seqexport_dagster.errors import AccessDenied, DestinationChanged, PermanentError, RunInterrupted
+from seqexport_dagster.file_format import DEFAULT_FORMAT, FileFormat, window_format
 from seqexport_dagster.keys import SNAPSHOT_DATASET, connection_test_key
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import Row, SourceReader
@@ -37,7 +38,7 @@ from seqexport_dagster.store import (
     location_of,
 )
 from seqexport_dagster.window import Window
-from seqexport_dagster.writer import EMPTY_GZIP, Part, PartWriter, SortKey, pack_ids, unpack_ids
+from seqexport_dagster.writer import Part, SortKey, Writer, empty_body, pack_ids, part_writer, unpack_ids
 
 #: The snapshot's _SUCCESS in the part ledger: a number no part can have.
 SUCCESS_NUMBER: Final = -1
@@ -140,6 +141,15 @@ class Attempt:
             raise DestinationChanged
         self.destination: Destination = open_destination(self.config, policy)
 
+    def format_for(self, dataset: str, window: Window) -> FileFormat:
+        """The window's file format here: that of the parts it has at this location, else the export's.
+
+        So a retry, a late part or a replace never splits a window across formats, whenever the
+        export's format changed (`file_format.window_format`).
+        """
+        ledger = self.store.window_parts(self.export.id, dataset, window, self.location)
+        return window_format((p.key for p in ledger if p.kind != SUCCESS_MARK), self.export.format)
+
     def guard(self) -> None:
         if self.before_file is not None:  # issue 14: renews the writer lease
             self.before_file(self.export.id)
@@ -192,6 +202,7 @@ class Attempt:
         *,
         replace: bool,
         committed: bool,
+        fmt: FileFormat = DEFAULT_FORMAT,
     ) -> Tally:
         """Bring the window's parts at the attempt's location up to the source, write-once.
 
@@ -207,9 +218,9 @@ class Attempt:
         if replace or any(p.kind == LEGACY_PART for p in ledger):
             # An operator's replace, or a window the runner before the part ledger left unfinished
             # (no boundaries to resume from): rewrite from part 0000. Needs overwrite rights.
-            return self._replace(window_id, dataset, window, keys, ledger)
+            return self._replace(window_id, dataset, window, keys, ledger, fmt)
         tally = Tally()
-        writer = PartWriter(DATASETS[dataset], self.part_limit)
+        writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
         boundary: SortKey | None = None
         for p in ledger:
             tally.next_number = p.number + 1
@@ -298,7 +309,7 @@ class Attempt:
     def _send(
         self,
         window_id: int,
-        writer: PartWriter,
+        writer: Writer,
         batches: Iterator[list[Row]],
         keys: Callable[[int], str],
         tally: Tally,
@@ -338,6 +349,7 @@ class Attempt:
         window: Window,
         keys: Callable[[int], str],
         ledger: list[PartRecord],
+        fmt: FileFormat,
     ) -> Tally:
         account = self.export.account_id
         if dataset == SNAPSHOT_DATASET:
@@ -345,7 +357,7 @@ class Attempt:
         else:
             batches = self.source.window_batches(dataset, account, window)
         tally = Tally()
-        writer = PartWriter(DATASETS[dataset], self.part_limit)
+        writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
         try:
             for part in writer.parts(batches):
                 self._overwrite(window_id, keys(part.number), part, tally)
@@ -353,7 +365,7 @@ class Attempt:
             _close(batches)
         written = max((p.number + 1 for p in ledger if p.kind != SUCCESS_MARK), default=0)
         for number in range(tally.parts, written):
-            blank = Part(number, EMPTY_GZIP, 0)
+            blank = Part(number, empty_body(fmt, DATASETS[dataset]), 0)
             self._overwrite(window_id, keys(number), blank, tally)
         return tally
 
@@ -380,7 +392,7 @@ class Attempt:
         )
 
 
-def _one_part(writer: PartWriter, rows: Iterator[list[Row]], number: int) -> Part:
+def _one_part(writer: Writer, rows: Iterator[list[Row]], number: int) -> Part:
     """The rows of one recorded part, re-cut; never more than the part limit (they were one part)."""
     parts = list(writer.parts(rows, first=number))
     return parts[0]

@@ -18,6 +18,7 @@ from typing import Any
 from typing_extensions import TypedDict
 
 from seqexport_dagster.errors import sanitize_error
+from seqexport_dagster.file_format import DEFAULT_FORMAT, parse_format
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.status import DatasetStatus, ExportStatus, LastError
 from seqexport_dagster.store import DatasetState, ExportRecord, RotationReport, RunSummary
@@ -72,6 +73,8 @@ class _ExportFields(TypedDict):
     endpoint: str | None
     access_key_id: str | None
     frequency: str
+    #: jsonl.gz or parquet: the format of new windows.
+    format: str
     lag_ms: int
     config_version: int
     destination_version: int
@@ -175,6 +178,7 @@ def export_json(e: ExportRecord) -> ExportJson:
         "endpoint": e.endpoint,
         "access_key_id": mask_key_id(e.access_key_id),
         "frequency": e.frequency,
+        "format": e.format,
         "lag_ms": e.lag_ms,
         "datasets": [
             {
@@ -220,6 +224,7 @@ def status_json(status: ExportStatus) -> ExportStatusJson:
         "endpoint": body["endpoint"],
         "access_key_id": body["access_key_id"],
         "frequency": body["frequency"],
+        "format": body["format"],
         "lag_ms": body["lag_ms"],
         "datasets": [
             {
@@ -341,6 +346,7 @@ def export_from_json(body: ExportJson | ExportStatusJson | dict[str, Any]) -> Ex
         updated_at=_ms(body["updated_at"]) or 0,
         deleted_at=_ms(body["deleted_at"]),
         datasets=tuple(states),
+        format=parse_format(body.get("format", DEFAULT_FORMAT)),
     )
 
 

@@ -34,6 +34,7 @@ from seqexport_dagster.errors import (
     RemoteConnectionTestFailed,
     RetryableError,
 )
+from seqexport_dagster.file_format import DEFAULT_FORMAT, parse_format
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.schema import parse_datasets
 from seqexport_dagster.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
@@ -116,11 +117,13 @@ class RemoteExports:
         frequency: str = DEFAULT_FREQUENCY,
         lag_ms: int = DEFAULT_LAG_MS,
         progress: Progress = _quiet,
+        file_format: str = DEFAULT_FORMAT,
     ) -> ExportRecord:
         validate_account(account_id)
         names = parse_datasets(datasets if isinstance(datasets, str) else tuple(datasets))
         frequency_ms(frequency)
         validate_lag_ms(lag_ms)
+        parse_format(file_format)
         config = DestinationConfig(
             provider=validate_provider(provider, _LENIENT),
             bucket=bucket,
@@ -147,6 +150,7 @@ class RemoteExports:
             "datasets": list(names),
             "frequency": frequency,
             "lag_ms": lag_ms,
+            "format": file_format,
         }
         record = shapes.export_from_json(self._call("POST", "/v1/exports", json=body))
         # Said after the answer: an error must stay the only line, as in the local CLI.
@@ -179,6 +183,9 @@ class RemoteExports:
 
     def change_frequency(self, export_id: str, frequency: str) -> ExportRecord:
         return self._record("PATCH", export_id, "frequency", json={"frequency": frequency})
+
+    def change_format(self, export_id: str, file_format: str) -> ExportRecord:
+        return self._record("PATCH", export_id, "format", json={"format": parse_format(file_format)})
 
     def delete(self, export_id: str) -> ExportRecord:
         return self._record("DELETE", export_id)

@@ -242,11 +242,13 @@ class Runner:
         replace: bool = False,
     ) -> WindowReport:
         def write(attempt: Attempt, window_id: int, restarts: int) -> WindowReport:
+            fmt = attempt.format_for(dataset, window)
+
             def keys(n: int) -> str:
-                return part_key(attempt.config.prefix, dataset, window, n)
+                return part_key(attempt.config.prefix, dataset, window, n, fmt)
 
             committed = self.store.committed_at(export_id, dataset, window, attempt.location)
-            tally = attempt.deliver(window_id, dataset, window, keys, replace=replace, committed=committed)
+            tally = attempt.deliver(window_id, dataset, window, keys, replace=replace, committed=committed, fmt=fmt)
             advanced = self.store.commit_window(
                 window_id, rows=tally.rows, part_count=tally.parts, size=tally.bytes, now_ms=self.clock()
             )
@@ -261,9 +263,10 @@ class Runner:
 
         def write(attempt: Attempt, window_id: int, restarts: int) -> SnapshotReport:
             taken_at = self.clock()
+            fmt = attempt.format_for(SNAPSHOT_DATASET, window)
 
             def keys(n: int) -> str:
-                return snapshot_part_key(attempt.config.prefix, day, n)
+                return snapshot_part_key(attempt.config.prefix, day, n, fmt)
 
             success = success_key(attempt.config.prefix, day)
             ledger = self.store.window_parts(export_id, SNAPSHOT_DATASET, window, attempt.location)
@@ -276,7 +279,9 @@ class Runner:
                         tally.skipped += 1
                         tally.landed(p.rows, p.size)
             else:
-                tally = attempt.deliver(window_id, SNAPSHOT_DATASET, window, keys, replace=replace, committed=False)
+                tally = attempt.deliver(
+                    window_id, SNAPSHOT_DATASET, window, keys, replace=replace, committed=False, fmt=fmt
+                )
             attempt.mark_success(window_id, success, replace=replace)
             self.store.commit_window(
                 window_id,

@@ -142,6 +142,7 @@ def describe(out: Output, e: ExportRecord) -> None:
         ("region", e.region or "-"),
         ("access key id", mask_key_id(e.access_key_id) or "-"),
         ("frequency", f"{e.frequency} (lag {duration(e.lag_ms)})"),
+        ("format", e.format),
         ("datasets", ", ".join(d.dataset for d in e.datasets)),
     ]
     width = max(len(k) for k, _ in rows)

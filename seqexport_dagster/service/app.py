@@ -26,7 +26,13 @@ from seqexport_dagster import presentation as shapes
 from seqexport_dagster.api import Exports
 from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.service.body import ChangeDatasets, ChangeDestination, ChangeFrequency, CreateExport
+from seqexport_dagster.service.body import (
+    ChangeDatasets,
+    ChangeDestination,
+    ChangeFormat,
+    ChangeFrequency,
+    CreateExport,
+)
 from seqexport_dagster.service.errors import error_response, to_response, unauthorized, unavailable
 from seqexport_dagster.service.guard import RateLimit, idempotent
 from seqexport_dagster.store.idempotency import IdempotencyStore
@@ -188,6 +194,7 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
                 datasets=list(DATASETS) if body.datasets == "all" else body.datasets,
                 frequency=body.frequency,
                 lag_ms=body.lag_ms,
+                file_format=body.format,
             )
             return 201, shapes.export_json(record)
 
@@ -250,6 +257,11 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None) -> Fas
     def change_frequency(api: Scoped, export_id: str, body: ChangeFrequency) -> Response:
         """Change how often windows are written; each dataset continues from its position on the new grid."""
         return ok(shapes.export_json(api.change_frequency(export_id, body.frequency)))
+
+    @app.patch("/v1/exports/{export_id}/format", response_model=shapes.ExportJson, responses=ERRORS, tags=["exports"])
+    def change_format(api: Scoped, export_id: str, body: ChangeFormat) -> Response:
+        """Change the file format (jsonl.gz or parquet) from each dataset's next window."""
+        return ok(shapes.export_json(api.change_format(export_id, body.format)))
 
     @app.patch(
         "/v1/exports/{export_id}/destination", response_model=shapes.ExportJson, responses=WRITES, tags=["exports"]

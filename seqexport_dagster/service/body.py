@@ -26,6 +26,7 @@ class CreateExport(BaseModel):
     datasets: list[str] | str = Field("all", description="a list, a comma-separated string, or 'all'")
     frequency: str = Field("1h", description="15m, 1h, 6h or 24h")
     lag_ms: int = Field(120_000, description="trail real time by this much, 0 to 3,600,000 ms")
+    format: str = Field("jsonl.gz", description="jsonl.gz (gzip JSON Lines, the default) or parquet (zstd)")
 
     def fingerprint_body(self) -> dict[str, Any]:
         body = self.model_dump(exclude={"secret_access_key"})
@@ -44,6 +45,12 @@ class ChangeFrequency(BaseModel):
     model_config = _STRICT
 
     frequency: str = Field(description="15m, 1h, 6h or 24h; positions are kept, so the chain stays gap-free")
+
+
+class ChangeFormat(BaseModel):
+    model_config = _STRICT
+
+    format: str = Field(description="jsonl.gz or parquet; from each dataset's next window, none is split")
 
 
 class ChangeDestination(BaseModel):

@@ -31,6 +31,8 @@ exports = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Column("deleted_at", sa.BigInteger),
+    # jsonl.gz or parquet (migration 0008); a change applies from the next window (`file_format`).
+    sa.Column("format", sa.String(16), nullable=False, server_default="jsonl.gz"),
 )
 
 export_datasets = sa.Table(

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from seqexport_dagster.errors import ExportError
+from seqexport_dagster.file_format import PARQUET, extension
 from seqexport_dagster.keys import SNAPSHOT_DATASET, SUCCESS_NAME, parse_key
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.schema import DATASETS, Dataset
 from seqexport_dagster.verify.bucket import Bucket, LocalBucket, StoredObject, open_bucket, prefetch
 from seqexport_dagster.verify.ledger import ledger_problems
+from seqexport_dagster.verify.parquet_rows import read_parquet_part
 from seqexport_dagster.verify.report import DatasetSummary, Problem, VerifyReport
 from seqexport_dagster.verify.row import gunzip, row_problem
 from seqexport_dagster.window import Window, iso_ms
@@ -29,6 +31,7 @@ from seqexport_dagster.writer import PART_LIMIT
 if TYPE_CHECKING:
     from seqexport_dagster.store import ControlPlane
 
+PARQUET_EXTENSION: Final = extension(PARQUET)
 #: Locations listed per duplicated id; the count is always exact.
 MAX_LOCATIONS: Final = 20
 
@@ -76,16 +79,25 @@ class _Checker:
         if isinstance(body, Exception):
             self.problem("unreadable", ds.name, key, f"cannot read: {_reason(body)}")
             return 0, previous
-        try:
-            text = gunzip(body)
-        except (zlib.error, EOFError) as exc:
-            self.problem("corrupt_gzip", ds.name, key, f"not valid gzip: {exc}")
-            return 0, previous
-        lines = text.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
+        lines: list[Any]  # JSONL lines to decode, or Parquet rows already decoded
+        if key.endswith(PARQUET_EXTENSION):
+            read = read_parquet_part(ds, body)
+            if read.problem is not None:
+                self.problem(read.problem[0], ds.name, key, read.problem[1])
+                return 0, previous
+            lines = read.rows
+        else:
+            try:
+                text = gunzip(body)
+            except (zlib.error, EOFError) as exc:
+                self.problem("corrupt_gzip", ds.name, key, f"not valid gzip: {exc}")
+                return 0, previous
+            lines = text.split(b"\n")
+            if lines and lines[-1] == b"":
+                lines.pop()
         if len(lines) > self.part_limit:
-            self.problem("too_many_lines", ds.name, key, f"{len(lines)} lines; the limit is {self.part_limit}")
+            unit = "lines" if isinstance(lines[0], bytes) else "rows"
+            self.problem("too_many_lines", ds.name, key, f"{len(lines)} {unit}; the limit is {self.part_limit}")
         window = part.window
         low = iso_ms(window.from_ms) if window else ""
         high = iso_ms(window.to_ms) if window else ""
@@ -95,7 +107,7 @@ class _Checker:
         decode = msgspec.json.Decoder().decode
         for number, line in enumerate(lines, 1):
             try:
-                row = decode(line)
+                row: Any = decode(line) if isinstance(line, bytes) else line
             except msgspec.DecodeError as exc:
                 bad_schema.append(f"line {number}: not JSON ({exc})")
                 continue
