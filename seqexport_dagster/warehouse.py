@@ -203,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bucket", help="the export's bucket (bigquery, redshift, duckdb); default acme-exports")
     parser.add_argument("--prefix", help="the export's prefix inside the bucket; default sequenzy")
     parser.add_argument("--stage", help="snowflake: the external stage over <bucket>/<prefix>; default sequenzy_stage")
+    parser.add_argument("--format", default="jsonl.gz", help="the export's file format: jsonl.gz (default) or parquet")
     args = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in args):
         parser.print_help()
@@ -217,10 +218,17 @@ def main(argv: list[str] | None = None) -> int:
     if known.dataset not in DATASETS:
         return _fail(f"dataset {known.dataset!r} is not one of {', '.join(DATASETS)}")
     ds = DATASETS[known.dataset]
+    if known.format not in ("jsonl.gz", "parquet"):
+        return _fail(f"--format {known.format!r} is not one of jsonl.gz, parquet")
+    generators = GENERATORS
+    if known.format == "parquet":
+        from seqexport_dagster import warehouse_parquet  # it builds on this module's type maps
+
+        generators = warehouse_parquet.GENERATORS
     if known.warehouse == "snowflake":
         if known.bucket is not None or known.prefix is not None:
             return _fail("--bucket and --prefix do not apply to snowflake: it reads through a stage, give --stage NAME")
-        sys.stdout.write(snowflake(ds, stage=known.stage or "sequenzy_stage") + "\n")
+        sys.stdout.write(generators["snowflake"](ds, stage=known.stage or "sequenzy_stage") + "\n")  # type: ignore[call-arg]
         return 0
     if known.stage is not None:
         return _fail(f"--stage applies to snowflake only; {known.warehouse} takes --bucket and --prefix")
@@ -230,10 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"--bucket {bucket!r} is not a bucket name (no slashes, not empty)")
     scheme = "gs" if known.warehouse == "bigquery" else "s3"
     uri = f"{scheme}://{bucket}/{prefix}".rstrip("/")
-    if known.warehouse == "duckdb":
-        text = duckdb(ds, root=uri)
-    else:
-        text = bigquery(ds, uri=uri) if known.warehouse == "bigquery" else redshift(ds, uri=uri)
+    make = generators[known.warehouse]
+    text = make(ds, root=uri) if known.warehouse == "duckdb" else make(ds, uri=uri)  # type: ignore[call-arg]
     sys.stdout.write(text + "\n")
     return 0
 
