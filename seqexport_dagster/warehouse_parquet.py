@@ -54,7 +54,7 @@ def snowflake(ds: Dataset, *, stage: str = "sequenzy_stage") -> str:
     return (
         f"CREATE FILE FORMAT IF NOT EXISTS sequenzy_parquet TYPE = PARQUET USE_LOGICAL_TYPE = TRUE;\n\n"
         f"CREATE TABLE IF NOT EXISTS {ds.name}_raw (\n{columns}\n);\n\n"
-        f"-- Only Parquet parts: never _SUCCESS, nor the .jsonl.gz parts of days before a format change.\n"
+        f"-- Only Parquet parts: never _SUCCESS, nor the JSONL parts of days before a format change.\n"
         f"COPY INTO {ds.name}_raw\n"
         f"FROM @{stage}/{ds.name}/\n"
         f"FILE_FORMAT = (FORMAT_NAME = 'sequenzy_parquet')\n"

@@ -25,6 +25,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from seqexport_dagster.file_format import FORMATS
 from seqexport_dagster.keys import parse_key, part_key
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store import COMMITTED, ControlPlane
@@ -195,7 +196,7 @@ def _audit_events(
     for lw in store.ledger(export_id, dataset=name):
         if lw.status == COMMITTED:
             for n in range(lw.parts):
-                if part_key("", name, lw.window, n) not in objects:
+                if all(part_key("", name, lw.window, n, fmt) not in objects for fmt in FORMATS):
                     ds.problems.append(f"committed part {n} of {lw.window} is not in the bucket")
     expected = (
         source_ids(source, name, account_id, (state.added_at, state.position_ms))
