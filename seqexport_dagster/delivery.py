@@ -1,16 +1,16 @@
 """Part-ledger delivery: how one attempt brings a window's parts in the bucket up to the source.
 
 The runner (`seqexport_dagster.runner`) decides which window or snapshot to write, and when, and
-commits it; an `Attempt` here writes its parts, write-once, as steps 2 to 4 of the runner's order of
-operations say: each part's intent in the ledger before its PUT, a retry finishing what an earlier
-attempt left (a part of unknown outcome re-sent under the same name, create-only), and late rows,
-found by id against the ledger (`late_ids`), as additional parts. Only an operator's replace
-overwrites (`Attempt.overwrite`).
+commits it; an `Attempt` here writes its parts, write-once, in the window's format, as steps 2 to 4
+of the runner's order of operations say: each part's intent in the ledger before its PUT, a retry
+finishing what an earlier attempt left (a part of unknown outcome re-sent under the same name,
+create-only), and late rows, found by id against the ledger (`late_ids`), as additional parts. Only
+an operator's replace overwrites (`Attempt.overwrite`).
 
 What can go wrong: the export is paused or deleted before a file (`RunInterrupted`), its destination
-changes (`DestinationChanged`: the runner starts over at the new place), or the store refuses a
-write (an `ExportError` from the destination). A definite refusal forgets the part's intent, so the
-next attempt may cut that part afresh; a transport failure keeps it (outcome unknown).
+changes (`DestinationChanged`: the runner starts over at the new place), or the store refuses a write
+(an `ExportError`). A definite refusal forgets the part's intent, so the next attempt may cut that part
+afresh; a transport failure keeps it (outcome unknown).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from typing import Final
 
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome, content_md5
 from seqexport_dagster.errors import AccessDenied, DestinationChanged, PermanentError, RunInterrupted
-from seqexport_dagster.file_format import DEFAULT_FORMAT, FileFormat, window_format
+from seqexport_dagster.file_format import DEFAULT_FORMAT, FileFormat
 from seqexport_dagster.keys import SNAPSHOT_DATASET, connection_test_key
+from seqexport_dagster.part_writers import Writer, empty_body, part_writer
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import Row, SourceReader
 from seqexport_dagster.store import (
@@ -38,7 +39,7 @@ from seqexport_dagster.store import (
     location_of,
 )
 from seqexport_dagster.window import Window
-from seqexport_dagster.writer import Part, SortKey, Writer, empty_body, pack_ids, part_writer, unpack_ids
+from seqexport_dagster.writer import Part, SortKey, pack_ids, unpack_ids
 
 #: The snapshot's _SUCCESS in the part ledger: a number no part can have.
 SUCCESS_NUMBER: Final = -1
@@ -140,15 +141,6 @@ class Attempt:
         if self.location != export.location:  # moved between reading the export and its secret
             raise DestinationChanged
         self.destination: Destination = open_destination(self.config, policy)
-
-    def format_for(self, dataset: str, window: Window) -> FileFormat:
-        """The window's file format here: that of the parts it has at this location, else the export's.
-
-        So a retry, a late part or a replace never splits a window across formats, whenever the
-        export's format changed (`file_format.window_format`).
-        """
-        ledger = self.store.window_parts(self.export.id, dataset, window, self.location)
-        return window_format((p.key for p in ledger if p.kind != SUCCESS_MARK), self.export.format)
 
     def guard(self) -> None:
         if self.before_file is not None:  # issue 14: renews the writer lease

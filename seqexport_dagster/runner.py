@@ -37,6 +37,7 @@ from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.delivery import Attempt, Sent, Tally, late_ids
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, open_destination
 from seqexport_dagster.errors import DestinationChanged, ExportError, RunInterrupted, internal_error
+from seqexport_dagster.file_format import FileFormat, window_format
 from seqexport_dagster.keys import SNAPSHOT_DATASET, part_key, snapshot_part_key, success_key
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import SourceReader
@@ -242,7 +243,7 @@ class Runner:
         replace: bool = False,
     ) -> WindowReport:
         def write(attempt: Attempt, window_id: int, restarts: int) -> WindowReport:
-            fmt = attempt.format_for(dataset, window)
+            fmt = self._format_for(attempt, dataset, window)
 
             def keys(n: int) -> str:
                 return part_key(attempt.config.prefix, dataset, window, n, fmt)
@@ -263,7 +264,7 @@ class Runner:
 
         def write(attempt: Attempt, window_id: int, restarts: int) -> SnapshotReport:
             taken_at = self.clock()
-            fmt = attempt.format_for(SNAPSHOT_DATASET, window)
+            fmt = self._format_for(attempt, SNAPSHOT_DATASET, window)
 
             def keys(n: int) -> str:
                 return snapshot_part_key(attempt.config.prefix, day, n, fmt)
@@ -341,6 +342,12 @@ class Runner:
         raise ExportError(
             f"destination of export {export_id} kept changing; gave up after {self.max_restarts} restarts"
         )
+
+    def _format_for(self, attempt: Attempt, dataset: str, window: Window) -> FileFormat:
+        """That of the window's parts at the attempt's location, else the export's: a retry, a late part
+        or a replace never splits a window across formats (`file_format.window_format`)."""
+        ledger = self.store.window_parts(attempt.export.id, dataset, window, attempt.location)
+        return window_format((p.key for p in ledger), attempt.export.format)  # _SUCCESS has no format
 
     def _abandon(self, window_id: int, why: str) -> None:
         self.store.fail_window(window_id, error=why, now_ms=self.clock(), canceled=True)

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import msgspec
 from isal import isal_zlib
 
 from seqexport_dagster.destination.base import content_md5
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.file_format import PARQUET, FileFormat
 from seqexport_dagster.schema import Dataset
 
 #: At most this many lines (rows) per part, so a part stays a few MB whatever the window holds.
@@ -153,27 +152,3 @@ class PartWriter:
         if rows_in_part or (empty and number == first):
             chunks.append(comp.flush())
             yield Part(number, b"".join(chunks), rows_in_part, tuple(ids), last if rows_in_part else None)
-
-
-class Writer(Protocol):
-    """What cuts rows into parts: `PartWriter` (gzip JSONL) or `parquet_writer.ParquetPartWriter`."""
-
-    def parts(self, batches: Iterable[Sequence[Any]], *, first: int = 0, empty: bool = True) -> Iterator[Part]: ...
-
-
-def part_writer(fmt: FileFormat, ds: Dataset, part_limit: int = PART_LIMIT) -> Writer:
-    if fmt == PARQUET:
-        # Imported here: pyarrow costs ~0.2 s to import, and most exports never need it.
-        from seqexport_dagster.parquet_writer import ParquetPartWriter
-
-        return ParquetPartWriter(ds, part_limit)
-    return PartWriter(ds, part_limit)
-
-
-def empty_body(fmt: FileFormat, ds: Dataset) -> bytes:
-    """A valid part with no rows: what a replace overwrites a surplus part number with."""
-    if fmt == PARQUET:
-        from seqexport_dagster.parquet_writer import empty_parquet
-
-        return empty_parquet(ds)
-    return EMPTY_GZIP

@@ -315,3 +315,20 @@ def test_size_against_jsonl_is_smaller() -> None:
     (parquet,) = ParquetPartWriter(ds).parts([rows])
     (jsonl,) = PartWriter(ds).parts([rows])
     assert parquet.size < jsonl.size
+
+
+def test_the_published_parquet_schema_files_match_what_the_writer_writes() -> None:
+    from seqexport_dagster import schema_publish
+    from seqexport_dagster.schema import parquet_schema_text
+
+    files = sorted(p.name for p in schema_publish.PARQUET_SCHEMA_DIR.glob("*.json"))
+    assert files == sorted(f"{name}.json" for name in DATASETS)
+    for ds in DATASETS.values():
+        published = (schema_publish.PARQUET_SCHEMA_DIR / f"{ds.name}.json").read_text()
+        assert published == parquet_schema_text(ds), f"run `python -m seqexport_dagster.schema_publish` ({ds.name})"
+        columns = json.loads(published)["columns"]
+        written = arrow_schema(ds)
+        assert [c["name"] for c in columns] == written.names
+        shown = [str(f.type).replace("list<item: ", "list<") for f in written]
+        assert [c["type"].removesuffix(" (JSON text)") for c in columns] == shown
+        assert [c["nullable"] for c in columns] == [f.nullable for f in written]
