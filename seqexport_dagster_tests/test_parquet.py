@@ -332,3 +332,10 @@ def test_the_published_parquet_schema_files_match_what_the_writer_writes() -> No
         shown = [str(f.type).replace("list<item: ", "list<") for f in written]
         assert [c["type"].removesuffix(" (JSON text)") for c in columns] == shown
         assert [c["nullable"] for c in columns] == [f.nullable for f in written]
+
+
+def test_the_customer_doc_shows_the_generated_parquet_statements() -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "customers.md").read_text()
+    ds = DATASETS["email_events"]
+    for name, make in warehouse_parquet.GENERATORS.items():
+        assert make(ds) in doc, f"docs/customers.md: regenerate the {name} Parquet statement"
