@@ -231,13 +231,14 @@ def engine_section(
     rep.note(f"Machine calibration: sqlite3 reads {read_rate:,.0f} rows/cpu-s here vs 440k in DESIGN §9.")
 
 
-def parquet_section(rep: Report, src: data.Source, sizes: list[int], tmp: str, *, repeat: int, data_dir: Path) -> None:
+def parquet_section(
+    rep: Report, src: data.Source, size: int, sizes: list[int], tmp: str, *, repeat: int, data_dir: Path
+) -> None:
     """Issue 27: our Parquet engine beside DuckDB's Parquet writer (from the SQLite file and from its own
     table), pandas/pyarrow and our JSONL engine, on the same rows, interleaved; then RSS by window size."""
     from seqexport_dagster.schema import DATASETS
     from seqexport_dagster.window import iso_ms
 
-    size = sizes[len(sizes) // 2]
     to_ms, rows = src.windows[size]
     common = {"source_url": src.url, "source_path": str(src.path), "to_ms": to_ms, "tmp": tmp}
     peer = peer_python(data_dir)
@@ -623,7 +624,9 @@ def main(argv: list[str] | None = None) -> int:
             if "snapshot" in only:
                 snapshot_section(rep, src, tmp)
             if "parquet" in only:
-                parquet_section(rep, src, data.window_sizes(args.rows), tmp, repeat=args.repeat, data_dir=args.data_dir)
+                parquet_section(
+                    rep, src, args.rows, data.window_sizes(args.rows), tmp, repeat=args.repeat, data_dir=args.data_dir
+                )
             if "profile" in only and not args.quick:
                 profile_section(rep, src, args.rows, tmp, profile)
         finally:
