@@ -19,46 +19,15 @@ from collections.abc import Callable
 from typing import Final
 
 from seqexport_dagster.schema import DATASETS, Dataset, Field
+from seqexport_dagster.warehouse_types import (
+    PARTITION_COLUMN,
+    bigquery_type,
+    duckdb_type,
+    redshift_type,
+    snowflake_type,
+)
 
 WAREHOUSES: Final = ("snowflake", "bigquery", "redshift", "duckdb")
-#: The Hive partition column every loader derives from ``date=YYYY-MM-DD`` folders.
-PARTITION_COLUMN: Final = "date"
-REDSHIFT_MAX_VARCHAR: Final = 65_535
-#: Room for enum values added in later schema versions (adding a value is allowed, retyping is not).
-ENUM_CHARS: Final = 16
-
-
-def snowflake_type(f: Field) -> str:
-    if f.type == "string":
-        return f"VARCHAR({f.max_length})" if f.max_length else "VARCHAR"
-    return {"timestamp": "TIMESTAMP_TZ(3)", "integer": "NUMBER(38,0)", "object": "VARIANT", "array": "ARRAY"}[f.type]
-
-
-def bigquery_type(f: Field) -> str:
-    return {
-        "string": "STRING",
-        "timestamp": "TIMESTAMP",
-        "integer": "INT64",
-        "object": "JSON",
-        "array": "ARRAY<STRING>",
-    }[f.type]
-
-
-def redshift_type(f: Field) -> str:
-    if f.type == "string":
-        chars = f.max_length or (ENUM_CHARS if f.enum else None)
-        return f"VARCHAR({min(4 * chars, REDSHIFT_MAX_VARCHAR)})" if chars else f"VARCHAR({REDSHIFT_MAX_VARCHAR})"
-    return {"timestamp": "TIMESTAMPTZ", "integer": "INTEGER", "object": "SUPER", "array": "SUPER"}[f.type]
-
-
-def duckdb_type(f: Field) -> str:
-    return {
-        "string": "VARCHAR",
-        "timestamp": "TIMESTAMPTZ",
-        "integer": "BIGINT",
-        "object": "JSON",
-        "array": "VARCHAR[]",
-    }[f.type]
 
 
 def _not_null(f: Field) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Final
 
 from seqexport_dagster.schema import Dataset, Field
-from seqexport_dagster.warehouse import (
+from seqexport_dagster.warehouse_types import (
     PARTITION_COLUMN,
     REDSHIFT_MAX_VARCHAR,
     duckdb_type,
