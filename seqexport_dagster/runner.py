@@ -27,8 +27,9 @@ one `Attempt` per window and destination version.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -134,6 +135,12 @@ class Runner:
         self.count_retryable = count_retryable
         #: Called before every file with the export id; raises to stop (a lost writer lease).
         self.before_file = before_file
+
+    def counting(self, count_retryable: bool) -> Runner:
+        """This runner, with transient failures counted for the backoff or not (in-run retries)."""
+        clone = copy.copy(self)
+        clone.count_retryable = count_retryable
+        return clone
 
     def windows_for_day(
         self, export: ExportRecord, state: DatasetState, day: dt.date, *, rewrite: bool
@@ -241,15 +248,30 @@ class Runner:
         *,
         run_id: str | None = None,
         replace: bool = False,
+        late_only: bool = False,
     ) -> WindowReport:
+        """Write one window at the current location (`Attempt.deliver`) and commit it there.
+
+        ``late_only`` (reconciliation): the window is committed somewhere; deliver what no landed
+        part carries at any location, here, never a second full copy. A window delivered whole
+        before a destination change gets its late rows here, as additional parts of the same name.
+        """
+
         def write(attempt: Attempt, window_id: int, restarts: int) -> WindowReport:
-            fmt = self._format_for(attempt, dataset, window)
+            committed = self.store.committed_at(export_id, dataset, window, attempt.location)
+            elsewhere: list[PartRecord] = []
+            if late_only:
+                found = self.store.parts_everywhere(export_id, dataset, window)
+                elsewhere = [p for place, ps in found.items() if place != attempt.location for p in ps]
+            # Late parts delivered here after a move keep the format the window was written in there.
+            fmt = self._format_for(attempt, dataset, window, elsewhere)
 
             def keys(n: int) -> str:
                 return part_key(attempt.config.prefix, dataset, window, n, fmt)
 
-            committed = self.store.committed_at(export_id, dataset, window, attempt.location)
-            tally = attempt.deliver(window_id, dataset, window, keys, replace=replace, committed=committed, fmt=fmt)
+            tally = attempt.deliver(
+                window_id, dataset, window, keys, replace=replace, committed=committed, elsewhere=elsewhere, fmt=fmt
+            )
             advanced = self.store.commit_window(
                 window_id, rows=tally.rows, part_count=tally.parts, size=tally.bytes, now_ms=self.clock()
             )
@@ -343,11 +365,14 @@ class Runner:
             f"destination of export {export_id} kept changing; gave up after {self.max_restarts} restarts"
         )
 
-    def _format_for(self, attempt: Attempt, dataset: str, window: Window) -> FileFormat:
-        """That of the window's parts at the attempt's location, else the export's: a retry, a late part
-        or a replace never splits a window across formats (`file_format.window_format`)."""
+    def _format_for(
+        self, attempt: Attempt, dataset: str, window: Window, elsewhere: Sequence[PartRecord] = ()
+    ) -> FileFormat:
+        """That of the window's parts at the attempt's location (or ``elsewhere``), else the export's: a
+        retry, a late part or a replace never splits a window across formats (`file_format.window_format`)."""
         ledger = self.store.window_parts(attempt.export.id, dataset, window, attempt.location)
-        return window_format((p.key for p in ledger), attempt.export.format)  # _SUCCESS has no format
+        keys = [p.key for p in (*ledger, *elsewhere)]
+        return window_format(keys, attempt.export.format)  # _SUCCESS has no format
 
     def _abandon(self, window_id: int, why: str) -> None:
         self.store.fail_window(window_id, error=why, now_ms=self.clock(), canceled=True)
