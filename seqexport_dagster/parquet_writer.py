@@ -26,6 +26,7 @@ from functools import cache
 from typing import Any, Final
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -58,18 +59,47 @@ def arrow_schema(ds: Dataset) -> pa.Schema:
     return pa.schema(fields, metadata={b"sequenzy.dataset": ds.name.encode()})
 
 
+def _strings(values: Sequence[Any]) -> pa.Array:
+    # A builder, not ``pa.array``: for a Python list ``pa.array`` first asks whether pandas is installed
+    # and imports it (+55 MB resident, ~0.2 CPU-s per process) to check for a pandas object.
+    builder = pa.lib.StringBuilder()
+    builder.append_values(values)
+    return builder.finish()
+
+
+def _validity(nulls: np.ndarray[Any, Any]) -> pa.Buffer | None:
+    """Arrow's validity bitmap (1 = present, least significant bit first), or none when nothing is null."""
+    return pa.py_buffer(np.packbits(~nulls, bitorder="little")) if nulls.any() else None
+
+
+def _integers(values: Sequence[Any]) -> pa.Array:
+    # From buffers: ``pa.array`` on a NumPy array also looks for pandas (see `_strings`).
+    n = len(values)
+    data = np.fromiter((0 if v is None else v for v in values), dtype=np.int64, count=n)
+    nulls = np.fromiter((v is None for v in values), dtype=np.bool_, count=n)
+    return pa.Array.from_buffers(pa.int64(), n, [_validity(nulls), pa.py_buffer(data)])
+
+
 def _column_builder(f: Field) -> Callable[[Sequence[Any]], pa.Array]:
-    if f.type == "timestamp":
-        return lambda values: pa.array(values, pa.string()).cast(TIMESTAMP)
+    if f.type == "timestamp":  # the contract's text form, parsed in C by Arrow's cast
+        return lambda values: _strings(values).cast(TIMESTAMP)
+    if f.type == "integer":
+        return _integers
     if f.type == "array":
         decode = msgspec.json.Decoder(list[str]).decode
+        kind = pa.list_(pa.string())
 
         def tags(values: Sequence[Any]) -> pa.Array:
-            return pa.array([None if v is None else decode(v) for v in values], pa.list_(pa.string()))
+            lists = [None if v is None else decode(v) for v in values]
+            offsets = np.zeros(len(lists) + 1, dtype=np.int32)
+            np.cumsum([0 if x is None else len(x) for x in lists], out=offsets[1:])
+            flat = _strings([tag for x in lists if x is not None for tag in x])
+            nulls = np.fromiter((x is None for x in lists), dtype=np.bool_, count=len(lists))
+            buffers = [_validity(nulls), pa.py_buffer(offsets)]
+            return pa.Array.from_buffers(kind, len(lists), buffers, children=[flat])
 
         return tags
-    kind = arrow_type(f)
-    return lambda values: pa.array(values, kind)
+    return _strings  # strings, and objects as their JSON text
 
 
 def _write(table: pa.Table) -> bytes:
@@ -94,7 +124,10 @@ def _write(table: pa.Table) -> bytes:
 @cache
 def empty_parquet(ds: Dataset) -> bytes:
     """A valid Parquet file of the dataset's schema with no rows (a window without rows is part 0000)."""
-    return _write(arrow_schema(ds).empty_table())
+    schema = arrow_schema(ds)
+    # Built from empty columns, not ``schema.empty_table()``, which imports pandas (see `_strings`).
+    empty = pa.RecordBatch.from_arrays([_column_builder(f)([]) for f in ds.fields], schema=schema)
+    return _write(pa.Table.from_batches([empty], schema))
 
 
 class ParquetPartWriter:
