@@ -1,5 +1,6 @@
 """DuckDB exporting the same rows straight from the SQLite file, as a user would:
-``ATTACH 'source.db' (TYPE sqlite)`` then ``COPY (SELECT ...) TO 'x.jsonl.gz' (FORMAT JSON, COMPRESSION GZIP)``.
+``ATTACH 'source.db' (TYPE sqlite)`` then ``COPY (SELECT ...) TO 'x.jsonl.gz' (FORMAT JSON, COMPRESSION GZIP)``
+(or ``(FORMAT PARQUET, COMPRESSION ZSTD)`` with ``"format": "parquet"``).
 
 Runs under the peer interpreter of `benchmarks/peers.py` (DuckDB 1.5.5 and its sqlite extension from
 PyPI: the extension cannot be downloaded from DuckDB's site here), so it imports nothing of ours.
@@ -29,11 +30,13 @@ def main(params: dict[str, object]) -> dict[str, object]:
     columns = ", ".join(str(c) for c in params["columns"])  # type: ignore[attr-defined]
     where = "account_id = ? AND recorded_at > ? AND recorded_at <= ?"
     with tempfile.TemporaryDirectory(dir=str(params.get("tmp") or "") or None) as tmp:
-        out = Path(tmp) / "email_events.jsonl.gz"
+        parquet = params.get("format") == "parquet"
+        out = Path(tmp) / ("email_events.parquet" if parquet else "email_events.jsonl.gz")
+        options = "FORMAT PARQUET, COMPRESSION ZSTD" if parquet else "FORMAT JSON, COMPRESSION GZIP"
         cpu, wall = time.process_time(), time.perf_counter()
         found = db.execute(
             f"COPY (SELECT {columns} FROM src.email_events WHERE {where} ORDER BY recorded_at, id) "
-            f"TO '{out}' (FORMAT JSON, COMPRESSION GZIP)",
+            f"TO '{out}' ({options})",
             [params["account"], params["from"], params["to"]],
         ).fetchone()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

@@ -29,6 +29,7 @@ from benchmarks.profile import FLOOR_CATEGORIES, profile_engine
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = (
     "engine", "postgres", "s3", "rss", "cores", "control", "batching", "partitions", "launch", "snapshot", "profile",
+    "parquet",
 )  # fmt: skip
 
 
@@ -228,6 +229,54 @@ def engine_section(
     )
     read_rate = per_core({"rows": flo["rows"], "cpu": phases["read"]["cpu"]})
     rep.note(f"Machine calibration: sqlite3 reads {read_rate:,.0f} rows/cpu-s here vs 440k in DESIGN §9.")
+
+
+def parquet_section(
+    rep: Report, src: data.Source, size: int, sizes: list[int], tmp: str, *, repeat: int, data_dir: Path
+) -> None:
+    """Issue 27: our Parquet engine beside DuckDB's Parquet writer (from the SQLite file and from its own
+    table), pandas/pyarrow and our JSONL engine, on the same rows, interleaved; then RSS by window size."""
+    from seqexport_dagster.schema import DATASETS
+    from seqexport_dagster.window import iso_ms
+
+    to_ms, rows = src.windows[size]
+    common = {"source_url": src.url, "source_path": str(src.path), "to_ms": to_ms, "tmp": tmp}
+    peer = peer_python(data_dir)
+    same_sql = {"source_path": str(src.path), "account": data.ACCOUNT, "from": iso_ms(data.DAY0), "to": iso_ms(to_ms),
+                "columns": list(DATASETS["email_events"].field_names), "tmp": tmp, "threads": 1,
+                "format": "parquet"}  # fmt: skip
+    print(f"P. Parquet: SQLite -> zstd Parquet, {rows:,} email-event rows, {repeat} interleaved runs each")
+    runs: dict[str, list[dict[str, Any]]] = {"parquet": [], "duckdb_sqlite": [], "duckdb": [], "jsonl": []}
+    for _ in range(repeat):
+        runs["parquet"].append(child("engine", format="parquet", **common))
+        runs["duckdb_sqlite"].append(peer_child(peer, "benchmarks.duckdb_sqlite", **same_sql))
+        runs["duckdb"].append(child("duckdb", threads=1, async_threads=0, format="parquet", **common))
+        runs["jsonl"].append(child("engine", **common))
+    ours = rep.add("Parquet engine: Runner.write_window -> local .parquet parts", median_run(runs["parquet"]))
+    duck_sql = rep.add("DuckDB: ATTACH the SQLite file, COPY (FORMAT PARQUET, COMPRESSION ZSTD), 1 thread",
+                       median_run(runs["duckdb_sqlite"]))  # fmt: skip
+    duck = rep.add("DuckDB: COPY (FORMAT PARQUET, ZSTD) from its own table, 1 thread", median_run(runs["duckdb"]))
+    pand = rep.add("pandas read_sql + to_parquet(pyarrow, zstd)", child("pandas_parquet", **common))
+    jsonl = rep.add("JSONL engine on the same rows (gzip JSON Lines)", median_run(runs["jsonl"]))
+    cost = ours["cpu"] / ours["rows"]
+    rep.ratio("Parquet engine vs DuckDB reading the same SQLite file (per core)", duck_sql["cpu"] / duck_sql["rows"] / cost,
+              "target >= 1x")  # fmt: skip
+    rep.ratio("Parquet engine vs DuckDB from its own table (per core)", duck["cpu"] / duck["rows"] / cost)
+    rep.ratio("Parquet engine vs pandas/pyarrow (per core)", pand["cpu"] / pand["rows"] / cost)
+    rep.ratio("Parquet engine CPU per row / JSONL engine CPU per row", cost / (jsonl["cpu"] / jsonl["rows"]))
+    rep.ratio("Parquet bytes / JSONL gzip bytes (same rows)", ours["bytes"] / jsonl["bytes"])
+    rep.ratio("Parquet bytes / DuckDB's Parquet bytes", ours["bytes"] / duck_sql["bytes"])
+    peaks = []
+    for window in sizes:
+        w_to, w_rows = src.windows[window]
+        r = rep.add(
+            f"Parquet engine RSS: window of {w_rows:,} rows",
+            child("engine", format="parquet", **(common | {"to_ms": w_to})),
+        )
+        peaks.append(r["peak_rss_mb"])
+    rep.ratio("Parquet engine peak RSS, largest window (MB)", peaks[-1], "target <= 150 MB", unit="MB")
+    rep.note(f"Parquet median runs: ours {spread(ours)} rows/cpu-s, DuckDB from SQLite {spread(duck_sql)}; "
+             f"pandas peak RSS {pand['peak_rss_mb']:.0f} MB vs ours {ours['peak_rss_mb']:.0f} MB")  # fmt: skip
 
 
 def postgres_section(rep: Report, src: data.Source, size: int, tmp: str, pg_name: str) -> None:
@@ -574,6 +623,10 @@ def main(argv: list[str] | None = None) -> int:
                 launch_section(rep, args.launch_runs, tmp, quick=args.quick)
             if "snapshot" in only:
                 snapshot_section(rep, src, tmp)
+            if "parquet" in only:
+                parquet_section(
+                    rep, src, args.rows, data.window_sizes(args.rows), tmp, repeat=args.repeat, data_dir=args.data_dir
+                )
             if "profile" in only and not args.quick:
                 profile_section(rep, src, args.rows, tmp, profile)
         finally:

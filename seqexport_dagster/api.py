@@ -48,6 +48,7 @@ from seqexport_dagster.destination import (
 )
 from seqexport_dagster.destination.role import RoleSetup
 from seqexport_dagster.errors import ConfigurationError, ConflictError, InvalidInput
+from seqexport_dagster.file_format import DEFAULT_FORMAT, parse_format
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.history import history as run_history
 from seqexport_dagster.presentation import mask_key_id
@@ -151,6 +152,7 @@ class Exports:
         role_arn: str | None = None,
         external_id: str | None = None,
         progress: Progress = _quiet,
+        file_format: str = DEFAULT_FORMAT,
     ) -> ExportRecord:
         """Create an export: validate everything, write the connection test file, then save.
 
@@ -166,6 +168,7 @@ class Exports:
         names = parse_datasets(datasets if isinstance(datasets, str) else tuple(datasets))
         frequency_ms(frequency)
         validate_lag_ms(lag_ms)
+        fmt = parse_format(file_format)
         unchecked = DestinationConfig(
             provider=validate_provider(provider, self.policy),
             bucket=bucket,
@@ -188,6 +191,7 @@ class Exports:
             frequency=frequency,
             lag_ms=lag_ms,
             now_ms=self.clock(),
+            file_format=fmt,
         )
         take_role(self.store.engine, account_id, config, record.id)
         progress(f"saved export {record.id}")
@@ -379,6 +383,19 @@ class Exports:
         if record.frequency == frequency:
             return record
         return self.store.set_frequency(record.id, frequency, self.clock())
+
+    def change_format(self, export_id: str, file_format: str) -> ExportRecord:
+        """Change the file format of new windows: ``jsonl.gz`` or ``parquet``.
+
+        It takes effect at the next window of each dataset (the next snapshot day): the chain stays
+        gap-free, and a window already started, retried or receiving late rows keeps the format of the
+        parts it has, so no window is ever split across formats.
+        """
+        fmt = parse_format(file_format)
+        record = self._live(export_id, "changing the format")
+        if record.format == fmt:
+            return record
+        return self.store.set_format(record.id, fmt, self.clock())
 
     def export_now(self, export_id: str) -> ExportRecord:
         """Run at once instead of waiting for the schedule (and without any backoff wait).

@@ -1,16 +1,16 @@
 """Part-ledger delivery: how one attempt brings a window's parts in the bucket up to the source.
 
 The runner (`seqexport_dagster.runner`) decides which window or snapshot to write, and when, and
-commits it; an `Attempt` here writes its parts, write-once, as steps 2 to 4 of the runner's order of
-operations say: each part's intent in the ledger before its PUT, a retry finishing what an earlier
-attempt left (a part of unknown outcome re-sent under the same name, create-only), and late rows,
-found by id against the ledger (`late_ids`), as additional parts. Only an operator's replace
-overwrites (`Attempt.overwrite`).
+commits it; an `Attempt` here writes its parts, write-once, in the window's format, as steps 2 to 4
+of the runner's order of operations say: each part's intent in the ledger before its PUT, a retry
+finishing what an earlier attempt left (a part of unknown outcome re-sent under the same name,
+create-only), and late rows, found by id against the ledger (`late_ids`), as additional parts. Only
+an operator's replace overwrites (`Attempt.overwrite`).
 
 What can go wrong: the export is paused or deleted before a file (`RunInterrupted`), its destination
-changes (`DestinationChanged`: the runner starts over at the new place), or the store refuses a
-write (an `ExportError` from the destination). A definite refusal forgets the part's intent, so the
-next attempt may cut that part afresh; a transport failure keeps it (outcome unknown).
+changes (`DestinationChanged`: the runner starts over at the new place), or the store refuses a write
+(an `ExportError`). A definite refusal forgets the part's intent, so the next attempt may cut that part
+afresh; a transport failure keeps it (outcome unknown).
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from typing import Final
 from seqexport_dagster.delivered import late_ids, without_ids
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome, content_md5
 from seqexport_dagster.errors import AccessDenied, DestinationChanged, PermanentError, RunInterrupted
+from seqexport_dagster.file_format import DEFAULT_FORMAT, FileFormat
 from seqexport_dagster.keys import SNAPSHOT_DATASET, connection_test_key
+from seqexport_dagster.part_writers import Writer, empty_body, part_writer
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import Row, SourceReader
 from seqexport_dagster.store import (
@@ -38,7 +40,7 @@ from seqexport_dagster.store import (
     location_of,
 )
 from seqexport_dagster.window import Window
-from seqexport_dagster.writer import EMPTY_GZIP, Part, PartWriter, SortKey, pack_ids, unpack_ids
+from seqexport_dagster.writer import Part, SortKey, pack_ids, unpack_ids
 
 #: The snapshot's _SUCCESS in the part ledger: a number no part can have.
 SUCCESS_NUMBER: Final = -1
@@ -177,6 +179,7 @@ class Attempt:
         replace: bool,
         committed: bool,
         elsewhere: Sequence[PartRecord] = (),
+        fmt: FileFormat = DEFAULT_FORMAT,
     ) -> Tally:
         """Bring the window's parts at the attempt's location up to the source, write-once.
 
@@ -197,9 +200,9 @@ class Attempt:
         if replace or any(p.kind == LEGACY_PART for p in ledger):
             # An operator's replace, or a window the runner before the part ledger left unfinished
             # (no boundaries to resume from): rewrite from part 0000. Needs overwrite rights.
-            return self._replace(window_id, dataset, window, keys, ledger)
+            return self._replace(window_id, dataset, window, keys, ledger, fmt)
         tally = Tally()
-        writer = PartWriter(DATASETS[dataset], self.part_limit)
+        writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
         boundary: SortKey | None = None
         for p in ledger:
             tally.next_number = p.number + 1
@@ -294,7 +297,7 @@ class Attempt:
     def _send(
         self,
         window_id: int,
-        writer: PartWriter,
+        writer: Writer,
         batches: Iterator[list[Row]],
         keys: Callable[[int], str],
         tally: Tally,
@@ -334,6 +337,7 @@ class Attempt:
         window: Window,
         keys: Callable[[int], str],
         ledger: list[PartRecord],
+        fmt: FileFormat,
     ) -> Tally:
         account = self.export.account_id
         if dataset == SNAPSHOT_DATASET:
@@ -341,7 +345,7 @@ class Attempt:
         else:
             batches = self.source.window_batches(dataset, account, window)
         tally = Tally()
-        writer = PartWriter(DATASETS[dataset], self.part_limit)
+        writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
         try:
             for part in writer.parts(batches):
                 self._overwrite(window_id, keys(part.number), part, tally)
@@ -349,7 +353,7 @@ class Attempt:
             _close(batches)
         written = max((p.number + 1 for p in ledger if p.kind != SUCCESS_MARK), default=0)
         for number in range(tally.parts, written):
-            blank = Part(number, EMPTY_GZIP, 0)
+            blank = Part(number, empty_body(fmt, DATASETS[dataset]), 0)
             self._overwrite(window_id, keys(number), blank, tally)
         return tally
 
@@ -376,7 +380,7 @@ class Attempt:
         )
 
 
-def _one_part(writer: PartWriter, rows: Iterator[list[Row]], number: int) -> Part:
+def _one_part(writer: Writer, rows: Iterator[list[Row]], number: int) -> Part:
     """The rows of one recorded part, re-cut; never more than the part limit (they were one part)."""
     parts = list(writer.parts(rows, first=number))
     return parts[0]

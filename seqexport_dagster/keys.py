@@ -5,6 +5,7 @@ names it wrote, and `parse_key` reads them back (``verify``). The layout is the 
 
 - event parts: ``<prefix>/<dataset>/date=YYYY-MM-DD/<dataset>-<fromMs>-<toMs>-NNNN.jsonl.gz``;
 - snapshot parts: ``<prefix>/subscribers/date=YYYY-MM-DD/subscribers-NNNN.jsonl.gz``, then ``_SUCCESS``;
+- an export in the ``parquet`` format names its parts the same way with ``.parquet`` (`file_format`);
 - the connection test file: ``<prefix>/_sequenzy/connection-test-<token>.txt``, outside every
   dataset folder.
 """
@@ -16,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from seqexport_dagster.file_format import DEFAULT_FORMAT, FileFormat, extension, parse_format
 from seqexport_dagster.schema import SUBSCRIBERS
 from seqexport_dagster.window import Window, date_key
 
@@ -29,17 +31,18 @@ def _join(prefix: str, *parts: str) -> str:
     return "/".join(p for p in (prefix, *parts) if p)
 
 
-def part_name(dataset: str, window: Window, part: int) -> str:
-    return f"{dataset}-{window.from_ms}-{window.to_ms}-{part:04d}.jsonl.gz"
+def part_name(dataset: str, window: Window, part: int, fmt: FileFormat = DEFAULT_FORMAT) -> str:
+    return f"{dataset}-{window.from_ms}-{window.to_ms}-{part:04d}{extension(fmt)}"
 
 
-def part_key(prefix: str, dataset: str, window: Window, part: int) -> str:
-    """``<prefix>/<dataset>/date=YYYY-MM-DD/<dataset>-<fromMs>-<toMs>-NNNN.jsonl.gz``."""
-    return _join(prefix, dataset, f"date={window.date_key}", part_name(dataset, window, part))
+def part_key(prefix: str, dataset: str, window: Window, part: int, fmt: FileFormat = DEFAULT_FORMAT) -> str:
+    """``<prefix>/<dataset>/date=YYYY-MM-DD/<dataset>-<fromMs>-<toMs>-NNNN.jsonl.gz`` (or ``.parquet``)."""
+    return _join(prefix, dataset, f"date={window.date_key}", part_name(dataset, window, part, fmt))
 
 
-def snapshot_part_key(prefix: str, day: dt.date, part: int) -> str:
-    return _join(prefix, SNAPSHOT_DATASET, f"date={date_key(day)}", f"{SNAPSHOT_DATASET}-{part:04d}.jsonl.gz")
+def snapshot_part_key(prefix: str, day: dt.date, part: int, fmt: FileFormat = DEFAULT_FORMAT) -> str:
+    name = f"{SNAPSHOT_DATASET}-{part:04d}{extension(fmt)}"
+    return _join(prefix, SNAPSHOT_DATASET, f"date={date_key(day)}", name)
 
 
 def success_key(prefix: str, day: dt.date) -> str:
@@ -53,10 +56,10 @@ def connection_test_key(prefix: str, token: str) -> str:
 
 _PART_RE = re.compile(
     r"^(?P<dataset>[a-z_]+)/date=(?P<date>\d{4}-\d{2}-\d{2})/"
-    r"(?P=dataset)-(?P<from_ms>\d+)-(?P<to_ms>\d+)-(?P<part>\d{4}|[1-9]\d{4,})\.jsonl\.gz$"
+    r"(?P=dataset)-(?P<from_ms>\d+)-(?P<to_ms>\d+)-(?P<part>\d{4}|[1-9]\d{4,})\.(?P<format>jsonl\.gz|parquet)$"
 )
 _SNAPSHOT_RE = re.compile(
-    r"^subscribers/date=(?P<date>\d{4}-\d{2}-\d{2})/(?:subscribers-(?P<part>\d{4}|[1-9]\d{4,})\.jsonl\.gz|_SUCCESS)$"
+    r"^subscribers/date=(?P<date>\d{4}-\d{2}-\d{2})/(?:subscribers-(?P<part>\d{4}|[1-9]\d{4,})\.(?P<format>jsonl\.gz|parquet)|_SUCCESS)$"
 )
 
 
@@ -69,6 +72,8 @@ class ParsedKey:
     window: Window | None
     part: int | None
     is_success: bool = False
+    #: The part's file format; ``None`` for ``_SUCCESS``.
+    format: FileFormat | None = None
 
 
 def parse_key(relative_key: str) -> ParsedKey | None:
@@ -77,7 +82,12 @@ def parse_key(relative_key: str) -> ParsedKey | None:
     if snap:
         part = snap.group("part")
         return ParsedKey(
-            SNAPSHOT_DATASET, snap.group("date"), None, int(part) if part else None, is_success=part is None
+            SNAPSHOT_DATASET,
+            snap.group("date"),
+            None,
+            int(part) if part else None,
+            is_success=part is None,
+            format=parse_format(snap.group("format")) if part else None,
         )
     match = _PART_RE.match(relative_key)
     if not match:
@@ -86,4 +96,10 @@ def parse_key(relative_key: str) -> ParsedKey | None:
         window = Window(int(match.group("from_ms")), int(match.group("to_ms")))
     except ValueError:
         return None
-    return ParsedKey(match.group("dataset"), match.group("date"), window, int(match.group("part")))
+    return ParsedKey(
+        match.group("dataset"),
+        match.group("date"),
+        window,
+        int(match.group("part")),
+        format=parse_format(match.group("format")),
+    )

@@ -18,6 +18,7 @@ from typing import Any
 from typing_extensions import TypedDict
 
 from seqexport_dagster.errors import sanitize_error
+from seqexport_dagster.file_format import DEFAULT_FORMAT, parse_format
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.redaction import mask_key_id as mask_key_id
 from seqexport_dagster.status import DatasetStatus, ExportStatus, LastError
@@ -73,6 +74,8 @@ class _ExportFields(TypedDict):
     role_arn: str | None
     external_id: str | None
     frequency: str
+    #: jsonl.gz or parquet: the format of new windows.
+    format: str
     lag_ms: int
     config_version: int
     destination_version: int
@@ -204,6 +207,7 @@ def export_json(e: ExportRecord) -> ExportJson:
         "role_arn": e.role_arn,
         "external_id": e.external_id,
         "frequency": e.frequency,
+        "format": e.format,
         "lag_ms": e.lag_ms,
         "datasets": [
             {
@@ -253,6 +257,7 @@ def status_json(status: ExportStatus) -> ExportStatusJson:
         "role_arn": body["role_arn"],
         "external_id": body["external_id"],
         "frequency": body["frequency"],
+        "format": body["format"],
         "lag_ms": body["lag_ms"],
         "datasets": [
             {
@@ -383,6 +388,7 @@ def export_from_json(body: ExportJson | ExportStatusJson | dict[str, Any]) -> Ex
         kms_key_id=body.get("kms_key_id"),
         role_arn=body.get("role_arn"),
         external_id=body.get("external_id"),
+        format=parse_format(body.get("format", DEFAULT_FORMAT)),
     )
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -39,6 +39,7 @@ from seqexport_dagster.delivered import late_ids
 from seqexport_dagster.delivery import Attempt, Sent, Tally
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, open_destination
 from seqexport_dagster.errors import DestinationChanged, ExportError, RunInterrupted, internal_error
+from seqexport_dagster.file_format import FileFormat, window_format
 from seqexport_dagster.keys import SNAPSHOT_DATASET, part_key, snapshot_part_key, success_key
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import SourceReader
@@ -258,16 +259,19 @@ class Runner:
         """
 
         def write(attempt: Attempt, window_id: int, restarts: int) -> WindowReport:
-            def keys(n: int) -> str:
-                return part_key(attempt.config.prefix, dataset, window, n)
-
             committed = self.store.committed_at(export_id, dataset, window, attempt.location)
             elsewhere: list[PartRecord] = []
             if late_only:
                 found = self.store.parts_everywhere(export_id, dataset, window)
                 elsewhere = [p for place, ps in found.items() if place != attempt.location for p in ps]
+            # Late parts delivered here after a move keep the format the window was written in there.
+            fmt = self._format_for(attempt, dataset, window, elsewhere)
+
+            def keys(n: int) -> str:
+                return part_key(attempt.config.prefix, dataset, window, n, fmt)
+
             tally = attempt.deliver(
-                window_id, dataset, window, keys, replace=replace, committed=committed, elsewhere=elsewhere
+                window_id, dataset, window, keys, replace=replace, committed=committed, elsewhere=elsewhere, fmt=fmt
             )
             advanced = self.store.commit_window(
                 window_id, rows=tally.rows, part_count=tally.parts, size=tally.bytes, now_ms=self.clock()
@@ -283,9 +287,10 @@ class Runner:
 
         def write(attempt: Attempt, window_id: int, restarts: int) -> SnapshotReport:
             taken_at = self.clock()
+            fmt = self._format_for(attempt, SNAPSHOT_DATASET, window)
 
             def keys(n: int) -> str:
-                return snapshot_part_key(attempt.config.prefix, day, n)
+                return snapshot_part_key(attempt.config.prefix, day, n, fmt)
 
             success = success_key(attempt.config.prefix, day)
             ledger = self.store.window_parts(export_id, SNAPSHOT_DATASET, window, attempt.location)
@@ -298,7 +303,9 @@ class Runner:
                         tally.skipped += 1
                         tally.landed(p.rows, p.size)
             else:
-                tally = attempt.deliver(window_id, SNAPSHOT_DATASET, window, keys, replace=replace, committed=False)
+                tally = attempt.deliver(
+                    window_id, SNAPSHOT_DATASET, window, keys, replace=replace, committed=False, fmt=fmt
+                )
             attempt.mark_success(window_id, success, replace=replace)
             self.store.commit_window(
                 window_id,
@@ -358,6 +365,15 @@ class Runner:
         raise ExportError(
             f"destination of export {export_id} kept changing; gave up after {self.max_restarts} restarts"
         )
+
+    def _format_for(
+        self, attempt: Attempt, dataset: str, window: Window, elsewhere: Sequence[PartRecord] = ()
+    ) -> FileFormat:
+        """That of the window's parts at the attempt's location (or ``elsewhere``), else the export's: a
+        retry, a late part or a replace never splits a window across formats (`file_format.window_format`)."""
+        ledger = self.store.window_parts(attempt.export.id, dataset, window, attempt.location)
+        keys = [p.key for p in (*ledger, *elsewhere)]
+        return window_format(keys, attempt.export.format)  # _SUCCESS has no format
 
     def _abandon(self, window_id: int, why: str) -> None:
         self.store.fail_window(window_id, error=why, now_ms=self.clock(), canceled=True)

@@ -212,6 +212,36 @@ def json_schema_text(ds: Dataset) -> str:
     return json.dumps(json_schema(ds), indent=2) + "\n"
 
 
+#: Each contract type as an Arrow/Parquet column type (what `parquet_writer` writes; a test holds them equal).
+PARQUET_TYPES: Final[dict[str, str]] = {
+    "string": "string",
+    "timestamp": "timestamp[ms, tz=UTC]",
+    "integer": "int64",
+    "object": "string (JSON text)",
+    "array": "list<string>",
+}
+
+
+def parquet_schema(ds: Dataset) -> dict[str, Any]:
+    """The published Parquet schema of a dataset: the columns of every ``.parquet`` part, in order."""
+    return {
+        "$id": f"https://sequenzy.com/schemas/data-exports/v{SCHEMA_VERSION}/parquet/{ds.name}.json",
+        "title": ds.name,
+        "description": ds.description,
+        "x-schema-version": SCHEMA_VERSION,
+        "x-order-by": list(ds.order_by),
+        "compression": "zstd",
+        "columns": [
+            {"name": f.name, "type": PARQUET_TYPES[f.type], "nullable": f.nullable, "description": f.description}
+            for f in ds.fields
+        ],
+    }
+
+
+def parquet_schema_text(ds: Dataset) -> str:
+    return json.dumps(parquet_schema(ds), indent=2, ensure_ascii=False) + "\n"
+
+
 _TYPE_LABEL: Final = {
     "string": "string",
     "timestamp": "timestamp (ISO-8601 UTC, ms, `Z`)",

@@ -9,9 +9,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from seqexport_dagster.schema import DATASETS, TABLES_BEGIN, TABLES_END, json_schema_text, schema_tables
+from seqexport_dagster.schema import (
+    DATASETS,
+    TABLES_BEGIN,
+    TABLES_END,
+    json_schema_text,
+    parquet_schema_text,
+    schema_tables,
+)
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
+#: The columns of ``.parquet`` parts, beside the JSON Schemas of ``.jsonl.gz`` lines.
+PARQUET_SCHEMA_DIR = SCHEMA_DIR / "parquet"
 #: The customers' document: its "Row schemas" section holds the generated tables between the markers.
 CUSTOMER_DOC = Path(__file__).parent.parent / "docs" / "customers.md"
 
@@ -24,10 +33,12 @@ def render_tables(text: str) -> str:
 
 def main() -> int:
     SCHEMA_DIR.mkdir(exist_ok=True)
+    PARQUET_SCHEMA_DIR.mkdir(exist_ok=True)
     for ds in DATASETS.values():
         (SCHEMA_DIR / f"{ds.name}.json").write_text(json_schema_text(ds))
+        (PARQUET_SCHEMA_DIR / f"{ds.name}.json").write_text(parquet_schema_text(ds))
     CUSTOMER_DOC.write_text(render_tables(CUSTOMER_DOC.read_text()))
-    sys.stdout.write(f"wrote {len(DATASETS)} schema files and the tables in {CUSTOMER_DOC.name}\n")
+    sys.stdout.write(f"wrote {2 * len(DATASETS)} schema files and the tables in {CUSTOMER_DOC.name}\n")
     return 0
 
 

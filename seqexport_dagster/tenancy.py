@@ -103,6 +103,10 @@ class ScopedExports:
         self._own(export_id)
         return self.exports.change_frequency(export_id, frequency)
 
+    def change_format(self, export_id: str, file_format: str) -> ExportRecord:
+        self._own(export_id)
+        return self.exports.change_format(export_id, file_format)
+
     def delete(self, export_id: str) -> ExportRecord:
         self._own(export_id)
         return self.exports.delete(export_id)

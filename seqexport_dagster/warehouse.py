@@ -19,46 +19,16 @@ from collections.abc import Callable
 from typing import Final
 
 from seqexport_dagster.schema import DATASETS, Dataset, Field
+from seqexport_dagster.warehouse_stage import snowflake_stage
+from seqexport_dagster.warehouse_types import (
+    PARTITION_COLUMN,
+    bigquery_type,
+    duckdb_type,
+    redshift_type,
+    snowflake_type,
+)
 
 WAREHOUSES: Final = ("snowflake", "bigquery", "redshift", "duckdb")
-#: The Hive partition column every loader derives from ``date=YYYY-MM-DD`` folders.
-PARTITION_COLUMN: Final = "date"
-REDSHIFT_MAX_VARCHAR: Final = 65_535
-#: Room for enum values added in later schema versions (adding a value is allowed, retyping is not).
-ENUM_CHARS: Final = 16
-
-
-def snowflake_type(f: Field) -> str:
-    if f.type == "string":
-        return f"VARCHAR({f.max_length})" if f.max_length else "VARCHAR"
-    return {"timestamp": "TIMESTAMP_TZ(3)", "integer": "NUMBER(38,0)", "object": "VARIANT", "array": "ARRAY"}[f.type]
-
-
-def bigquery_type(f: Field) -> str:
-    return {
-        "string": "STRING",
-        "timestamp": "TIMESTAMP",
-        "integer": "INT64",
-        "object": "JSON",
-        "array": "ARRAY<STRING>",
-    }[f.type]
-
-
-def redshift_type(f: Field) -> str:
-    if f.type == "string":
-        chars = f.max_length or (ENUM_CHARS if f.enum else None)
-        return f"VARCHAR({min(4 * chars, REDSHIFT_MAX_VARCHAR)})" if chars else f"VARCHAR({REDSHIFT_MAX_VARCHAR})"
-    return {"timestamp": "TIMESTAMPTZ", "integer": "INTEGER", "object": "SUPER", "array": "SUPER"}[f.type]
-
-
-def duckdb_type(f: Field) -> str:
-    return {
-        "string": "VARCHAR",
-        "timestamp": "TIMESTAMPTZ",
-        "integer": "BIGINT",
-        "object": "JSON",
-        "array": "VARCHAR[]",
-    }[f.type]
 
 
 def _not_null(f: Field) -> str:
@@ -68,18 +38,6 @@ def _not_null(f: Field) -> str:
 def _columns(ds: Dataset, typer: Callable[[Field], str], *, not_null: bool = True) -> str:
     width = max(len(f.name) for f in ds.fields)
     return ",\n".join(f"  {f.name:<{width}} {typer(f)}{_not_null(f) if not_null else ''}".rstrip() for f in ds.fields)
-
-
-def snowflake_stage(*, stage: str = "sequenzy_stage", uri: str = "s3://acme-exports/sequenzy") -> str:
-    """The external stage every COPY reads through. ``FILE_FORMAT = (TYPE = JSON)`` is what makes COPY
-    parse each line as one JSON document; without it Snowflake reads the parts as CSV. Gzip is
-    detected by itself (``COMPRESSION = AUTO``)."""
-    return (
-        f"CREATE STAGE IF NOT EXISTS {stage}\n"
-        f"  URL = '{uri}/'\n"
-        f"  CREDENTIALS = (AWS_KEY_ID = 'AKIA...' AWS_SECRET_KEY = '...')  -- or STORAGE_INTEGRATION = <name>\n"
-        f"  FILE_FORMAT = (TYPE = JSON);"
-    )
 
 
 def snowflake(ds: Dataset, *, stage: str = "sequenzy_stage", uri: str = "s3://acme-exports/sequenzy",
@@ -231,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bucket", help="the export's bucket; default acme-exports")
     parser.add_argument("--prefix", help="the export's prefix inside the bucket; default sequenzy")
     parser.add_argument("--stage", help="snowflake: the stage created over <bucket>/<prefix>; default sequenzy_stage")
+    parser.add_argument("--format", default="jsonl.gz", help="the export's file format: jsonl.gz (default) or parquet")
     args = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in args):
         parser.print_help()
@@ -245,6 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     if known.dataset not in DATASETS:
         return _fail(f"dataset {known.dataset!r} is not one of {', '.join(DATASETS)}")
     ds = DATASETS[known.dataset]
+    if known.format not in ("jsonl.gz", "parquet"):
+        return _fail(f"--format {known.format!r} is not one of jsonl.gz, parquet")
+    generators = GENERATORS
+    if known.format == "parquet":
+        from seqexport_dagster import warehouse_parquet
+
+        generators = warehouse_parquet.GENERATORS
     if known.stage is not None and known.warehouse != "snowflake":
         return _fail(f"--stage applies to snowflake only; {known.warehouse} takes --bucket and --prefix")
     bucket = known.bucket if known.bucket is not None else "acme-exports"
@@ -253,12 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"--bucket {bucket!r} is not a bucket name (no slashes, not empty)")
     scheme = "gs" if known.warehouse == "bigquery" else "s3"
     uri = f"{scheme}://{bucket}/{prefix}".rstrip("/")
+    make = generators[known.warehouse]
     if known.warehouse == "snowflake":
-        text = snowflake(ds, stage=known.stage or "sequenzy_stage", uri=uri)
-    elif known.warehouse == "duckdb":
-        text = duckdb(ds, root=uri)
+        text = make(ds, stage=known.stage or "sequenzy_stage", uri=uri)  # type: ignore[call-arg]
     else:
-        text = bigquery(ds, uri=uri) if known.warehouse == "bigquery" else redshift(ds, uri=uri)
+        text = make(ds, root=uri) if known.warehouse == "duckdb" else make(ds, uri=uri)  # type: ignore[call-arg]
     sys.stdout.write(text + "\n")
     return 0
 

@@ -41,6 +41,11 @@ def test_benchmark_runner_tiny_mode(tmp_path: Path) -> None:
         "PostgreSQL: COPY (SELECT ...) TO STDOUT, unparsed",
         "engine: PostgreSQL -> local parts",
         "engine: SQLite -> S3 (moto server, PutObject)",
+        "Parquet engine: Runner.write_window -> local .parquet parts",
+        "DuckDB: ATTACH the SQLite file, COPY (FORMAT PARQUET, COMPRESSION ZSTD), 1 thread",
+        "DuckDB: COPY (FORMAT PARQUET, ZSTD) from its own table, 1 thread",
+        "pandas read_sql + to_parquet(pyarrow, zstd)",
+        "JSONL engine on the same rows (gzip JSON Lines)",
     ):
         assert raw[name]["rows"] == window_rows, name
     # Engine, floor and DuckDB ran twice, interleaved; the table keeps the median run of each.
@@ -73,6 +78,7 @@ def test_benchmark_runner_tiny_mode(tmp_path: Path) -> None:
         assert heading in text
     assert "engine vs DuckDB reading the same SQLite file" in text and "sensor tick at 20 exports" in text
     assert "Machine:" in text and "Date:" in text
+    assert "Parquet engine vs DuckDB reading the same SQLite file" in text
 
 
 def test_profile_categories_split_the_engine_by_step() -> None:

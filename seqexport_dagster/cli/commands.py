@@ -102,6 +102,7 @@ def create(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
         role_arn=args.role_arn,
         external_id=args.external_id,
         progress=out.progress,
+        file_format=args.format,
     )
     render.created(out, record)
     return EXIT_OK
@@ -250,3 +251,14 @@ def rotate_keys(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
         # Progress where the work happens: a remote rotation runs in the server.
         report = api.rotate_keys(progress=shown.advance) if isinstance(api, Exports) else api.rotate_keys()
     return EXIT_OK if render.rotation(out, report) else EXIT_UNAVAILABLE
+
+
+def file_format(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
+    record = api.change_format(args.export_id, args.format)
+    render.export_changed(
+        out,
+        record,
+        f"Export {record.id} now writes {record.format} files from each dataset's next window; windows already "
+        "started keep their format, so none is split.",
+    )
+    return EXIT_OK

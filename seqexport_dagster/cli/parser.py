@@ -95,6 +95,9 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
     p.add_argument("--datasets", default="all", help=f"comma-separated: {', '.join(DATASETS)} (default all)")
     p.add_argument("--frequency", default="1h", help="15m, 1h, 6h or 24h (default 1h)")
     p.add_argument(
+        "--format", default="jsonl.gz", help="file format: jsonl.gz (gzip JSON Lines, default) or parquet (zstd)"
+    )
+    p.add_argument(
         "--lag-minutes", default="2", help="trail real time by this much so late writes are included (default 2)"
     )
 
@@ -136,6 +139,8 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
     command("export-now", commands.export_now, "run now instead of waiting for the schedule; says why not if it cannot")
     p = command("frequency", commands.frequency, "change how often windows are written; the chain stays gap-free")
     p.add_argument("frequency", metavar="FREQUENCY", help="15m, 1h, 6h or 24h")
+    p = command("format", commands.file_format, "change the file format of new windows; no window is split")
+    p.add_argument("format", metavar="FORMAT", help="jsonl.gz or parquet")
     command("init", commands.init, "create (or migrate) the control plane named by the configuration", export_id=False)
     command("history", commands.history, "every run of the last 14 days: rows, files, size and error")
     p = command("delete", commands.delete, "stop an export for good; files stay in the bucket, history stays readable")

@@ -148,6 +148,7 @@ def describe(out: Output, e: ExportRecord) -> None:
         *([("role", f"{e.role_arn} (external id {e.external_id})")] if e.role_arn else []),
         ("encryption", describe_sse(e.sse, e.kms_key_id)),
         ("frequency", f"{e.frequency} (lag {duration(e.lag_ms)})"),
+        ("format", e.format),
         ("datasets", ", ".join(d.dataset for d in e.datasets)),
     ]
     width = max(len(k) for k, _ in rows)

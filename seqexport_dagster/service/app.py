@@ -32,6 +32,7 @@ from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.service.body import (
     ChangeDatasets,
     ChangeDestination,
+    ChangeFormat,
     ChangeFrequency,
     CreateExport,
     NewRoleSetup,
@@ -208,6 +209,7 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None, limits
                 kms_key_id=body.kms_key_id,
                 role_arn=body.role_arn,
                 external_id=body.external_id,
+                file_format=body.format,
             )
             return 201, shapes.export_json(record)
 
@@ -280,6 +282,11 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None, limits
     def change_frequency(api: Scoped, export_id: str, body: ChangeFrequency) -> Response:
         """Change how often windows are written; each dataset continues from its position on the new grid."""
         return ok(shapes.export_json(api.change_frequency(export_id, body.frequency)))
+
+    @app.patch("/v1/exports/{export_id}/format", response_model=shapes.ExportJson, responses=ERRORS, tags=["exports"])
+    def change_format(api: Scoped, export_id: str, body: ChangeFormat) -> Response:
+        """Change the file format (jsonl.gz or parquet) from each dataset's next window."""
+        return ok(shapes.export_json(api.change_format(export_id, body.format)))
 
     @app.patch(
         "/v1/exports/{export_id}/destination", response_model=shapes.ExportJson, responses=WRITES, tags=["exports"]

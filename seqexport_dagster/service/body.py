@@ -65,6 +65,7 @@ class CreateExport(BaseModel):
     kms_key_id: Arn | None = Field(None, description=_KMS)
     role_arn: Arn | None = Field(None, description=_ROLE)
     external_id: ExternalId | None = Field(None, description=_EXTERNAL_ID)
+    format: str = Field("jsonl.gz", description="jsonl.gz (gzip JSON Lines, the default) or parquet (zstd)")
 
     def fingerprint_body(self) -> dict[str, Any]:
         """The request as the Idempotency-Key fingerprint sees it: everything but the secret."""
@@ -90,6 +91,12 @@ class ChangeFrequency(BaseModel):
     model_config = _STRICT
 
     frequency: Frequency = Field(description="15m, 1h, 6h or 24h; positions are kept, so the chain stays gap-free")
+
+
+class ChangeFormat(BaseModel):
+    model_config = _STRICT
+
+    format: str = Field(description="jsonl.gz or parquet; from each dataset's next window, none is split")
 
 
 class ChangeDestination(BaseModel):

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from seqexport_dagster.destination import DestinationConfig
 from seqexport_dagster.errors import ConflictError, NotFound, SecretKeyError
+from seqexport_dagster.file_format import DEFAULT_FORMAT, FileFormat, parse_format
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store.crypto import SealBinding, SecretBox
 from seqexport_dagster.store.database import translate_errors
@@ -66,6 +67,7 @@ class ExportStore:
         lag_ms: int,
         now_ms: int,
         export_id: str | None = None,
+        file_format: FileFormat = DEFAULT_FORMAT,
     ) -> ExportRecord:
         export_id = export_id or new_export_id()
         with self.engine.begin() as conn:
@@ -74,6 +76,7 @@ class ExportStore:
                     id=export_id,
                     account_id=account_id,
                     frequency=frequency,
+                    format=file_format,
                     lag_ms=lag_ms,
                     status=ACTIVE,
                     created_at=now_ms,
@@ -170,6 +173,7 @@ class ExportStore:
                 role_arn=r.role_arn,
                 external_id=r.external_id,
                 datasets=tuple(sorted(states[r.id], key=lambda s: order[s.dataset])),
+                format=parse_format(r.format),
             )
             for r in rows
         ]
@@ -265,6 +269,13 @@ class ExportStore:
         """Positions stay: the next window runs from the position to the next point of the new grid."""
         with self.engine.begin() as conn:
             self._update_export(conn, export_id, now_ms, frequency=frequency)
+        return self.get_export(export_id)
+
+    @translate_errors
+    def set_format(self, export_id: str, file_format: FileFormat, now_ms: int) -> ExportRecord:
+        """Windows started before keep their format (`file_format.window_format`); new ones use this."""
+        with self.engine.begin() as conn:
+            self._update_export(conn, export_id, now_ms, format=file_format)
         return self.get_export(export_id)
 
     @translate_errors

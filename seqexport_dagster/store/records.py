@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
+from seqexport_dagster.file_format import DEFAULT_FORMAT, FileFormat
 from seqexport_dagster.schema import EVENT_DATASETS
 from seqexport_dagster.window import DAY_MS, Window, day_of
 
@@ -107,6 +108,8 @@ class ExportRecord:
     #: A role written as instead of keys, and the external id its trust policy must require.
     role_arn: str | None = None
     external_id: str | None = None
+    #: The file format of new windows (`file_format`); a window keeps the format it started in.
+    format: FileFormat = DEFAULT_FORMAT
 
     @property
     def location(self) -> str:

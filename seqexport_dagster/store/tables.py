@@ -31,6 +31,8 @@ exports = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Column("deleted_at", sa.BigInteger),
+    # jsonl.gz or parquet (migration 0008); a change applies from the next window (`file_format`).
+    sa.Column("format", sa.String(16), nullable=False, server_default="jsonl.gz"),
     # Issue 26 (migration 0010_peers): server-side encryption on every PutObject; not secrets.
     sa.Column("sse", sa.String(16)),
     sa.Column("kms_key_id", sa.String(2048)),

@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import datetime as dt
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
 from seqexport_dagster.errors import ExportError, ObjectTooLarge
+from seqexport_dagster.file_format import PARQUET, extension
 from seqexport_dagster.keys import SNAPSHOT_DATASET, SUCCESS_NAME, parse_key
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.schema import DATASETS, Dataset
 from seqexport_dagster.verify.bounds import DEFAULT_LIMITS, Limits, gzip_lines
 from seqexport_dagster.verify.bucket import Bucket, LocalBucket, StoredObject, open_bucket, prefetch
 from seqexport_dagster.verify.ledger import ledger_problems
+from seqexport_dagster.verify.parquet_rows import read_parquet_part
 from seqexport_dagster.verify.report import DatasetSummary, Problem, VerifyReport
 from seqexport_dagster.verify.row import row_problem
 from seqexport_dagster.window import Window, iso_ms
@@ -30,6 +32,7 @@ from seqexport_dagster.writer import PART_LIMIT
 if TYPE_CHECKING:
     from seqexport_dagster.store import ControlPlane
 
+PARQUET_EXTENSION: Final = extension(PARQUET)
 #: Locations listed per duplicated id; the count is always exact.
 MAX_LOCATIONS: Final = 20
 
@@ -83,8 +86,16 @@ class _Checker:
         if isinstance(body, Exception):
             self.problem("unreadable", ds.name, key, f"cannot read: {_reason(body)}")
             return 0, previous
-        # Streamed and bounded (`bounds.gzip_lines`); ids are kept aside until the whole part has read.
-        lines = gzip_lines((body,), self.limits)
+        lines: Iterable[Any]  # JSONL lines to decode, or Parquet rows already decoded
+        if key.endswith(PARQUET_EXTENSION):
+            read = read_parquet_part(ds, body)
+            if read.problem is not None:
+                self.problem(read.problem[0], ds.name, key, read.problem[1])
+                return 0, previous
+            lines = read.rows
+        else:
+            # Streamed and bounded (`bounds.gzip_lines`); ids are kept aside until the whole part has read.
+            lines = gzip_lines((body,), self.limits)
         found_ids: list[tuple[str, str]] = []
         window = part.window
         low = iso_ms(window.from_ms) if window else ""
@@ -99,7 +110,7 @@ class _Checker:
                 if number > self.part_limit:
                     break  # a bomb of empty lines must not be read to its end, nor cost an entry each
                 try:
-                    row = decode(line)
+                    row: Any = decode(line) if isinstance(line, bytes) else line
                 except msgspec.DecodeError as exc:
                     bad_schema.append(f"line {number}: not JSON ({exc})")
                     continue

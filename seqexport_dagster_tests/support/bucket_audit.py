@@ -19,19 +19,19 @@ and the control plane:
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
+from seqexport_dagster.file_format import FORMATS
 from seqexport_dagster.keys import parse_key, part_key
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store import COMMITTED, ControlPlane
 from seqexport_dagster.verify import Bucket, StoredObject, verify_bucket
 from seqexport_dagster.window import Window, iso_ms
+from seqexport_dagster_tests.support.parts import part_rows
 
 
 @dataclass
@@ -120,10 +120,6 @@ class _ReadBucket(Bucket):
         return self._bodies[key]
 
 
-def _lines(body: bytes) -> list[dict[str, Any]]:
-    if not body:
-        return []
-    return [json.loads(line) for line in gzip.decompress(body).splitlines() if line]
 
 
 def source_ids(engine: sa.Engine, dataset: str, account_id: str, span: tuple[int, int] | None = None) -> set[str]:
@@ -182,9 +178,9 @@ def _audit_events(
         parsed = parse_key(key)
         if parsed is None or parsed.dataset != name or parsed.window is None or parsed.part is None:
             continue
-        by_window.setdefault(parsed.window, {})[parsed.part] = _lines(body)
+        by_window.setdefault(parsed.window, {})[parsed.part] = part_rows(key, body)
     ids: Counter[str] = Counter(
-        row["id"] for part_rows in by_window.values() for rows in part_rows.values() for row in rows
+        row["id"] for parts in by_window.values() for rows in parts.values() for row in rows
     )
     # verify checks the chain has no gap or overlap; here, that it reaches from the start to the
     # position. Windows beyond the position (an attempt not yet committed) may exist.
@@ -200,7 +196,7 @@ def _audit_events(
     for lw in store.ledger(export_id, dataset=name):
         if lw.status == COMMITTED:
             for n in range(lw.parts):
-                if part_key("", name, lw.window, n) not in objects:
+                if all(part_key("", name, lw.window, n, fmt) not in objects for fmt in FORMATS):
                     ds.problems.append(f"committed part {n} of {lw.window} is not in the bucket")
     expected = (
         source_ids(source, name, account_id, (state.added_at, state.position_ms))
@@ -229,7 +225,7 @@ def _audit_snapshot(
         if parsed.is_success:
             success.add(parsed.date)
         elif parsed.part is not None:
-            days.setdefault(parsed.date, {})[parsed.part] = _lines(body)
+            days.setdefault(parsed.date, {})[parsed.part] = part_rows(key, body)
     committed = {lw.window.date_key for lw in store.ledger(export_id, dataset="subscribers") if lw.status == COMMITTED}
     for day in sorted(success - committed):
         ds.problems.append(f"_SUCCESS for {day} but no committed snapshot")

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 from typing import Any
+
+from seqexport_dagster_tests.support.parts import part_rows
 
 
 def bucket_rows(root: Path, dataset: str) -> list[dict[str, Any]]:
     """Every row of every part of ``dataset`` under ``root``, in part-path order."""
     rows: list[dict[str, Any]] = []
-    for path in sorted((root / dataset).rglob("*.jsonl.gz")):
-        rows += [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
+    paths = [p for p in (root / dataset).rglob("*") if p.name.endswith((".jsonl.gz", ".parquet"))]
+    for path in sorted(paths):
+        rows += part_rows(path.name, path.read_bytes())
     return rows

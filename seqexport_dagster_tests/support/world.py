@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
+from seqexport_dagster.file_format import FileFormat
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.source.tables import create_source_tables
@@ -95,6 +96,7 @@ class World:
         lag_ms: int = 120_000,
         folder: str = "bucket",
         prefix: str = "",
+        file_format: FileFormat = "jsonl.gz",
     ) -> ExportRecord:
         return self.store.create_export(
             account_id=account_id,
@@ -103,6 +105,7 @@ class World:
             frequency=frequency,
             lag_ms=lag_ms,
             now_ms=self.clock(),
+            file_format=file_format,
         )
 
     def dispose(self) -> None:

@@ -37,6 +37,7 @@ def s3_export(
     frequency: str = "1h",
     prefix: str = "sequenzy",
     bucket: str | None = None,
+    file_format: str = "jsonl.gz",
 ) -> ExportRecord:
     """An export to a fresh moto bucket, reached through the proxy (a loopback endpoint).
 
@@ -59,6 +60,7 @@ def s3_export(
         frequency=frequency,
         lag_ms=120_000,
         now_ms=world.clock(),
+        file_format=file_format,
     )
 
 

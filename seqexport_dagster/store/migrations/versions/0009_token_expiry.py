@@ -4,7 +4,7 @@ A token without ``expires_at`` never expires (as before). ``last_used_at`` is se
 at most once a minute per token, so operators can find and revoke tokens nobody uses.
 
 Revision ID: 0009_token_expiry
-Revises: 0006
+Revises: 0008_export_format
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from alembic import op
 revision = "0009_token_expiry"
 # Chains after 0006, the last revision on main today; the integrator relinks it after the other
 # revisions of this round.
-down_revision = "0006"
+down_revision = "0008_export_format"
 
 
 def upgrade() -> None:

@@ -6,7 +6,7 @@ generated for the export. ``external_ids`` holds the ids handed out by a role se
 takes one (``export_id``). None of these values is a secret.
 
 Revision ID: 0010_peers
-Revises: 0006
+Revises: 0009_token_expiry
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010_peers"
-down_revision = "0006"
+down_revision = "0009_token_expiry"
 
 
 def upgrade() -> None:
