@@ -339,3 +339,17 @@ def test_the_customer_doc_shows_the_generated_parquet_statements() -> None:
     ds = DATASETS["email_events"]
     for name, make in warehouse_parquet.GENERATORS.items():
         assert make(ds) in doc, f"docs/customers.md: regenerate the {name} Parquet statement"
+
+
+def test_row_groups_are_cut_by_row_count_so_big_parts_are_byte_identical_too() -> None:
+    from seqexport_dagster.parquet_writer import ROW_GROUP
+
+    ds = DATASETS["custom_events"]
+    rows = generated("custom_events", n_sends=2 * ROW_GROUP + 1234)
+    small = [rows[i : i + 333] for i in range(0, len(rows), 333)]
+    (one,) = ParquetPartWriter(ds).parts([rows])
+    (two,) = ParquetPartWriter(ds).parts(small)
+    assert one.body == two.body
+    meta = pq.read_metadata(io.BytesIO(one.body))
+    assert meta.num_rows == len(rows) and meta.num_row_groups == 3
+    assert [meta.row_group(i).num_rows for i in range(3)] == [ROW_GROUP, ROW_GROUP, 1234]
