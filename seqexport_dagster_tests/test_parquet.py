@@ -61,7 +61,7 @@ def generated(dataset: str, n_sends: int = 40, seed: int = 3) -> list[tuple[Any,
         return [row[1:] for row in email_events(rng, "acme", subs, DAY0, DAY0 + HOUR_MS, n_sends)]
     rows = []
     for i in range(n_sends):
-        at = f"2026-09-30T00:{i % 60:02d}:00.{i:03d}Z"
+        at = f"2026-09-30T{i // 60000 % 24:02d}:{i // 1000 % 60:02d}:00.{i % 1000:03d}Z"
         if dataset == "sms_events":
             rows.append(
                 (f"sev_{i:04d}", "sent", at, at, "sub_1", "+14155550123", None, None, "m", i % 3, None, None, None)
