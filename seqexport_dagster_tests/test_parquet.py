@@ -61,7 +61,7 @@ def generated(dataset: str, n_sends: int = 40, seed: int = 3) -> list[tuple[Any,
         return [row[1:] for row in email_events(rng, "acme", subs, DAY0, DAY0 + HOUR_MS, n_sends)]
     rows = []
     for i in range(n_sends):
-        at = f"2026-09-30T00:{i % 60:02d}:00.{i:03d}Z"
+        at = f"2026-09-30T{i // 60000 % 24:02d}:{i // 1000 % 60:02d}:00.{i % 1000:03d}Z"
         if dataset == "sms_events":
             rows.append(
                 (f"sev_{i:04d}", "sent", at, at, "sub_1", "+14155550123", None, None, "m", i % 3, None, None, None)
@@ -339,3 +339,17 @@ def test_the_customer_doc_shows_the_generated_parquet_statements() -> None:
     ds = DATASETS["email_events"]
     for name, make in warehouse_parquet.GENERATORS.items():
         assert make(ds) in doc, f"docs/customers.md: regenerate the {name} Parquet statement"
+
+
+def test_row_groups_are_cut_by_row_count_so_big_parts_are_byte_identical_too() -> None:
+    from seqexport_dagster.parquet_writer import ROW_GROUP
+
+    ds = DATASETS["custom_events"]
+    rows = generated("custom_events", n_sends=2 * ROW_GROUP + 1234)
+    small = [rows[i : i + 333] for i in range(0, len(rows), 333)]
+    (one,) = ParquetPartWriter(ds).parts([rows])
+    (two,) = ParquetPartWriter(ds).parts(small)
+    assert one.body == two.body
+    meta = pq.read_metadata(io.BytesIO(one.body))
+    assert meta.num_rows == len(rows) and meta.num_row_groups == 3
+    assert [meta.row_group(i).num_rows for i in range(3)] == [ROW_GROUP, ROW_GROUP, 1234]
