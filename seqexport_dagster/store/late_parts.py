@@ -35,9 +35,12 @@ class LatePartsStore(LedgerStore):
         return sorted({w.window for w in self.ledger(export_id, dataset=dataset, date=day) if w.status == COMMITTED})
 
     @translate_errors
-    def windows_awaiting_parts(self, export_id: str, dataset: str, location: str, until_ms: int) -> list[Window]:
-        """Windows behind ``until_ms`` (the position) with a part at ``location`` that never landed:
-        an appended late-row part whose every try failed. Reconciliation comes back to them."""
+    def windows_awaiting_parts(
+        self, export_id: str, dataset: str, location: str, until_ms: int, *, after_ms: int
+    ) -> list[Window]:
+        """Windows ending in ``(after_ms, until_ms]`` (until the position) with a part at ``location``
+        that never landed: an appended late-row part whose every try failed. Reconciliation comes
+        back to them. ``after_ms`` bounds the index range read (older ids are pruned anyway)."""
         with self.engine.connect() as conn:
             rows = conn.execute(
                 sa.select(parts.c.from_ms, parts.c.to_ms)
@@ -46,6 +49,8 @@ class LatePartsStore(LedgerStore):
                     parts.c.dataset == dataset,
                     parts.c.location == location,
                     parts.c.status == PART_INTENT,
+                    parts.c.from_ms > after_ms - DAY_MS,  # windows are at most a day long
+                    parts.c.to_ms > after_ms,
                     parts.c.to_ms <= until_ms,
                 )
                 .distinct()
