@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = (
     "engine", "postgres", "s3", "rss", "cores", "control", "batching", "partitions", "launch", "snapshot", "profile",
     "parquet",
+    "reconcile",
 )  # fmt: skip
 
 
@@ -437,6 +438,24 @@ def partitions_section(rep: Report, sizes: str, tmp: str, *, quick: bool) -> Non
         rep.note(f"partitions {n}: {r['events']:,} materializations, response {r['bytes'] / 1e6:.2f} MB")
 
 
+def reconcile_section(rep: Report, *, quick: bool) -> None:
+    """A scheduled run's CPU per export-window with 24 h of history, full recheck beside the
+    recheck thinned with age, in one run (benchmarks/reconcile_cost.py, issue 29)."""
+    exports = 2 if quick else 20
+    print(f"6d. scheduled runs with reconciliation: {exports} exports at 15 min, 24 h of history")
+    out = subprocess.run([sys.executable, "-m", "benchmarks.reconcile_cost", "--exports", str(exports), "--json"],
+                         cwd=ROOT, capture_output=True, text=True, check=True)  # fmt: skip
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    rep.raw["reconcile"] = r
+    target = "<= 0.05 (issue 29)"
+    rep.ratio("run-worker CPU-s per export-window, full recheck (before)", r["before_cpu_s_per_window"], unit="CPU-s")
+    rep.ratio("run-worker CPU-s per export-window, thinned (after)", r["after_cpu_s_per_window"], target, unit="CPU-s")
+    rep.ratio("reconciliation CPU, before / after", r["reconcile_before_cpu_s_per_window"]
+              / r["reconcile_after_cpu_s_per_window"])  # fmt: skip
+    rep.note(f"reconcile: {r['exports']} exports x 2 event datasets on {r['database']}, 4 due slots after 24 h of "
+             "history; the write of the due window is included, Dagster's own run overhead is not")  # fmt: skip
+
+
 def launch_section(rep: Report, runs: int, tmp: str, *, quick: bool) -> None:
     """The real dagster-daemon launching the runs of one sensor tick (benchmarks/launch.py)."""
     print(f"6b. dagster-daemon launching {runs} runs requested by one sensor tick")
@@ -627,6 +646,8 @@ def main(argv: list[str] | None = None) -> int:
                 parquet_section(
                     rep, src, args.rows, data.window_sizes(args.rows), tmp, repeat=args.repeat, data_dir=args.data_dir
                 )
+            if "reconcile" in only:
+                reconcile_section(rep, quick=args.quick)
             if "profile" in only and not args.quick:
                 profile_section(rep, src, args.rows, tmp, profile)
         finally:

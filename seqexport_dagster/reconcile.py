@@ -111,11 +111,16 @@ def reconcile(
     for state in export.datasets:
         if state.dataset not in wanted or state.dataset not in EVENT_DATASETS or failing_ahead(state):
             continue
-        runner.store.prune_part_ids(export_id, state.dataset, before_ms=now - max(PRUNE_AFTER_MS, lookback_ms))
+        kept = now - max(PRUNE_AFTER_MS, lookback_ms)  # the ledger holds ids of windows ending after this
+        runner.store.prune_part_ids(export_id, state.dataset, before_ms=kept)
         recent = runner.store.committed_since(export_id, state.dataset, since_ms=since, until_ms=state.position_ms)
         if thin:
             recent = [w for w in recent if rechecked_now(export, w, now, lookback_ms)]
-        owed = set(runner.store.windows_awaiting_parts(export_id, state.dataset, export.location, state.position_ms))
+        owed = set(
+            runner.store.windows_awaiting_parts(
+                export_id, state.dataset, export.location, state.position_ms, after_ms=kept
+            )
+        )
         if state.failures and state.last_error_window is not None:
             owed.add(state.last_error_window)  # a late-row window that failed: retried, whatever its age
         for window in sorted({*recent, *owed}):

@@ -136,7 +136,9 @@ def deliver(
         """Scheduled runs repair late and erased rows of recent windows, under the export's lease."""
         if not (scheduled and lateness and events):
             return []
-        results = reconcile(runner, export_id, lateness_ms=lateness, datasets=events, run_id=context.run.run_id)
+        results = reconcile(
+            runner, export_id, lateness_ms=lateness, datasets=events, run_id=context.run.run_id, thin=True
+        )
         return [(export_id, r) for r in results if r.report is not None]
 
     def on_note(note: object) -> None:

@@ -7,6 +7,8 @@ stay at the old place and its late rows go to the current one, `delivery.Attempt
 
 from __future__ import annotations
 
+from typing import Any, Final
+
 import sqlalchemy as sa
 
 from seqexport_dagster.store.database import translate_errors
@@ -39,9 +41,12 @@ class LatePartsStore(LedgerStore):
         )
 
     @translate_errors
-    def windows_awaiting_parts(self, export_id: str, dataset: str, location: str, until_ms: int) -> list[Window]:
-        """Windows behind ``until_ms`` (the position) with a part at ``location`` that never landed:
-        an appended late-row part whose every try failed. Reconciliation comes back to them."""
+    def windows_awaiting_parts(
+        self, export_id: str, dataset: str, location: str, until_ms: int, *, after_ms: int
+    ) -> list[Window]:
+        """Windows ending in ``(after_ms, until_ms]`` (until the position) with a part at ``location``
+        that never landed: an appended late-row part whose every try failed. Reconciliation comes
+        back to them. ``after_ms`` bounds the index range read (older ids are pruned anyway)."""
         with self.engine.connect() as conn:
             rows = conn.execute(
                 sa.select(parts.c.from_ms, parts.c.to_ms)
@@ -50,6 +55,8 @@ class LatePartsStore(LedgerStore):
                     parts.c.dataset == dataset,
                     parts.c.location == location,
                     parts.c.status == PART_INTENT,
+                    parts.c.from_ms > after_ms - DAY_MS,  # windows are at most a day long
+                    parts.c.to_ms > after_ms,
                     parts.c.to_ms <= until_ms,
                 )
                 .distinct()
@@ -62,31 +69,38 @@ class LatePartsStore(LedgerStore):
     ) -> dict[str, list[PartRecord]]:
         """The part ledger of one window at every location it was committed at, by location, and
         at ``here`` whether committed there or not (one query for what reconciliation reads)."""
-        committed = (
-            sa.select(windows.c.id)
-            .where(
-                windows.c.export_id == parts.c.export_id,
-                windows.c.dataset == parts.c.dataset,
-                windows.c.from_ms == parts.c.from_ms,
-                windows.c.to_ms == parts.c.to_ms,
-                windows.c.location == parts.c.location,
-                windows.c.status == COMMITTED,
-            )
-            .exists()
-        )
         with self.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(parts)
-                .where(
-                    parts.c.export_id == export_id,
-                    parts.c.dataset == dataset,
-                    parts.c.from_ms == window.from_ms,
-                    parts.c.to_ms == window.to_ms,
-                    sa.or_(committed, parts.c.location == here) if here is not None else committed,
-                )
-                .order_by(parts.c.location, parts.c.part)
+                _PARTS_EVERYWHERE,
+                {"e": export_id, "d": dataset, "f": window.from_ms, "t": window.to_ms, "here": here or ""},
             ).all()
         found: dict[str, list[PartRecord]] = {}
         for r in rows:
             found.setdefault(r.location, []).append(part_record_of(r))
         return found
+
+
+def _parts_everywhere() -> sa.Select[Any]:
+    """Built once (reconciliation runs it for every window it checks): the parts of one window at
+    the places it was committed at (an uncorrelated index range read of the windows) or at ``here``."""
+    committed = sa.select(windows.c.location).where(
+        windows.c.export_id == sa.bindparam("e"),
+        windows.c.dataset == sa.bindparam("d"),
+        windows.c.from_ms == sa.bindparam("f"),
+        windows.c.to_ms == sa.bindparam("t"),
+        windows.c.status == COMMITTED,
+    )
+    return (
+        sa.select(parts)
+        .where(
+            parts.c.export_id == sa.bindparam("e"),
+            parts.c.dataset == sa.bindparam("d"),
+            parts.c.from_ms == sa.bindparam("f"),
+            parts.c.to_ms == sa.bindparam("t"),
+            sa.or_(parts.c.location.in_(committed), parts.c.location == sa.bindparam("here")),
+        )
+        .order_by(parts.c.location, parts.c.part)
+    )
+
+
+_PARTS_EVERYWHERE: Final = _parts_everywhere()

@@ -13,8 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009_token_expiry"
-# Chains after 0006, the last revision on main today; the integrator relinks it after the other
-# revisions of this round.
+# Chains after 0008_export_format (this round: 0007_retention, 0008_export_format, 0009, 0010_peers).
 down_revision = "0008_export_format"
 
 
