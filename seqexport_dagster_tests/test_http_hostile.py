@@ -373,3 +373,57 @@ def test_bad_export_id_with_idempotency_key_on_postgres(tmp_path: Path) -> None:
                     assert got.status_code == 400 and got.json()["error"]["field"] == "export_id", got.text
             with served.exports.store.engine.connect() as conn:
                 assert conn.execute(sa.select(sa.func.count()).select_from(idempotency_keys)).scalar() == 0
+
+
+def test_connection_cap_and_idle_deadlines(tmp_path: Path) -> None:
+    """Bounded connections: above the cap a new connection is closed at once; idle ones go at their deadline."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    from seqexport_dagster.service.app import create_app
+    from seqexport_dagster.service.limits import Limits
+    from seqexport_dagster.service.server import server_config
+    from seqexport_dagster_tests.support.moto_server import free_port
+
+    def ended(sock: socket.socket) -> bool:
+        """The server closed ``sock`` without an answer (EOF, or a reset: the request was unread)."""
+        try:
+            return sock.recv(1024) == b""
+        except ConnectionResetError:
+            return True
+
+    env = server_env(f"sqlite:///{tmp_path / 'control.db'}", new_key_spec("k1"), tmp_path / "home")
+    exports = Exports.from_settings(Settings.from_env(env))
+    limits = Limits(max_connections=5, header_timeout_s=1.5, keep_alive_s=1.0)
+    port = free_port()
+    server = uvicorn.Server(
+        server_config(create_app(exports, limits=limits), host="127.0.0.1", port=port, limits=limits)
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(5)]
+        time.sleep(0.3)
+        extra = socket.create_connection(("127.0.0.1", port), timeout=5)
+        extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert ended(extra)  # closed unanswered: the cap holds
+        extra.close()
+        time.sleep(2.0)  # past the 1.5 s head deadline: the idle five are gone
+        assert all(ended(s) for s in held)
+        kept = socket.create_connection(("127.0.0.1", port), timeout=5)
+        kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert kept.recv(4096).startswith(b"HTTP/1.1 200")  # under the cap again
+        time.sleep(1.5)  # past the 1 s keep-alive: the server has closed the kept connection
+        assert ended(kept)
+        kept.close()
+        for s in held:
+            s.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        exports.close()
