@@ -12,6 +12,7 @@ loaded test machine.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 import time
@@ -31,7 +32,7 @@ from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.endpoint import ConnectGuard, validate_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy, parse_ports
 from seqexport_dagster.errors import EndpointRefused, InvalidInput
-from seqexport_dagster.store.crypto import new_key_spec
+from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.idempotency import KEEP_MS, IdempotencyStore
 from seqexport_dagster.store.tables import api_tokens, idempotency_keys
 from seqexport_dagster.store.token import TokenStore
@@ -197,7 +198,7 @@ def test_empty_idempotency_key_is_refused(served: Served) -> None:
     assert served.exports.get(export_id).export_now_at is None  # refused before anything was done
 
 
-def test_idempotency_is_keyed_namespaced_and_pruned(served: Served, moto: object) -> None:
+def test_idempotency_is_keyed_namespaced_and_pruned(served: Served) -> None:
     """Findings 4 and 5: an unsalted SHA-256 of the body with the secret, kept forever, and an account
     named ``operator`` that replayed the operator's answer about another account's export."""
     engine = served.exports.store.engine
@@ -227,10 +228,13 @@ def test_idempotency_is_keyed_namespaced_and_pruned(served: Served, moto: object
     assert stored["operation"] == "POST /v1/exports/{export_id}/export-now"
     body = {"export_id": acme_export}
     unsalted = hashlib.sha256(json.dumps([stored["operation"], body], sort_keys=True).encode()).hexdigest()
-    assert stored["fingerprint"] != unsalted and len(stored["fingerprint"]) == 64
+    assert stored["fingerprint"] != unsalted
+    # It is the HMAC under the key derived from SEQEXPORT_SECRET_KEYS, which the control plane lacks.
+    server_key = SecretBox.parse(served.env["SEQEXPORT_SECRET_KEYS"]).derived_key("idempotency-fingerprint")
+    canonical = json.dumps([stored["operation"], body], sort_keys=True, separators=(",", ":")).encode()
+    assert stored["fingerprint"] == hmac.new(server_key, canonical, hashlib.sha256).hexdigest()
 
-    # Two accounts sending the same create body (same secret) store different fingerprints, and the
-    # secret changes nothing in them: the fingerprint never covers it.
+    # Maintenance's prune takes every key past its 24 h.
     keys = IdempotencyStore(engine)
     with engine.begin() as conn:
         conn.execute(idempotency_keys.update().values(created_at=wall_clock_ms() - KEEP_MS - 1))
@@ -407,19 +411,22 @@ def test_connection_cap_and_idle_deadlines(tmp_path: Path) -> None:
         deadline = time.monotonic() + 30
         while not server.started and time.monotonic() < deadline:
             time.sleep(0.05)
-        held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(5)]
-        time.sleep(0.3)
-        extra = socket.create_connection(("127.0.0.1", port), timeout=5)
+        held = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(5)]
+        opened = time.monotonic()
+        while len(server.server_state.connections) < 5 and time.monotonic() < opened + 10:
+            time.sleep(0.02)
+        extra = socket.create_connection(("127.0.0.1", port), timeout=10)
         extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert ended(extra)  # closed unanswered: the cap holds
         extra.close()
-        time.sleep(2.0)  # past the 1.5 s head deadline: the idle five are gone
-        assert all(ended(s) for s in held)
-        kept = socket.create_connection(("127.0.0.1", port), timeout=5)
+        assert all(ended(s) for s in held)  # blocks until the server ends each one
+        assert time.monotonic() - opened >= 1.4  # ...at the 1.5 s head deadline, not before
+        kept = socket.create_connection(("127.0.0.1", port), timeout=10)
         kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert kept.recv(4096).startswith(b"HTTP/1.1 200")  # under the cap again
-        time.sleep(1.5)  # past the 1 s keep-alive: the server has closed the kept connection
-        assert ended(kept)
+        answered = time.monotonic()
+        assert ended(kept)  # the server closes the kept-alive connection...
+        assert time.monotonic() - answered >= 0.9  # ...after its 1 s keep-alive
         kept.close()
         for s in held:
             s.close()
