@@ -12,6 +12,7 @@ loaded test machine.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 import time
@@ -31,7 +32,7 @@ from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.endpoint import ConnectGuard, validate_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy, parse_ports
 from seqexport_dagster.errors import EndpointRefused, InvalidInput
-from seqexport_dagster.store.crypto import new_key_spec
+from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.idempotency import KEEP_MS, IdempotencyStore
 from seqexport_dagster.store.tables import api_tokens, idempotency_keys
 from seqexport_dagster.store.token import TokenStore
@@ -52,6 +53,10 @@ from seqexport_dagster_tests.support.world import postgres_database
 pytestmark = pytest.mark.slow
 
 SECRET = "HOSTILE-SECRET-5d0c7e2a91b34f68"
+#: A create body that passes every other check, so only the field under test can refuse it.
+KEYS = (
+    b'{"bucket": "acme-b", "region": "us-east-1", "access_key_id": "AKIAEXAMPLE000000001", "secret_access_key": "s", '
+)
 
 
 @dataclass
@@ -174,8 +179,8 @@ def test_headers_and_slow_clients_are_bounded(served: Served) -> None:
         (b'{"bucket": "acme-b", "lag_ms": ' + b"9" * 5000 + b"}", "5000 digits"),
         (b'{"bucket": "acme-b", "lag_ms": 1e999}', "out of range"),
         (b'{"bucket": "acme-b", "lag_ms": NaN}', "not JSON"),
-        (b'{"bucket": "acme-b", "datasets": "email_events"}', "datasets: must be a list"),
-        (b'{"bucket": "acme-b", "lag_ms": "60000"}', "lag_ms"),
+        (KEYS + b'"datasets": "email_events"}', "datasets: must be a list"),
+        (KEYS + b'"lag_ms": "60000"}', "lag_ms: Input should be a valid integer"),
         (b'{"bucket": ', "not JSON"),
     ],
 )
@@ -197,7 +202,7 @@ def test_empty_idempotency_key_is_refused(served: Served) -> None:
     assert served.exports.get(export_id).export_now_at is None  # refused before anything was done
 
 
-def test_idempotency_is_keyed_namespaced_and_pruned(served: Served, moto: object) -> None:
+def test_idempotency_is_keyed_namespaced_and_pruned(served: Served) -> None:
     """Findings 4 and 5: an unsalted SHA-256 of the body with the secret, kept forever, and an account
     named ``operator`` that replayed the operator's answer about another account's export."""
     engine = served.exports.store.engine
@@ -227,10 +232,13 @@ def test_idempotency_is_keyed_namespaced_and_pruned(served: Served, moto: object
     assert stored["operation"] == "POST /v1/exports/{export_id}/export-now"
     body = {"export_id": acme_export}
     unsalted = hashlib.sha256(json.dumps([stored["operation"], body], sort_keys=True).encode()).hexdigest()
-    assert stored["fingerprint"] != unsalted and len(stored["fingerprint"]) == 64
+    assert stored["fingerprint"] != unsalted
+    # It is the HMAC under the key derived from SEQEXPORT_SECRET_KEYS, which the control plane lacks.
+    server_key = SecretBox.parse(served.env["SEQEXPORT_SECRET_KEYS"]).derived_key("idempotency-fingerprint")
+    canonical = json.dumps([stored["operation"], body], sort_keys=True, separators=(",", ":")).encode()
+    assert stored["fingerprint"] == hmac.new(server_key, canonical, hashlib.sha256).hexdigest()
 
-    # Two accounts sending the same create body (same secret) store different fingerprints, and the
-    # secret changes nothing in them: the fingerprint never covers it.
+    # Maintenance's prune takes every key past its 24 h.
     keys = IdempotencyStore(engine)
     with engine.begin() as conn:
         conn.execute(idempotency_keys.update().values(created_at=wall_clock_ms() - KEEP_MS - 1))
@@ -373,3 +381,60 @@ def test_bad_export_id_with_idempotency_key_on_postgres(tmp_path: Path) -> None:
                     assert got.status_code == 400 and got.json()["error"]["field"] == "export_id", got.text
             with served.exports.store.engine.connect() as conn:
                 assert conn.execute(sa.select(sa.func.count()).select_from(idempotency_keys)).scalar() == 0
+
+
+def test_connection_cap_and_idle_deadlines(tmp_path: Path) -> None:
+    """Bounded connections: above the cap a new connection is closed at once; idle ones go at their deadline."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    from seqexport_dagster.service.app import create_app
+    from seqexport_dagster.service.limits import Limits
+    from seqexport_dagster.service.server import server_config
+    from seqexport_dagster_tests.support.moto_server import free_port
+
+    def ended(sock: socket.socket) -> bool:
+        """The server closed ``sock`` without an answer (EOF, or a reset: the request was unread)."""
+        try:
+            return sock.recv(1024) == b""
+        except ConnectionResetError:
+            return True
+
+    env = server_env(f"sqlite:///{tmp_path / 'control.db'}", new_key_spec("k1"), tmp_path / "home")
+    exports = Exports.from_settings(Settings.from_env(env))
+    limits = Limits(max_connections=5, header_timeout_s=1.5, keep_alive_s=1.0)
+    port = free_port()
+    server = uvicorn.Server(
+        server_config(create_app(exports, limits=limits), host="127.0.0.1", port=port, limits=limits)
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        held = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(5)]
+        opened = time.monotonic()
+        while len(server.server_state.connections) < 5 and time.monotonic() < opened + 10:
+            time.sleep(0.02)
+        extra = socket.create_connection(("127.0.0.1", port), timeout=10)
+        extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert ended(extra)  # closed unanswered: the cap holds
+        extra.close()
+        assert all(ended(s) for s in held)  # blocks until the server ends each one
+        assert time.monotonic() - opened >= 1.4  # ...at the 1.5 s head deadline, not before
+        kept = socket.create_connection(("127.0.0.1", port), timeout=10)
+        kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert kept.recv(4096).startswith(b"HTTP/1.1 200")  # under the cap again
+        answered = time.monotonic()
+        assert ended(kept)  # the server closes the kept-alive connection...
+        assert time.monotonic() - answered >= 0.9  # ...after its 1 s keep-alive
+        kept.close()
+        for s in held:
+            s.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        exports.close()
