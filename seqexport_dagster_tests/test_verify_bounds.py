@@ -83,6 +83,26 @@ def test_a_million_keys_stop_at_the_default_cap_within_200_mb() -> None:
     print(f"verify 1,000,000 keys: peak RSS {result.peak_rss_mb} MB, {result.seconds} s")  # noqa: T201 - the figure for the report
 
 
+@pytest.mark.slow
+def test_a_listing_page_far_past_1000_keys_is_refused_before_it_is_parsed() -> None:
+    result = verify_hostile("bigpage", timeout=120)
+    assert result.code == 2, result
+    error = json.loads(result.out)["error"]
+    assert error["field"] == "max_objects" and "answered one listing page of" in error["message"]
+    assert result.peak_rss_mb <= MAX_RSS_MB, result
+
+
+def test_a_local_1_gib_part_is_not_read(tmp_path: Path) -> None:
+    path = _hour_part(tmp_path, b"")
+    with path.open("r+b") as file:
+        file.truncate(1024**3)  # sparse: 1 GiB listed, nothing on disk
+    result = run_measured(["verify", str(tmp_path), "--json"])
+    assert result.code == 7, result
+    (problem,) = problems(result)
+    assert problem["kind"] == "too_large" and "1,073,741,824 bytes; the bound is 64 MiB" in str(problem["detail"])
+    assert result.peak_rss_mb <= MAX_RSS_MB, result
+
+
 EVIL = "\x1b[2J\x1b[H\rALL WINDOWS OK\x1b[8m"
 
 
