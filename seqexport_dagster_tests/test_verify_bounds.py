@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from seqexport_dagster.errors import InvalidInput, ObjectTooLarge
 from seqexport_dagster.verify import verify_location
-from seqexport_dagster.verify.bounds import Limits, gzip_lines, parse_size
 from seqexport_dagster_tests.support import hostile_bucket
 from seqexport_dagster_tests.support.measured_cli import Measured, run_measured
 
@@ -163,6 +161,9 @@ def test_a_bomb_of_empty_lines_stops_after_the_part_limit(tmp_path: Path) -> Non
 
 
 def test_bounds_as_options_name_the_field(tmp_path: Path) -> None:
+    from seqexport_dagster.errors import InvalidInput
+    from seqexport_dagster.verify.bounds import parse_size
+
     for option, value, field in [
         ("--max-objects", "0", "max_objects"),
         ("--max-objects", "lots", "max_objects"),
@@ -180,6 +181,9 @@ def test_bounds_as_options_name_the_field(tmp_path: Path) -> None:
 def test_streamed_lines_match_a_whole_gunzip() -> None:
     """The streaming reader reads what any gzip reader reads: members, a missing last newline,
     in any chunking; and refuses truncation and trailing junk."""
+    from seqexport_dagster.errors import ObjectTooLarge
+    from seqexport_dagster.verify.bounds import Limits, gzip_lines
+
     cases = [b"", gzip.compress(b""), gzip.compress(b"a\nb\n"), gzip.compress(b"a\nb"),
              gzip.compress(b"a\n") + gzip.compress(b"b\nc\n"), gzip.compress(b"\n\n\n"),
              gzip.compress(b"x" * 3_000_000 + b"\ny\n")]  # fmt: skip
