@@ -200,3 +200,14 @@ def test_streamed_lines_match_a_whole_gunzip() -> None:
             list(gzip_lines([bad], limits))
     with pytest.raises(ObjectTooLarge):
         list(gzip_lines([gzip.compress(b"x" * 5_000_000)], limits))
+
+
+def test_the_cli_defaults_are_the_library_defaults() -> None:
+    import argparse
+
+    from seqexport_dagster.cli.parser import build_parser
+    from seqexport_dagster.cli.tools import verify_limits
+    from seqexport_dagster.verify.bounds import DEFAULT_LIMITS
+
+    args = build_parser().parse_args(["verify", "somewhere"])
+    assert isinstance(args, argparse.Namespace) and verify_limits(args) == DEFAULT_LIMITS
