@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from seqexport_dagster.errors import InvalidInput, ObjectTooLarge
 from seqexport_dagster.verify import verify_location
-from seqexport_dagster.verify.bounds import Limits, gzip_lines, parse_size
 from seqexport_dagster_tests.support import hostile_bucket
 from seqexport_dagster_tests.support.measured_cli import Measured, run_measured
 
@@ -83,6 +81,26 @@ def test_a_million_keys_stop_at_the_default_cap_within_200_mb() -> None:
     print(f"verify 1,000,000 keys: peak RSS {result.peak_rss_mb} MB, {result.seconds} s")  # noqa: T201 - the figure for the report
 
 
+@pytest.mark.slow
+def test_a_listing_page_far_past_1000_keys_is_refused_before_it_is_parsed() -> None:
+    result = verify_hostile("bigpage", timeout=120)
+    assert result.code == 2, result
+    error = json.loads(result.out)["error"]
+    assert error["field"] == "max_objects" and "answered one listing page of" in error["message"]
+    assert result.peak_rss_mb <= MAX_RSS_MB, result
+
+
+def test_a_local_1_gib_part_is_not_read(tmp_path: Path) -> None:
+    path = _hour_part(tmp_path, b"")
+    with path.open("r+b") as file:
+        file.truncate(1024**3)  # sparse: 1 GiB listed, nothing on disk
+    result = run_measured(["verify", str(tmp_path), "--json"])
+    assert result.code == 7, result
+    (problem,) = problems(result)
+    assert problem["kind"] == "too_large" and "1,073,741,824 bytes; the bound is 64 MiB" in str(problem["detail"])
+    assert result.peak_rss_mb <= MAX_RSS_MB, result
+
+
 EVIL = "\x1b[2J\x1b[H\rALL WINDOWS OK\x1b[8m"
 
 
@@ -143,6 +161,9 @@ def test_a_bomb_of_empty_lines_stops_after_the_part_limit(tmp_path: Path) -> Non
 
 
 def test_bounds_as_options_name_the_field(tmp_path: Path) -> None:
+    from seqexport_dagster.errors import InvalidInput
+    from seqexport_dagster.verify.bounds import parse_size
+
     for option, value, field in [
         ("--max-objects", "0", "max_objects"),
         ("--max-objects", "lots", "max_objects"),
@@ -160,6 +181,9 @@ def test_bounds_as_options_name_the_field(tmp_path: Path) -> None:
 def test_streamed_lines_match_a_whole_gunzip() -> None:
     """The streaming reader reads what any gzip reader reads: members, a missing last newline,
     in any chunking; and refuses truncation and trailing junk."""
+    from seqexport_dagster.errors import ObjectTooLarge
+    from seqexport_dagster.verify.bounds import Limits, gzip_lines
+
     cases = [b"", gzip.compress(b""), gzip.compress(b"a\nb\n"), gzip.compress(b"a\nb"),
              gzip.compress(b"a\n") + gzip.compress(b"b\nc\n"), gzip.compress(b"\n\n\n"),
              gzip.compress(b"x" * 3_000_000 + b"\ny\n")]  # fmt: skip
@@ -176,3 +200,14 @@ def test_streamed_lines_match_a_whole_gunzip() -> None:
             list(gzip_lines([bad], limits))
     with pytest.raises(ObjectTooLarge):
         list(gzip_lines([gzip.compress(b"x" * 5_000_000)], limits))
+
+
+def test_the_cli_defaults_are_the_library_defaults() -> None:
+    import argparse
+
+    from seqexport_dagster.cli.parser import build_parser
+    from seqexport_dagster.cli.tools import verify_limits
+    from seqexport_dagster.verify.bounds import DEFAULT_LIMITS
+
+    args = build_parser().parse_args(["verify", "somewhere"])
+    assert isinstance(args, argparse.Namespace) and verify_limits(args) == DEFAULT_LIMITS

@@ -196,9 +196,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-object-bytes", metavar="SIZE", default="64MiB", help="a larger part is a problem, not read (64MiB)"
     )
     bounds.add_argument(
-        "--max-decompressed-bytes", metavar="SIZE", default="1GiB", help="a part decompressing past SIZE (1GiB)"
+        "--max-decompressed-bytes",
+        metavar="SIZE",
+        default="1GiB",
+        help="a part decompressing to more is a problem, read no further (1GiB)",
     )
-    bounds.add_argument("--max-line-bytes", metavar="SIZE", default="1MiB", help="a longer line (1MiB)")
+    bounds.add_argument(
+        "--max-line-bytes", metavar="SIZE", default="1MiB", help="a part with a longer line is a problem (1MiB)"
+    )
     verify.set_defaults(plain_handler=tools.verify)
     tokens = sub.add_parser(
         "tokens",

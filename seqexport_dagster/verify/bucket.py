@@ -53,7 +53,8 @@ class Bucket:
                 raise ListingTooLong(
                     "max_objects",
                     f"{self.source} holds more than {cap:,} objects; listing stopped there. Verify a narrower "
-                    "prefix (one dataset or one date= folder) or raise --max-objects (verify holds about 500 MB per million objects)",
+                    "prefix (one dataset or one date= folder) or raise --max-objects "
+                    "(verify holds about 500 MB per million objects)",
                 )
             if self.on_listed is not None:
                 self.on_listed(len(found))
@@ -93,7 +94,7 @@ class LocalBucket(Bucket):
     def _pages(self) -> Iterator[builtins.list[StoredObject]]:
         if not self.root.is_dir():
             raise InvalidInput("source", f"{self.root} is not a folder")
-        page: list[StoredObject] = []
+        page: builtins.list[StoredObject] = []
         for name in DATASETS:
             folder = self.root / name
             if not folder.is_dir():

@@ -10,6 +10,7 @@
 ``liar``      one part listed as 200 bytes, served as 1 GiB
 ``million``   1,000,000 parts (hourly windows), in pages of 1,000; each one a valid empty gzip
 ``endless``   a listing that never ends: every page says there is more
+``bigpage``   a listing whose one page holds 100,000 keys (about 25 MB of XML; a store sends 1,000)
 ``evil``      one object whose key clears the screen, returns the cursor and forges a verdict
 
 Bodies are generated as they are sent; nothing of the 1 GiB is held in memory.
@@ -73,6 +74,8 @@ class Bucket:
         if self.mode == "million":
             end = min(start + PAGE, MILLION)
             return [(part_key(n), len(EMPTY_GZIP)) for n in range(start, end)], (end if end < MILLION else None)
+        if self.mode == "bigpage":
+            return [(part_key(n), len(EMPTY_GZIP)) for n in range(100_000)], None
         if self.mode == "endless":
             return [(part_key(n), len(EMPTY_GZIP)) for n in range(start, start + PAGE)], start + PAGE
         if self.mode == "evil":
