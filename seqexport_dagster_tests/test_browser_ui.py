@@ -1,11 +1,19 @@
-"""Issue 17, "Must show": the Dagster UI in a real browser (headless Debian chromium, Playwright).
+"""Issues 17 and 25, "Must show": the Dagster UI in a real browser (headless Debian chromium, Playwright).
 
-`dagster dev` (webserver and daemon) runs on 127.0.0.1 with a fresh DAGSTER_HOME. One export writes
-to a bucket that does not exist on a local moto server: the scheduler sensor's first tick launches
-its run, which fails for that customer-readable reason; the next tick requests nothing, because the
-export waits out its backoff. The browser then opens the failed run's page and the sensor's page and
-asserts on the page text, without clicking anything open, that the customer message and "retries at
-<time> (attempt n)" are visible. Screenshots go to ``test-artefacts/`` at the repository root.
+`dagster dev` (webserver and daemon) runs on 127.0.0.1 with a fresh DAGSTER_HOME and a local moto
+server. One export (account ``acme-failing``) writes to a bucket that does not exist: the scheduler
+sensor's first tick launches its run, which fails for that customer-readable reason; the next tick
+launches the export's status run, which fails its ``export_status`` partition (red). Then a healthy
+export (account ``globex-healthy``, an existing bucket) is added and delivers. The browser asserts,
+on the page text and without clicking anything open:
+- the failed run's page shows `ExportFailed: <message>`, the account and "retries at <time>
+  (attempt n)", and no stack trace for the step (no frame of ours anywhere);
+- the Catalog marks ``export_status`` red (one failed partition) and a healthy dataset not;
+- ``export_status`` shows the failing export's partition failed, and its check names the export
+  with its account (the healthy one not); the status run's page says why, without a stack trace;
+- the sensor's tick list says why a tick requested nothing, in the tick's own row (the cursor
+  column, and the tooltip of "0 runs requested").
+Screenshots and page texts go to ``test-artefacts/`` at the repository root.
 
 The browser is required: without /usr/bin/chromium (`apt-get install -y chromium`) this test fails.
 """
