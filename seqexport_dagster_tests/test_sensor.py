@@ -426,3 +426,14 @@ def test_status_output_per_tick_is_bounded_at_10000_exports_and_each_is_refreshe
     # Nothing changed: the next tick records only its rotating slice, and launches nothing.
     observations, requests = status_events(records, cursor, DAY0, new=set(), changed=set())
     assert len(observations) < 30 and requests == []
+
+
+def test_the_cursor_leads_with_its_words_and_reads_the_previous_versions_json() -> None:
+    cursor = Cursor({"email_events": "2026-09-29"}, 5, 3, "ab", "nothing due", {"0badf00d": "active:2"})
+    text = cursor.dump()
+    assert text.startswith("nothing due | {")
+    assert Cursor.parse(text) == Cursor({"email_events": "2026-09-29"}, 5, 3, "ab", "", {"0badf00d": "active:2"})
+    # An upgrade: the previous version's cursor (JSON, "why" first) keeps the days already green.
+    old = '{"why": "1 run(s) requested", "through": {"email_events": "2026-09-29"}, "since_ms": 5, "tick": 3, "failing": "ab"}'
+    assert Cursor.parse(old) == Cursor({"email_events": "2026-09-29"}, 5, 3, "ab")
+    assert Cursor.parse("not json | {broken") == Cursor()
