@@ -262,11 +262,11 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
 
                     def skip_shown() -> bool:
                         visit(page, sensor, 1500)
-                        rows = page.locator("tbody tr")
+                        rows = page.locator("tr", has_text="View logs")  # the tick list's rows
                         return bool(rows.count()) and "in backoff" in rows.first.inner_text()
 
                     wait_for("a skipped tick saying why", skip_shown, server, log, 240)
-                    row = page.locator("tbody tr").first
+                    row = page.locator("tr", has_text="View logs").first
                     assert retry in row.inner_text() and "0 runs requested" in row.inner_text()
                     row.get_by_text("0 runs requested").first.hover()
                     page.wait_for_timeout(800)

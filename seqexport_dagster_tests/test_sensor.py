@@ -381,8 +381,9 @@ def test_event_log_grows_per_run_not_per_window(h: Harness, tmp_path) -> None:
     assert len(observations) == len(runs) * len(EVENTS)
     assert {o.asset_observation.metadata["exports"].value for o in observations} == {12}
     assert sum(o.asset_observation.metadata["windows"].value for o in observations) == windows
-    assert size.rows / windows < 0.25
-    assert size.rows / len(runs) < 40
+    # Before: one observation per export-window (1.96 rows, 4.0 KB each here); now a run's rows do
+    # not depend on its exports (these runs carry 12; a full run 50).
+    assert size.rows / len(runs) < 40 and size.rows / windows < 1
 
 
 def fleet(n: int, failing: set[int]) -> list[ExportRecord]:
