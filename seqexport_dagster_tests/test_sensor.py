@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from seqexport_dagster import planner
 from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK
 from seqexport_dagster.defs.resources import ExporterResource
-from seqexport_dagster.defs.sensors import MAX_STATUS_PER_TICK, ROTATION, Cursor, status_events
+from seqexport_dagster.defs.sensors import MAX_STATUS_PER_TICK, ROTATION, Cursor, attention_first, status_events
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.store import CANCELED, COMMITTED, DatasetState, ExportRecord
@@ -438,3 +438,7 @@ def test_the_cursor_leads_with_its_words_and_reads_the_previous_versions_json() 
     old = '{"why": "1 run(s) requested", "through": {"email_events": "2026-09-29"}, "since_ms": 5, "tick": 3, "failing": "ab"}'
     assert Cursor.parse(old) == Cursor({"email_events": "2026-09-29"}, 5, 3, "ab")
     assert Cursor.parse("not json | {broken") == Cursor()
+    why = "nothing due: 2 dataset(s) of active exports are up to date; in backoff: exp_a email_events retries at t"
+    assert attention_first(why + "; paused: exp_b") == (
+        "in backoff: exp_a email_events retries at t; paused: exp_b; nothing due: 2 dataset(s) of active exports are up to date"
+    )

@@ -204,6 +204,13 @@ class Cursor:
         return f"{self.why}{WHY_SEPARATOR}{state}"
 
 
+def attention_first(why: str) -> str:
+    """The tick list shows only the cursor's first 25 characters or so: what needs an operator
+    (exports in backoff, paused) comes before "nothing due" there; the skip reason is unchanged."""
+    parts = why.split("; ")
+    return "; ".join(sorted(parts, key=lambda part: not part.startswith(("in backoff: ", "paused: "))))
+
+
 def short_id(export_id: str) -> str:
     return f"{zlib.crc32(export_id.encode()):08x}"
 
@@ -327,7 +334,7 @@ def evaluate(
     cursor.failing, cursor.since_ms, cursor.tick = digest, watermark, cursor.tick + 1
     # Issue 17: a tick that requests nothing says why (nothing due, paused, retries at <time> (attempt n)).
     why = None if requests else idle_reason(records, now_ms, busy=busy)
-    cursor.why = why or f"{len(requests)} run(s) requested"
+    cursor.why = attention_first(why) if why else f"{len(requests)} run(s) requested"
     return dg.SensorResult(
         run_requests=requests,
         skip_reason=why,
