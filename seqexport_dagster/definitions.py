@@ -28,7 +28,8 @@ from seqexport_dagster.defs.resources import (
     OperatorResource,
     SourceResource,
 )
-from seqexport_dagster.defs.sensors import export_job, run_log_canceled_sensor, run_log_failed_sensor, scheduler_sensor
+from seqexport_dagster.defs.run_log_sensors import run_log_canceled_sensor, run_log_failed_sensor
+from seqexport_dagster.defs.sensors import export_job, scheduler_sensor
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.fleet import first_export_day

@@ -1,11 +1,19 @@
-"""Issue 17, "Must show": the Dagster UI in a real browser (headless Debian chromium, Playwright).
+"""Issues 17 and 25, "Must show": the Dagster UI in a real browser (headless Debian chromium, Playwright).
 
-`dagster dev` (webserver and daemon) runs on 127.0.0.1 with a fresh DAGSTER_HOME. One export writes
-to a bucket that does not exist on a local moto server: the scheduler sensor's first tick launches
-its run, which fails for that customer-readable reason; the next tick requests nothing, because the
-export waits out its backoff. The browser then opens the failed run's page and the sensor's page and
-asserts on the page text, without clicking anything open, that the customer message and "retries at
-<time> (attempt n)" are visible. Screenshots go to ``test-artefacts/`` at the repository root.
+`dagster dev` (webserver and daemon) runs on 127.0.0.1 with a fresh DAGSTER_HOME and a local moto
+server. One export (account ``acme-failing``) writes to a bucket that does not exist: the scheduler
+sensor's first tick launches its run, which fails for that customer-readable reason; the next tick
+launches the export's status run, which fails its ``export_status`` partition (red). Then a healthy
+export (account ``globex-healthy``, an existing bucket) is added and delivers. The browser asserts,
+on the page text and without clicking anything open:
+- the failed run's page shows `ExportFailed: <message>`, the account and "retries at <time>
+  (attempt n)", and no stack trace for the step (no frame of ours anywhere);
+- the Catalog marks ``export_status`` red (one failed partition) and a healthy dataset not;
+- ``export_status`` shows the failing export's partition failed, and its check names the export
+  with its account (the healthy one not); the status run's page says why, without a stack trace;
+- the sensor's tick list says why a tick requested nothing, in the tick's own row (the cursor
+  column, and the tooltip of "0 runs requested").
+Screenshots and page texts go to ``test-artefacts/`` at the repository root.
 
 The browser is required: without /usr/bin/chromium (`apt-get install -y chromium`) this test fails.
 """
@@ -64,14 +72,25 @@ def skip_community_dialog(page: Any) -> None:
         page.wait_for_timeout(300)
 
 
-#: True when an element inside holds a red mark (text, fill or background; Dagster's "failed" red).
-RED_INSIDE = """row => [...row.querySelectorAll('*')].some(el => {
-  const s = getComputedStyle(el);
-  return [s.color, s.backgroundColor, s.fill].some(c => {
-    const m = c && c.match(/rgba?\\((\\d+), (\\d+), (\\d+)/);
-    return m && +m[1] > 170 && +m[2] < 110 && +m[3] < 110;
+#: The Catalog row (its text, and whether its other cells hold a red mark: Dagster's "failed" red as
+#: text, fill or background) of the asset whose description starts with the given words.
+CATALOG_ROW = """needle => {
+  const leaf = [...document.querySelectorAll('body *')].find(
+    e => e.childElementCount === 0 && (e.textContent || '').startsWith(needle));
+  let row = leaf;
+  while (row && !/\\d+ partitions?/.test(row.innerText)) row = row.parentElement;
+  if (!row) return null;
+  let cell = leaf;  // the name and description cell (its kind icon is not a status), left out
+  while (cell.parentElement !== row) cell = cell.parentElement;
+  const red = [...row.querySelectorAll('*')].filter(el => !cell.contains(el)).some(el => {
+    const s = getComputedStyle(el);
+    return [s.color, s.backgroundColor, s.fill].some(c => {
+      const m = c && c.match(/rgba?\\((\\d+), (\\d+), (\\d+)/);
+      return m && +m[1] > 170 && +m[2] < 110 && +m[3] < 110;
+    });
   });
-})"""
+  return {text: row.innerText, red};
+}"""
 
 
 def dump(page: Any, name: str) -> str:
@@ -207,13 +226,12 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
                     # The Catalog: export_status has a failed partition (red).
                     visit(page, f"{base}/assets")
                     text = dump(page, "catalog")
-                    row = page.locator("tr", has_text="One partition per export").first
+                    row = page.evaluate(CATALOG_ROW, "One partition per export")
                     # Its status column: materialized 0, missing 1, failed 1 (a red dot), in progress 0.
-                    counts = row.inner_text().split("\n")
-                    assert counts[-5:] == ["0", "1", "1", "0", "2 partitions"], counts
-                    assert row.evaluate(RED_INSIDE), "no red mark in export_status's row"
-                    other = page.locator("tr", has_text="One row per email event").first
-                    assert not other.evaluate(RED_INSIDE), "a healthy dataset's row is marked red"
+                    assert row is not None and row["text"].split("\n")[-5:] == ["0", "1", "1", "0", "2 partitions"], row
+                    assert row["red"], "no red mark in export_status's row"
+                    other = page.evaluate(CATALOG_ROW, "One row per email event")
+                    assert other is not None and not other["red"], "a healthy dataset's row is marked red"
 
                     # export_status: the failing export's partition is failed, with its account; the
                     # healthy one is not.
@@ -244,11 +262,11 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
 
                     def skip_shown() -> bool:
                         visit(page, sensor, 1500)
-                        rows = page.locator("tbody tr")
+                        rows = page.locator("tr", has_text="View logs")  # the tick list's rows
                         return bool(rows.count()) and "in backoff" in rows.first.inner_text()
 
                     wait_for("a skipped tick saying why", skip_shown, server, log, 240)
-                    row = page.locator("tbody tr").first
+                    row = page.locator("tr", has_text="View logs").first
                     assert retry in row.inner_text() and "0 runs requested" in row.inner_text()
                     row.get_by_text("0 runs requested").first.hover()
                     page.wait_for_timeout(800)

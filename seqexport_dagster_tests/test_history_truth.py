@@ -291,7 +291,8 @@ def test_a_run_canceled_while_queued_appears_in_history_as_canceled(h: Any, caps
     run-status sensor writes the run log from the run's config and tags; history shows it."""
     import dagster as dg
 
-    from seqexport_dagster.defs.sensors import run_log_canceled_sensor, run_request
+    from seqexport_dagster.defs.run_log_sensors import run_log_canceled_sensor
+    from seqexport_dagster.defs.sensors import run_request
     from seqexport_dagster.planner import batch, due_work
 
     export = h.world.local_export(datasets=("email_events",))

@@ -184,8 +184,14 @@ def test_dagster_event_log_gets_one_bounded_line_and_a_drip_ends_in_time(
                 assert not any(ch in text for ch in ("\x9b", "\u202e", "\u2028", "\x85")), (mode, text[:300])
                 assert SECRET not in text
             phrase = MODES[mode][1]
-            # The run's own line about the export (asset-check descriptions quote it inside Dagster's words).
-            mentions = [e.user_message for e in events if e.user_message.startswith(f"export {export.id}")]
+            # The run's own line about the dataset's failures, naming the export (asset-check
+            # descriptions quote it inside Dagster's words).
+            mentions = [
+                e.user_message
+                for e in events
+                if e.user_message.startswith("email_events: ")
+                and f"failed: {export.id} (account acme): " in e.user_message
+            ]
             assert mentions and all(phrase in m for m in mentions), (mode, [e.user_message[:200] for e in events])
             for message in mentions:
                 assert_safe_text(message)

@@ -38,8 +38,9 @@ def test_the_sensor_tick_carries_the_reason(tmp_path: Any, monkeypatch: Any) -> 
         result = h.sensor_result()
         assert result.run_requests == [] and result.skip_reason is not None
         assert result.skip_reason.skip_message == f"nothing due; paused: {paused.id}"
-        # The tick list shows the cursor as text, so it says the same, first, in words.
-        assert result.cursor is not None and result.cursor.startswith(f"nothing due; paused: {paused.id} | {{")
+        # The tick list shows the cursor as text, so it says the same, first, in words, what needs
+        # an operator leading.
+        assert result.cursor is not None and result.cursor.startswith(f"paused: {paused.id}; nothing due | {{")
         h.world.local_export(datasets=("email_events",), folder="a")
         h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
         busy = h.sensor_result()

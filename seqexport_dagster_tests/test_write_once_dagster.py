@@ -163,7 +163,7 @@ def test_replace_is_explicit_and_fails_clearly_on_a_create_only_key(h, moto, pro
     state = h.world.store.get_export(export.id).dataset_state("email_events")
     message = (state.last_error or "") if state is not None else ""
     logged = "\n".join(e.user_message for e in h.instance.all_logs(result.run_id))
-    assert f"export {export.id} email_events: failed: " in logged
+    assert "email_events: 1 export(s): 0 window(s)" in logged and f"1 failed: {export.id} (account " in logged
     assert "Replacing files needs a key that may overwrite" in message
     assert "Run the backfill without replace" in message and SECRET not in message
     assert proxy.overwrites, "the replace did try to overwrite, and the bucket refused"

@@ -8,14 +8,17 @@ completes. The policy is `seqexport_dagster.planner`; this module is wiring.
 Each tick:
 1. registers new exports as partitions of the status asset;
 2. requests the due work (`planner.due_work`) of exports without a run in flight or a live writer
-   lease, batched by day and shard (`planner.batch`), one run per batch; the run's tags name every
-   export and account in it, so the Runs page filters by either;
+   lease, batched by day and shard (`planner.batch`), one run per batch; the run's config lists its
+   exports, and its tags are bounded whatever their number (`run_tags`: its shards, and each export
+   and account when there are at most `NAMED_IN_TAGS`);
 3. materializes each dataset's days that every active export has now finished (the cursor keeps
    how far each dataset is green; at most `MAX_DAYS_PER_TICK` per tick, so a first tick after an
    upgrade catches up over a few ticks);
-4. records the status of exports that changed since the last tick, plus a rotating slice of all of
-   them (each export at least every `ROTATION` ticks, so "behind" stays fresh);
-5. evaluates the per-dataset ``exports_healthy`` check when the set of failing exports changes.
+4. records the status of exports whose health changed, plus a rotating slice of all of them (each
+   export every `ROTATION` ticks), at most `MAX_STATUS_PER_TICK` observations a tick, and a status
+   run for each export that starts or stops failing (`status_events`, `defs.export_status`);
+5. evaluates the per-dataset ``exports_healthy`` checks and ``export_status``'s own check when the
+   set of failing exports changes.
 """
 
 from __future__ import annotations
@@ -36,7 +39,6 @@ from seqexport_dagster.defs.assets import (
     OP_NAME,
     SCHEDULED,
     TRIGGER_TAG,
-    run_trigger,
     tag_safe,
 )
 from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK, STATUS_JOB, status_job
@@ -49,13 +51,11 @@ from seqexport_dagster.defs.health import (
 )
 from seqexport_dagster.defs.partitions import EXPORTS
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
-from seqexport_dagster.errors import ExportError
 from seqexport_dagster.idle import idle_reason
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.store import ACTIVE, DELETED, ExportRecord, run_log
+from seqexport_dagster.store import ACTIVE, DELETED, ExportRecord
 from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
-from seqexport_dagster.store.run_log import RunLog
 from seqexport_dagster.window import day_of
 
 #: Run tags (issue 23: bounded whatever the number of exports in the run). A run of at most
@@ -204,6 +204,13 @@ class Cursor:
         return f"{self.why}{WHY_SEPARATOR}{state}"
 
 
+def attention_first(why: str) -> str:
+    """The tick list shows only the cursor's first 25 characters or so: what needs an operator
+    (exports in backoff, paused) comes before "nothing due" there; the skip reason is unchanged."""
+    parts = why.split("; ")
+    return "; ".join(sorted(parts, key=lambda part: not part.startswith(("in backoff: ", "paused: "))))
+
+
 def short_id(export_id: str) -> str:
     return f"{zlib.crc32(export_id.encode()):08x}"
 
@@ -327,7 +334,7 @@ def evaluate(
     cursor.failing, cursor.since_ms, cursor.tick = digest, watermark, cursor.tick + 1
     # Issue 17: a tick that requests nothing says why (nothing due, paused, retries at <time> (attempt n)).
     why = None if requests else idle_reason(records, now_ms, busy=busy)
-    cursor.why = why or f"{len(requests)} run(s) requested"
+    cursor.why = attention_first(why) if why else f"{len(requests)} run(s) requested"
     return dg.SensorResult(
         run_requests=requests,
         skip_reason=why,
@@ -357,62 +364,3 @@ def scheduler_sensor(
     context: SensorEvaluationContext, control_plane: ControlPlaneResource, clock: ClockResource
 ) -> dg.SensorResult:
     return evaluate(context.instance, control_plane, clock.now_ms(), context.cursor)
-
-
-#: Why the run log says what it says when Dagster, not the run, ended the run.
-ENDED_BY_DAGSTER: Final = {
-    run_log.CANCELED: "the run was canceled in Dagster before it finished",
-    run_log.FAILED: "the run ended in Dagster before it finished (run worker lost); the scheduler retries it",
-}
-
-
-def settle_run(control_plane: ControlPlaneResource, run: dg.DagsterRun, status: str, now_ms: int) -> int:
-    """Make the run log agree with Dagster about a run that ended without our code closing it.
-
-    The run names its exports in its config and its day in its partition tag; a run launched for
-    "every active export" (empty list) that never started cannot say which exports it would have
-    written, and is left out.
-    """
-    run_config: dict[str, Any] = dict(run.run_config or {})
-    config = run_config.get("ops", {}).get(OP_NAME, {}).get("config", {})
-    export_ids = run_exports(run)
-    day = run.tags.get("dagster/partition")
-    datasets = {key.path[-1] for key in run.asset_selection or []}
-    if not export_ids or not day:
-        return 0
-    store = control_plane.store()
-    work = []
-    for export_id in export_ids:
-        try:
-            export = store.get_export(export_id)
-        except ExportError:
-            continue
-        work += [(export_id, s.dataset) for s in export.datasets if not datasets or s.dataset in datasets]
-    trigger = run_trigger(run.tags, config.get("export_now") or [])
-    return RunLog(control_plane.engine()).settle(
-        run.run_id, work, day, trigger(work[0][0]) if work else "", status, now_ms,
-        ENDED_BY_DAGSTER[status],
-    )  # fmt: skip
-
-
-def run_log_sensor(dagster_status: dg.DagsterRunStatus, status: str, name: str, what: str) -> dg.SensorDefinition:
-    """A sensor that settles the run log (`settle_run`) of every run Dagster ends in ``dagster_status``."""
-
-    @dg.run_status_sensor(
-        run_status=dagster_status,
-        name=name,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description=f"Keeps `seqexport history` in step with Dagster: {what}.",
-    )
-    def settle(context: dg.RunStatusSensorContext, control_plane: ControlPlaneResource, clock: ClockResource) -> None:
-        settle_run(control_plane, context.dagster_run, status, clock.now_ms())
-
-    return settle
-
-
-run_log_canceled_sensor = run_log_sensor(
-    dg.DagsterRunStatus.CANCELED, run_log.CANCELED, "run_log_canceled_sensor", "runs canceled before or while writing"
-)
-run_log_failed_sensor = run_log_sensor(
-    dg.DagsterRunStatus.FAILURE, run_log.FAILED, "run_log_failed_sensor", "runs whose worker was lost"
-)
