@@ -78,11 +78,17 @@ def reap(keep: int) -> None:
 
 
 def signal_all(pgid: int, signum: int) -> None:
+    """``signum`` to the command; SIGTERM (or SIGKILL) to everything else under this process. The
+    webserver and the daemon shut down on SIGTERM as they do on SIGINT, and a run worker on SIGINT
+    would only start a KeyboardInterrupt traceback."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
+        os.kill(pgid, signum)
+    others = signal.SIGKILL if signum == signal.SIGKILL else signal.SIGTERM
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, others)
     for pid in descendants(os.getpid()):
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signum)
+            os.kill(pid, others if pid != pgid else signum)
 
 
 def anything_left(pgid: int) -> bool:

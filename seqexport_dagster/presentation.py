@@ -52,6 +52,8 @@ class DatasetStatusJson(DatasetJson):
     behind_ms: int | None
     #: The snapshot: how long its day has been due unwritten (0 while on time); null otherwise.
     snapshot_late_ms: int | None
+    #: The snapshot: when its day is due (the day's end + lag); null for event datasets.
+    snapshot_due_at: str | None
     last_error: LastErrorJson | None
 
 
@@ -267,6 +269,7 @@ def status_json(status: ExportStatus) -> ExportStatusJson:
                 "position": _iso(d.position_ms),
                 "behind_ms": d.behind_ms,
                 "snapshot_late_ms": d.snapshot_late_ms,
+                "snapshot_due_at": _iso(d.snapshot_due_at),
                 "last_error": last_error_json(d.last_error),
             }
             for d in status.datasets
@@ -437,6 +440,7 @@ def status_from_json(body: ExportStatusJson | dict[str, Any]) -> ExportStatus:
                 behind_ms=d["behind_ms"],
                 last_error=error(d["last_error"]),
                 snapshot_late_ms=d["snapshot_late_ms"],
+                snapshot_due_at=_ms(d["snapshot_due_at"]),
             )
             for d in body["datasets"]
         ),

@@ -45,6 +45,8 @@ class DatasetStatus:
     #: Snapshot: how long the day at the position has been due (its end + lag) without being
     #: written; 0 before that. None for event datasets and for a deleted export.
     snapshot_late_ms: int | None = None
+    #: Snapshot: when the day at the position is due (`snapshot_due_at`); None for event datasets.
+    snapshot_due_at: int | None = None
 
     @property
     def is_snapshot(self) -> bool:
@@ -153,6 +155,7 @@ def dataset_status(record: ExportRecord, state: DatasetState, now_ms: int) -> Da
         behind_ms=max(0, now_ms - state.position_ms) if live and not snapshot else None,
         last_error=_last_error(state),
         snapshot_late_ms=max(0, now_ms - snapshot_due_at(record, state)) if live and snapshot else None,
+        snapshot_due_at=snapshot_due_at(record, state) if snapshot else None,
     )
 
 

@@ -128,3 +128,31 @@ def test_make_dev_stops_with_everything_it_started(
             if alive(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+
+
+STUBBORN = """
+( trap '' TERM INT; setsid sleep 300 & sleep 300 ) &
+trap 'exit 0' TERM INT
+sleep 300 & wait
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_the_wrapper_stops_children_that_ignore_the_signal_or_left_the_group(tmp_path: Path, signum: int) -> None:
+    """deploy/run_in_group.py alone, fast: a child that ignores SIGTERM and SIGINT, and one that left
+    the process group with setsid, are both gone once the grace period is over."""
+    script = tmp_path / "stubborn.sh"
+    script.write_text(STUBBORN)
+    wrapper = [sys.executable, str(ROOT / "deploy" / "run_in_group.py"), "--grace", "2", "--", "bash", str(script)]
+    with group_process(wrapper, grace_s=5) as run:
+        deadline = time.monotonic() + 30
+        while len(tree(run.pid)) < 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        started = tree(run.pid)
+        assert len(started) >= 5, started  # bash, its subshell, three sleeps (one in its own session)
+        signalled = time.monotonic()
+        os.kill(run.pid, signum)
+        code = run.wait(timeout=15)
+        elapsed = time.monotonic() - signalled
+    assert code == 128 + signum and not [pid for pid in started if alive(pid)]
+    assert 2 <= elapsed < 6, elapsed  # the grace period, then SIGKILL

@@ -39,6 +39,9 @@ def test_a_brand_new_healthy_export_is_not_behind_by_its_snapshot(run: Cli) -> N
         assert by_name[name]["position_ms"] == created
     snapshot = by_name["subscribers"]
     assert snapshot["position_ms"] == DAY0 and snapshot["behind_ms"] is None and snapshot["snapshot_late_ms"] == 0
+    assert (
+        snapshot["snapshot_due_at"] == iso_ms(DAY0 + DAY_MS + LAG) and by_name["sms_events"]["snapshot_due_at"] is None
+    )
     assert body["behind_ms"] == 30 * MINUTE_MS and body["snapshot_late_ms"] == 0
 
     text = run("status", eid).out

@@ -18,7 +18,7 @@ from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.redaction import redact_secrets
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.terminal import escape, escape_lines
-from seqexport_dagster.window import DAY_MS, iso_ms
+from seqexport_dagster.window import iso_ms
 
 if TYPE_CHECKING:
     from seqexport_dagster.batch import BatchReport
@@ -224,7 +224,7 @@ def export_status(out: Output, status: ExportStatus) -> None:
     )
     for d in status.datasets:
         if d.snapshot_late_ms is not None:
-            due = when(d.position_ms + DAY_MS + e.lag_ms)
+            due = when(d.snapshot_due_at)
             lateness = f"late by {duration(d.snapshot_late_ms)}" if d.snapshot_late_ms else "on time"
             out.line(f"{d.dataset} snapshot of {when(d.position_ms)[:10]}: due {due}, {lateness}")
     errors = [d.last_error for d in status.datasets if d.last_error]
