@@ -31,16 +31,22 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.history import history
 from seqexport_dagster.status import export_status
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.maintenance import maintain
-from seqexport_dagster.store.run_log import RunLog
 from seqexport_dagster.verify.ledger import ledger_problems
-from seqexport_dagster.window import DAY_MS, MINUTE_MS, Window, day_of
+from seqexport_dagster.window import DAY_MS, Window, day_of
+from seqexport_dagster_tests.support.metadata_rows import (
+    RETENTION_INDEXES,
+    TODAY_INDEXES,
+    copy_summaries,
+    deliver_template,
+    export_id,
+    replicate,
+)
 from seqexport_dagster_tests.support.world import DAY0, Clock, World, postgres_database
 
 TABLES = ("windows", "parts", "run_log", "window_days", "exports", "export_datasets")
@@ -48,122 +54,6 @@ EVENT_DATASETS = 3
 SLOTS_PER_DAY = 96  # 15-minute windows
 TARGET_EXPORTS = 3000
 KEEP_DAYS = 15  # the 14-day horizon, plus the day in progress
-PART_IDS_DAYS = 7
-TODAY_INDEX = "CREATE INDEX ix_parts_lookup ON parts (export_id, dataset, from_ms, to_ms, location)"
-
-
-def export_id(k: int) -> str:
-    return f"exp_{k:016x}"
-
-
-def deliver_template(world: World, slots: int) -> str:
-    """One day (``slots`` 15-minute slots) of every dataset, by the real runner, with run-log entries."""
-    generate_account(world.source_engine, "acme", DAY0, DAY0 + DAY_MS, scale=Scale(subscribers=50))
-    export = world.local_export("acme", frequency="15m")
-    runner = world.runner(part_limit=5000)
-    log = RunLog(world.control_engine)
-    day = Window(DAY0, DAY0 + DAY_MS).day
-    for slot in range(1, slots + 1):
-        world.clock.now_ms = DAY0 + slot * 15 * MINUTE_MS + 3 * MINUTE_MS
-        # The sensor requests a dataset only when it is due: the snapshot once a day, at the last slot.
-        for dataset in ("email_events", "sms_events", "custom_events", *(["subscribers"] if slot == slots else [])):
-            run_id = f"run-{slot:03d}-{dataset[:3]}"
-            log.start(run_id, export.id, dataset, day.isoformat(), "scheduled", world.clock())
-            runner.run_day(export.id, dataset, day, run_id=run_id)
-            log.finish(run_id, export.id, dataset, "succeeded", world.clock())
-    world.clock.now_ms = DAY0 + DAY_MS + 3 * MINUTE_MS
-    return export.id
-
-
-_DATE = "to_char(to_timestamp((t.from_ms + d.n * {day}) / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
-
-
-def replicate(engine: sa.Engine, template: str, ks: list[int], days: range, now_ms: int) -> None:
-    """Copy the template's rows to exports ``ks`` for day offsets ``days`` (0: the template's day)."""
-    day = DAY_MS
-    with engine.begin() as conn:
-        lo, hi = conn.execute(
-            sa.text("SELECT min(id), max(id) FROM windows WHERE export_id = :t"), {"t": template}
-        ).one()
-        span = hi - lo + 1
-        base = conn.execute(sa.text("SELECT coalesce(max(id), 0) + 1 FROM windows")).scalar_one()
-        params: dict[str, Any] = {
-            "t": template, "lo": lo, "span": span, "base": base, "nd": len(days), "d0": days.start,
-            "d1": days.stop - 1, "k0": min(ks), "k1": max(ks), "day": day, "pids": now_ms - PART_IDS_DAYS * day,
-        }  # fmt: skip
-        window_id = "(:base + ((k.n - :k0) * :nd + (d.n - :d0)) * :span + (t.{col} - :lo))"
-        conn.execute(
-            sa.text(
-                "INSERT INTO exports SELECT 'exp_' || lpad(to_hex(k.n), 16, '0'), 'acct_' || k.n, provider, bucket,"
-                " region, endpoint, prefix || k.n, access_key_id, secret_ciphertext, frequency, lag_ms, status,"
-                " config_version, destination_version, export_now_at, created_at + :d0 * :day, updated_at, deleted_at"
-                " FROM exports, generate_series(:k0, :k1) k(n) WHERE id = :t"
-                " ON CONFLICT (id) DO NOTHING"
-            ),
-            params,
-        )
-        conn.execute(
-            sa.text(
-                "INSERT INTO export_datasets (export_id, dataset, added_at, removed_at, position_ms, failures)"
-                " SELECT 'exp_' || lpad(to_hex(k.n), 16, '0'), dataset, added_at + :d0 * :day, removed_at,"
-                " position_ms, 0 FROM export_datasets, generate_series(:k0, :k1) k(n)"
-                " WHERE export_id = :t AND NOT EXISTS (SELECT 1 FROM export_datasets e"
-                "   WHERE e.export_id = 'exp_' || lpad(to_hex(k.n), 16, '0'))"
-            ),
-            params,
-        )
-        conn.execute(
-            sa.text(
-                "INSERT INTO windows SELECT " + window_id.format(col="id") + ", 'exp_' || lpad(to_hex(k.n), 16, '0'),"
-                " t.dataset, " + _DATE.format(day=":day") + ", t.from_ms + d.n * :day, t.to_ms + d.n * :day,"
-                " t.run_id || '-' || d.n, t.location, t.status, t.rows, t.parts, t.bytes, t.error,"
-                " t.started_at + d.n * :day, t.finished_at + d.n * :day, t.snapshot_taken_at + d.n * :day"
-                " FROM windows t, generate_series(:k0, :k1) k(n), generate_series(:d0, :d1) d(n)"
-                " WHERE t.export_id = :t"
-            ),
-            params,
-        )
-        conn.execute(
-            sa.text(
-                "INSERT INTO parts (window_id, export_id, dataset, from_ms, to_ms, location, part, key, rows, bytes,"
-                " written_at, status, kind, last_recorded_at, last_id, md5, ids, landed_at)"
-                " SELECT " + window_id.format(col="window_id") + ", 'exp_' || lpad(to_hex(k.n), 16, '0'),"
-                " t.dataset, t.from_ms + d.n * :day, t.to_ms + d.n * :day, t.location, t.part, t.key, t.rows,"
-                " t.bytes, t.written_at + d.n * :day, t.status, t.kind, t.last_recorded_at, t.last_id, t.md5,"
-                " CASE WHEN t.to_ms + d.n * :day < :pids THEN NULL ELSE t.ids END, t.landed_at + d.n * :day"
-                " FROM parts t, generate_series(:k0, :k1) k(n), generate_series(:d0, :d1) d(n)"
-                " WHERE t.export_id = :t"
-            ),
-            params,
-        )
-        conn.execute(
-            sa.text(
-                "INSERT INTO run_log (run_id, export_id, dataset, date, trigger, status, message, started_at,"
-                " finished_at) SELECT t.run_id || '-' || d.n, 'exp_' || lpad(to_hex(k.n), 16, '0'), t.dataset,"
-                " to_char(to_timestamp((t.started_at + d.n * :day - 180000) / 1000) AT TIME ZONE 'UTC',"
-                " 'YYYY-MM-DD'), t.trigger, t.status, t.message, t.started_at + d.n * :day,"
-                " t.finished_at + d.n * :day FROM run_log t, generate_series(:k0, :k1) k(n),"
-                " generate_series(:d0, :d1) d(n) WHERE t.export_id = :t"
-            ),
-            params,
-        )
-        conn.execute(sa.text("SELECT setval('windows_id_seq', (SELECT max(id) FROM windows))"))
-
-
-def copy_summaries(engine: sa.Engine, model: str, ks: list[int]) -> None:
-    """The fleet's summaries, copied from a compacted export's (the shapes `store.compaction` writes)."""
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO window_days (export_id, dataset, date, location, first_from_ms, last_to_ms, windows,"
-                " bounds, parts, rows, bytes, md5_digest, attempts, runs, compacted_at)"
-                " SELECT 'exp_' || lpad(to_hex(k.n), 16, '0'), dataset, date, location, first_from_ms, last_to_ms,"
-                " windows, bounds, parts, rows, bytes, md5(md5_digest || k.n) || md5(md5_digest), attempts, runs,"
-                " compacted_at FROM window_days, generate_series(:k0, :k1) k(n) WHERE export_id = :m"
-                " ON CONFLICT DO NOTHING"
-            ),
-            {"m": model, "k0": min(ks), "k1": max(ks)},
-        )
 
 
 def sizes(engine: sa.Engine) -> dict[str, Any]:
@@ -244,7 +134,8 @@ def measure(exports: int, deep: int, days: int, slots: int, progress: Callable[[
                 replicate(world.control_engine, template, fleet[i : i + 250], range(1), now_ms)
             progress(f"{len(fleet)} more exports x 1 day replicated")
             with world.control_engine.begin() as conn:  # today's index set (0007_retention drops this one)
-                conn.execute(sa.text(TODAY_INDEX))
+                for ddl in TODAY_INDEXES:
+                    conn.execute(sa.text(ddl))
             vacuum(control)
             deep_id = export_id(1)
             latest: dict[tuple[str, Window], int] = {}
@@ -254,7 +145,8 @@ def measure(exports: int, deep: int, days: int, slots: int, progress: Callable[[
             before = {"sizes": sizes(world.control_engine), "times": query_times(world, deep_id, latest, now_ms)}
             progress(f"before: {json.dumps(before['times'])}")
             with world.control_engine.begin() as conn:
-                conn.execute(sa.text("DROP INDEX ix_parts_lookup"))
+                for ddl in RETENTION_INDEXES:
+                    conn.execute(sa.text(ddl))
             started = time.perf_counter()
             report = maintain(world.control_engine, now_ms)
             maintain_s = time.perf_counter() - started

@@ -31,6 +31,7 @@ SECTIONS = (
     "engine", "postgres", "s3", "rss", "cores", "control", "batching", "partitions", "launch", "snapshot", "profile",
     "parquet",
     "reconcile",
+    "metadata",
 )  # fmt: skip
 
 
@@ -456,6 +457,29 @@ def reconcile_section(rep: Report, *, quick: bool) -> None:
              "history; the write of the due window is included, Dagster's own run overhead is not")  # fmt: skip
 
 
+def metadata_section(rep: Report, tmp: str, *, quick: bool) -> None:
+    """Control-plane metadata over a year at 3,000 exports, before and after compaction (benchmarks/metadata_year.py)."""
+    print("6d. control plane: one year of history at 3,000 exports, today's shapes vs compaction")
+    out = Path(tmp) / "metadata.json"
+    subprocess.run([sys.executable, "-m", "benchmarks.metadata_year", "--out", str(out), *(["--quick"] if quick else [])],
+                   cwd=ROOT, check=True)  # fmt: skip
+    r = json.loads(out.read_text())
+    rep.raw["metadata"] = r
+    p = r["projection"]
+    rep.ratio("control plane, today: GB a day at 3,000 exports (15 min)", p["before_gb_per_day"], unit="GB")
+    rep.ratio("control plane, today: GB after 2 years", p["before_gb_2_years"], unit="GB")
+    rep.ratio("control plane, compacted: GB steady state for 2 years", p["after_gb_2_years"], "<= 20 GB", unit="GB")
+    rep.ratio("control plane, 2 years: today / compacted", p["before_gb_2_years"] / p["after_gb_2_years"])
+    for name in ("sensor_tick_queries_s", "status_s", "history_s", "verify_ledger_s"):
+        before, after = r["before"]["times"][name], r["after"]["times"][name]
+        rep.ratio(f"{name.removesuffix('_s').replace('_', ' ')}: today / compacted ({before:.3f} s / {after:.3f} s)",
+                  before / after if after else 0.0)  # fmt: skip
+    b, a = r["before"]["sizes"], r["after"]["sizes"]
+    rep.note(f"metadata: {r['exports']:,} exports ({r['deep_exports']} with {r['days']} days, the rest 1 day); "
+             f"database {b['database_bytes'] / 1e9:.2f} GB as generated, {a['database_bytes'] / 1e9:.2f} GB after "
+             f"maintain + the fleet's summaries (VACUUM FULL); maintain took {r['maintain_s']:.0f} s")  # fmt: skip
+
+
 def launch_section(rep: Report, runs: int, tmp: str, *, quick: bool) -> None:
     """The real dagster-daemon launching the runs of one sensor tick (benchmarks/launch.py)."""
     print(f"6b. dagster-daemon launching {runs} runs requested by one sensor tick")
@@ -648,6 +672,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
             if "reconcile" in only:
                 reconcile_section(rep, quick=args.quick)
+            if "metadata" in only:
+                metadata_section(rep, tmp, quick=args.quick)
             if "profile" in only and not args.quick:
                 profile_section(rep, src, args.rows, tmp, profile)
         finally:

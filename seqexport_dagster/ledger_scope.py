@@ -73,6 +73,12 @@ def compacted_days(store: ControlPlane, export_id: str, source: str) -> tuple[li
     days = [d for d in read_window_days(store.engine, export_id) if d.windows]
     here = source_locations(source, {store.get_export(export_id).endpoint})
     ours = [d for d in days if d.location in here]
-    if not ours and not committed_elsewhere(store, export_id, source):
-        return days, days
-    return days, ours
+    if ours:
+        return days, ours
+    with store.engine.connect() as conn:
+        live_here = conn.execute(
+            sa.select(windows.c.id)
+            .where(windows.c.export_id == export_id, windows.c.status == COMMITTED, windows.c.location.in_(here))
+            .limit(1)
+        ).first()
+    return days, [] if live_here is not None else days

@@ -240,3 +240,52 @@ def test_maintain_beside_deliveries_and_backfills_loses_nothing(pg_world: World,
         ledger=(world.store, export.id),
     )
     assert checked.ok, checked.render()
+
+
+def test_maintain_refuses_the_http_api_and_names_the_variable() -> None:
+    """Maintenance needs the control-plane database itself, never a remote API client."""
+    import argparse
+
+    from seqexport_dagster.cli.maintain import maintain as maintain_command
+    from seqexport_dagster.cli.render import Output
+    from seqexport_dagster.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as refused:
+        maintain_command(argparse.Namespace(), object(), Output(False))  # type: ignore[arg-type]
+    assert refused.value.field == "SEQEXPORT_API_URL" and "control-plane database" in str(refused.value)
+
+
+def test_verify_ledger_of_both_places_after_a_move_and_compaction(tmp_path: Path, capsys: Any) -> None:
+    """Days 0-2 went to folder A, the rest to B after a destination change; once days 0-2 are
+    compacted, `verify --ledger` of each place still compares exactly the windows that live there."""
+    from seqexport_dagster.destination.config import DestinationConfig
+
+    spec = new_key_spec("t1")
+    with world_on("sqlite", tmp_path, spec) as world:
+        generate_account(world.source_engine, "acme", DAY0, DAY0 + DAYS * DAY_MS, scale=SMALL)
+        export = world.local_export("acme", frequency="6h", datasets=("email_events",))
+        runner = world.runner(part_limit=20)
+        for d in range(DAYS):
+            day = Window(DAY0 + d * DAY_MS, DAY0 + (d + 1) * DAY_MS).day
+            for slot in range(1, 5):
+                world.clock.now_ms = DAY0 + d * DAY_MS + slot * 6 * HOUR_MS + 3 * MINUTE_MS
+                if (d, slot) == (3, 1):
+                    moved = DestinationConfig("local", str(world.root / "moved"))
+                    world.store.update_destination(export.id, moved, world.clock())
+                runner.run_day(export.id, "email_events", day, run_id=f"run-{d}-{slot}")
+        places = {"A": str(world.root / "bucket"), "B": str(world.root / "moved")}
+
+        def verified() -> dict[str, Any]:
+            return {k: cli_json(world, spec, capsys, "verify", v, "--ledger", export.id) for k, v in places.items()}
+
+        before = verified()
+        assert all(code == 0 and report["problems"] == [] for code, report in before.values()), before
+        code, report = cli_json(world, spec, capsys, "maintain")
+        assert code == 0 and report["days_compacted"] == 3
+        assert verified() == before
+        # A window lost from the old place (compacted) is found there, not at the new one.
+        next((world.root / "bucket" / "email_events" / "date=2026-09-30").iterdir()).unlink()
+        after = verified()
+        assert after["B"] == before["B"]
+        kinds = {p["kind"] for p in after["A"][1]["problems"]}
+        assert after["A"][0] != 0 and kinds & {"ledger_window_missing", "ledger_rows_mismatch"}, kinds

@@ -130,6 +130,8 @@ parts = sa.Table(
     # A window's parts are looked up along ux_parts_number's leading columns (ix_parts_lookup, the
     # same columns without ``part``, was dropped in migration 0007_retention: it only cost bytes).
     sa.Index("ux_parts_number", "export_id", "dataset", "from_ms", "to_ms", "location", "part", unique=True),
+    # The parts of window attempts (compaction), and the foreign-key check when a window row goes.
+    sa.Index("ix_parts_window", "window_id"),
 )
 
 # HTTP API (migration 0005): tokens are stored as a SHA-256 of a 256-bit random value, never in clear.

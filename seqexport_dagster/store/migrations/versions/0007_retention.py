@@ -1,5 +1,6 @@
 """Retention (issue 23): per-day summaries of compacted windows, parts and run-log entries;
-the redundant ix_parts_lookup goes (ux_parts_number has the same leading columns).
+the redundant ix_parts_lookup goes (ux_parts_number has the same leading columns) and parts get an
+index on window_id (compaction deletes window rows, each checked against parts' foreign key).
 
 An existing instance keeps its whole history through this upgrade: nothing is compacted here. The
 first `seqexport maintain` (or the ``control_plane_maintenance`` schedule) folds the days older
@@ -42,8 +43,11 @@ def upgrade() -> None:
     op.create_index("ix_window_days_dataset_date", "window_days", ["dataset", "date"])
     # ux_parts_number (export, dataset, from, to, location, part) serves every lookup this one did.
     op.drop_index("ix_parts_lookup", table_name="parts")
+    # Compaction deletes window rows: without this, each one's foreign-key check scans all parts.
+    op.create_index("ix_parts_window", "parts", ["window_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_parts_window", table_name="parts")
     op.create_index("ix_parts_lookup", "parts", ["export_id", "dataset", "from_ms", "to_ms", "location"])
     op.drop_table("window_days")
