@@ -178,6 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--access-key-id", help="a read key (List + Get); default: your AWS credential chain")
     _add_secret_options(verify, prompt_flag=False)
     verify.add_argument("--ledger", metavar="EXPORT_ID", help="operators: also compare rows per window with the ledger")
+    verify.add_argument(
+        "--until",
+        metavar="WHEN",
+        help="the manifests must prove every event dataset complete up to this UTC day or instant (2026-10-01)",
+    )
     verify.set_defaults(plain_handler=tools.verify)
     tokens = sub.add_parser(
         "tokens",

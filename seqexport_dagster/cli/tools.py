@@ -12,7 +12,7 @@ from seqexport_dagster.cli import render
 from seqexport_dagster.cli.commands import read_secret
 from seqexport_dagster.cli.exits import EXIT_INTERNAL, EXIT_OK, EXIT_VERIFY_FAILED
 from seqexport_dagster.cli.render import Output
-from seqexport_dagster.errors import InvalidInput
+from seqexport_dagster.errors import InvalidInput, sanitize_error
 from seqexport_dagster.progress import reporter
 
 if TYPE_CHECKING:
@@ -63,12 +63,30 @@ def verify(args: argparse.Namespace) -> int:
                 region=args.region,
                 ledger=ledger,
                 progress=shown.advance,
+                until_ms=until_ms(args.until),
             )
     finally:
         if api is not None:
             api.close()
     out.line(report.to_json() if out.as_json else report.render())
     return EXIT_OK if report.ok else EXIT_VERIFY_FAILED
+
+
+def until_ms(text: str | None) -> int | None:
+    """``--until``: a UTC day (its midnight) or an ISO instant with an offset."""
+    if not text:
+        return None
+    from seqexport_dagster.window import parse_iso_ms
+
+    value = text.strip()
+    if len(value) == 10:
+        value += "T00:00:00Z"
+    try:
+        return parse_iso_ms(value)
+    except ValueError:
+        raise InvalidInput(
+            "until", f"{sanitize_error(repr(text), 40)} is not a UTC day (2026-10-01) or instant (2026-10-01T06:00:00Z)"
+        ) from None
 
 
 def local_only(args: argparse.Namespace, what: str) -> None:

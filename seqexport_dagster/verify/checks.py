@@ -8,6 +8,7 @@ reads in flight. Problems are aggregated per object (see `seqexport_dagster.veri
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.schema import DATASETS, Dataset
 from seqexport_dagster.verify.bucket import Bucket, LocalBucket, StoredObject, open_bucket, prefetch
 from seqexport_dagster.verify.ledger import ledger_problems
+from seqexport_dagster.verify.manifests import manifest_problems
 from seqexport_dagster.verify.report import DatasetSummary, Problem, VerifyReport
 from seqexport_dagster.verify.row import gunzip, row_problem
 from seqexport_dagster.window import Window, iso_ms
@@ -45,6 +47,9 @@ class _Checker:
         self.report = report
         self.part_limit = part_limit
         self.rows_by_window: dict[tuple[str, Window], int] = {}
+        #: Per event part: rows and hex MD5, for the manifests' counts (`verify.manifests`).
+        self.part_rows: dict[str, int] = {}
+        self.part_md5: dict[str, str] = {}
         self.on_part: Callable[[_Part], None] = lambda _part: None  # progress (issue 17)
 
     def problem(self, kind: str, dataset: str, key: str, detail: str, **extra: Any) -> None:
@@ -213,6 +218,9 @@ def _check_events(
         if part.window != current:
             current, previous = part.window, None
         rows, previous = checker.check_rows(ds, part, body, previous, seen)
+        if isinstance(body, bytes):
+            checker.part_rows[part.obj.key] = rows
+            checker.part_md5[part.obj.key] = hashlib.md5(body, usedforsecurity=False).hexdigest()
         assert part.window is not None
         slot = (dataset, part.window)
         checker.rows_by_window[slot] = checker.rows_by_window.get(slot, 0) + rows
@@ -290,7 +298,9 @@ def verify_bucket(
     part_limit: int = PART_LIMIT,
     workers: int = 8,
     progress: Advance = no_progress,
+    until_ms: int | None = None,
 ) -> VerifyReport:
+    """``until_ms``: the time every event dataset's chain must reach (its window manifests prove it)."""
     report = VerifyReport(bucket.source)
     checker = _Checker(report, part_limit)
     progress("listing objects", 0, None)
@@ -305,6 +315,9 @@ def verify_bucket(
         _check_events(checker, bucket, name, by_window, workers)
     if SNAPSHOT_DATASET in report.datasets:
         _check_snapshots(checker, bucket, snapshot_parts, successes, workers)
+    listed = {name: {w: [p.obj for p in parts] for w, parts in by_window.items()} for name, by_window in events.items()}
+    report.manifests, found = manifest_problems(bucket, listed, checker.part_rows, checker.part_md5, until_ms=until_ms)
+    report.problems.extend(found)
     if not objects:
         checker.problem("no_data", "-", report.source, f"no dataset folder ({', '.join(DATASETS)}) found")
     if ledger is not None:
@@ -340,6 +353,7 @@ def verify_location(
     ledger: tuple[ControlPlane, str] | None = None,
     part_limit: int = PART_LIMIT,
     progress: Advance = no_progress,
+    until_ms: int | None = None,
 ) -> VerifyReport:
     """Verify a local folder or an ``s3://``/``gs://`` prefix; see the module docstring for the checks."""
     bucket = open_bucket(
@@ -351,6 +365,8 @@ def verify_location(
     )
     try:
         workers = 1 if isinstance(bucket, LocalBucket) else 8
-        return verify_bucket(bucket, ledger=ledger, part_limit=part_limit, workers=workers, progress=progress)
+        return verify_bucket(
+            bucket, ledger=ledger, part_limit=part_limit, workers=workers, progress=progress, until_ms=until_ms
+        )
     finally:
         bucket.close()

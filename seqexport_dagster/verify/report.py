@@ -38,6 +38,8 @@ class VerifyReport:
     datasets: dict[str, DatasetSummary] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     ledger_checked: bool = False
+    #: Window manifests read (`verify.manifests`); with them, completeness is proven from the bucket.
+    manifests: int = 0
 
     @property
     def ok(self) -> bool:
@@ -48,6 +50,7 @@ class VerifyReport:
             "source": self.source,
             "ok": self.ok,
             "ledger_checked": self.ledger_checked,
+            "manifests": self.manifests,
             "datasets": {name: asdict(s) for name, s in self.datasets.items()},
             "problems": [{**asdict(p), "locations": list(p.locations)} for p in self.problems],
         }
@@ -62,6 +65,8 @@ class VerifyReport:
             unit = _plural(s.days, "day") if DATASETS[name].is_snapshot else _plural(s.windows, "window")
             counts = f"{_plural(s.parts, 'part')}, {_plural(s.rows, 'row')}, {s.bytes:,} bytes"
             lines.append(f"  {name:<14} {unit}, {counts}{span}")
+        if self.manifests:
+            lines.append(f"  {_plural(self.manifests, 'window manifest')} checked against the objects")
         if self.ledger_checked:
             lines.append("  rows per window compared with the control-plane ledger")
         if self.ok:
