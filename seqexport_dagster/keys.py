@@ -7,7 +7,9 @@ names it wrote, and `parse_key` reads them back (``verify``). The layout is the 
 - snapshot parts: ``<prefix>/subscribers/date=YYYY-MM-DD/subscribers-NNNN.jsonl.gz``, then ``_SUCCESS``;
 - an export in the ``parquet`` format names its parts the same way with ``.parquet`` (`file_format`);
 - the connection test file: ``<prefix>/_sequenzy/connection-test-<token>.txt``, outside every
-  dataset folder.
+  dataset folder;
+- window manifests: ``<prefix>/_sequenzy/manifests/<dataset>/date=YYYY-MM-DD/<dataset>-<fromMs>-<toMs>-through-NNNN.json``,
+  named by the last part they list, so a manifest written after late parts has a new name.
 """
 
 from __future__ import annotations
@@ -52,6 +54,33 @@ def success_key(prefix: str, day: dt.date) -> str:
 def connection_test_key(prefix: str, token: str) -> str:
     """Outside every dataset folder, so a loader globbing ``<dataset>/`` never sees it."""
     return _join(prefix, CONTROL_FOLDER, f"connection-test-{token}.txt")
+
+
+MANIFEST_FOLDER: Final = f"{CONTROL_FOLDER}/manifests"
+
+
+def manifest_key(prefix: str, dataset: str, window: Window, last_part: int) -> str:
+    """Outside every dataset folder (warehouse globs never see it); one name per set of parts."""
+    name = f"{dataset}-{window.from_ms}-{window.to_ms}-through-{last_part:04d}.json"
+    return _join(prefix, MANIFEST_FOLDER, dataset, f"date={window.date_key}", name)
+
+
+_MANIFEST_RE = re.compile(
+    r"^_sequenzy/manifests/(?P<dataset>[a-z_]+)/date=(?P<date>\d{4}-\d{2}-\d{2})/"
+    r"(?P=dataset)-(?P<from_ms>\d+)-(?P<to_ms>\d+)-through-(?P<part>\d{4}|[1-9]\d{4,})\.json$"
+)
+
+
+def parse_manifest_key(relative_key: str) -> tuple[str, Window, int] | None:
+    """``(dataset, window, last part)`` of a manifest key below the prefix, or None."""
+    found = _MANIFEST_RE.match(relative_key)
+    if not found:
+        return None
+    try:
+        window = Window(int(found.group("from_ms")), int(found.group("to_ms")))
+    except ValueError:
+        return None
+    return found.group("dataset"), window, int(found.group("part"))
 
 
 _PART_RE = re.compile(

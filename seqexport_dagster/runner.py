@@ -15,13 +15,15 @@ operations for one window, and why:
    so nothing needs blanking.
 4. Rows that appeared inside ranges already delivered (late rows) are found by id against the
    ledger and sent as additional parts, numbered on (`late_ids`; reconciliation calls it).
-5. Commit: ledger row and position in one transaction. Nothing before this point is visible as
+5. Write the window's manifest (`seqexport_dagster.manifest`) once all its parts landed, create-only,
+   under a name of its own for each set of parts (late parts get a new one).
+6. Commit: ledger row and position in one transaction. Nothing before this point is visible as
    progress, so a crash anywhere above is repaired by the next attempt resuming from the ledger.
 
 Only an operator's explicit replace (``replace=True``) overwrites: it rewrites a window from part
 0000 and fills part numbers it no longer needs with empty gzip. It needs a key that may overwrite.
 
-Steps 1 and 5 are this module's; steps 2 to 4 (and the replace) are `seqexport_dagster.delivery`'s,
+Steps 1, 5 and 6 are this module's; steps 2 to 4 (and the replace) are `seqexport_dagster.delivery`'s,
 one `Attempt` per window and destination version.
 """
 
@@ -41,6 +43,7 @@ from seqexport_dagster.destination import Destination, DestinationConfig, Operat
 from seqexport_dagster.errors import DestinationChanged, ExportError, RunInterrupted, internal_error
 from seqexport_dagster.file_format import FileFormat, window_format
 from seqexport_dagster.keys import SNAPSHOT_DATASET, part_key, snapshot_part_key, success_key
+from seqexport_dagster.manifest import write_manifest
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store import (
@@ -273,6 +276,17 @@ class Runner:
             tally = attempt.deliver(
                 window_id, dataset, window, keys, replace=replace, committed=committed, elsewhere=elsewhere, fmt=fmt
             )
+            if tally.sent_parts or not committed:  # a committed window with nothing new has its manifest
+                write_manifest(
+                    self.store,
+                    attempt.destination,
+                    export_id=export_id,
+                    prefix=attempt.config.prefix,
+                    location=attempt.location,
+                    dataset=dataset,
+                    window=window,
+                    replace=replace,
+                )
             advanced = self.store.commit_window(
                 window_id, rows=tally.rows, part_count=tally.parts, size=tally.bytes, now_ms=self.clock()
             )

@@ -421,11 +421,12 @@ def test_verify_with_the_ledger(run: Cli) -> None:
     root = w.root / "v"
     clean = run.ok("verify", str(root), "--ledger", eid)
     assert clean["ok"] and clean["ledger_checked"], clean
-    # The bucket alone cannot tell a lost last part from a shorter window; the ledger can.
+    # A lost last part: the window's manifest names it from the bucket alone; the ledger agrees.
     last = sorted((root / "email_events").rglob("*.jsonl.gz"))[-1]
     last.unlink()
     alone = run("verify", str(root), "--json")
-    assert alone.code == 0, alone.out
+    assert alone.code == 7 and {p["kind"] for p in alone.json["problems"]} == {"missing_part"}, alone.out
     found = run("verify", str(root), "--ledger", eid, "--json")
-    assert found.code == 7 and {p["kind"] for p in found.json["problems"]} == {"ledger_window_missing"}, found
+    kinds = {p["kind"] for p in found.json["problems"]}
+    assert found.code == 7 and kinds == {"ledger_window_missing", "missing_part"}, found
     assert run("verify", str(root), "--ledger", "exp_0000000000000000").code == 3

@@ -31,7 +31,9 @@ def test_demo_exports_a_valid_layout_that_duckdb_reads(tmp_path, capsys):
         assert problems == [], problems
 
     # --dest-dir is the root of the first account's export.
+    # (plus _sequenzy/, outside every dataset folder: the window manifests.)
     assert sorted(p.name for p in dest.iterdir() if not p.name.startswith(".")) == [
+        "_sequenzy",
         "custom_events",
         "email_events",
         "sms_events",

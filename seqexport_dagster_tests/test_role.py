@@ -380,3 +380,36 @@ def test_role_setup_and_role_export_through_the_http_api_and_the_remote_cli(
     role_setup(Output(as_json=False), setup)
     text = capsys.readouterr().out
     assert setup.external_id in text and '"sts:ExternalId"' in text and scene.identity.principal_arn in text
+
+
+def test_an_export_moves_from_a_key_onto_a_role_and_back(world: World, scene: Scene) -> None:
+    world.policy = scene.policy
+    exports = Exports(world.store, scene.policy, clock=world.clock)
+    put_only = _doc({"Effect": "Allow", "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{BUCKET}/{PREFIX}/*"})
+    writer = scene._user("key-writer", put_only)
+    setup = exports.role_setup("acme")
+    role_arn = scene.role("acme-writer", setup.trust_policy)
+    scene.moto.enforce_auth()
+    keyed = {**scene.settings(role_arn, setup.external_id), "role_arn": None, "external_id": None}
+    export = exports.create(**keyed, access_key_id=writer[0], secret_access_key=writer[1])
+    assert export.role_arn is None and export.access_key_id == writer[0]
+
+    # A role given without an id from a role setup is refused before anything is sent.
+    with pytest.raises(InvalidInput) as info:
+        exports.change_destination(export.id, role_arn=role_arn)
+    assert info.value.field == "external_id"
+    moved = exports.change_destination(export.id, role_arn=role_arn, external_id=setup.external_id)
+    assert (moved.role_arn, moved.external_id, moved.access_key_id) == (role_arn, setup.external_id, None)
+    assert moved.destination_version == export.destination_version + 1
+    config, _ = world.store.destination_config(export.id)
+    assert config.secret_access_key is None and config.access_key_id is None
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + 2 * HOUR_MS, scale=SCALE)
+    world.clock.now_ms = DAY0 + 2 * HOUR_MS + LAG
+    world.runner(part_limit=10).run_day(export.id, "email_events", day_of(DAY0))
+    last = scene.proxy.puts(f"/{BUCKET}/")[-1]
+    assert last.status == 200 and last.header("x-amz-security-token") and signer(last) != writer[0]
+
+    # Back to a key: the role and its external id go.
+    back = exports.change_destination(export.id, access_key_id=writer[0], secret_access_key=writer[1])
+    assert (back.role_arn, back.external_id, back.access_key_id) == (None, None, writer[0])
+    assert signer(scene.proxy.puts(f"/{BUCKET}/")[-1]) == writer[0]  # its connection test, with the key

@@ -157,7 +157,7 @@ def test_round_trip_whole_day(world: World, part_limit: int) -> None:
     assert (root / "subscribers/date=2026-09-30/_SUCCESS").read_bytes() == b""
     assert check_layout(root) == []
     # Nothing but dataset folders (and the local destination's own staging folder) at the root.
-    assert {p.name for p in root.iterdir()} <= {*DATASETS, ".seqexport-tmp"}
+    assert {p.name for p in root.iterdir()} <= {*DATASETS, ".seqexport-tmp", "_sequenzy"}
 
 
 def test_round_trip_on_postgresql(pg_world: World) -> None:
@@ -336,7 +336,7 @@ def test_destination_change_mid_window_restarts_at_the_new_destination(world: Wo
     report = runner.run_day(export.id, "custom_events", DAY)
     (w,) = report.windows
     assert (w.rows, w.parts, w.restarts, w.advanced) == (35, 4, 1, True)
-    assert len(log) == 2 + 4
+    assert len(log) == 2 + 4 + 1  # two parts at the old place, four at the new one, then the manifest
     window = Window(DAY0, DAY0 + HOUR_MS)
     ids = [row["id"] for p in window_files(new_root, "custom_events", window) for row in read_part(p)]
     assert ids == [f"cev_{i:04d}" for i in range(35)]
@@ -627,7 +627,7 @@ def test_a_403_on_a_resent_part_is_not_a_revoked_key_when_a_fresh_probe_succeeds
     report = runner.run_day(export.id, "custom_events", DAY)
     (w,) = report.windows
     assert w.advanced and (w.sent.resent, w.sent.existed, w.parts) == (1, 1, 3)
-    probe = [k for k in store.sent if "/_sequenzy/" in f"/{k}"]
+    probe = [k for k in store.sent if "/_sequenzy/" in f"/{k}" and "/manifests/" not in f"/{k}"]
     assert len(probe) == 1 and probe[0].startswith("_sequenzy/connection-test-probe-")
     assert store.sent.count(part_key("", "custom_events", Window(DAY0, DAY0 + HOUR_MS), 0)) == 2
     ids = bucket_ids(window_files(world.root / "bucket", "custom_events", Window(DAY0, DAY0 + HOUR_MS)))

@@ -190,6 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--access-key-id", help="a read key (List + Get); default: your AWS credential chain")
     _add_secret_options(verify, prompt_flag=False)
     verify.add_argument("--ledger", metavar="EXPORT_ID", help="operators: also compare rows per window with the ledger")
+    verify.add_argument(
+        "--until",
+        metavar="WHEN",
+        help="the manifests must prove every event dataset complete up to this UTC day or instant (2026-10-01)",
+    )
     bounds = verify.add_argument_group("bounds (a broken or hostile bucket gets a clear answer, not a hang)")
     bounds.add_argument("--max-objects", metavar="N", default="200000", help="stop listing past N objects (200000)")
     bounds.add_argument(

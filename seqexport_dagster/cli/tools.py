@@ -12,7 +12,7 @@ from seqexport_dagster.cli import render
 from seqexport_dagster.cli.commands import read_secret
 from seqexport_dagster.cli.exits import EXIT_INTERNAL, EXIT_OK, EXIT_VERIFY_FAILED
 from seqexport_dagster.cli.render import Output
-from seqexport_dagster.errors import InvalidInput
+from seqexport_dagster.errors import InvalidInput, sanitize_error
 from seqexport_dagster.progress import Advance, Reporter, reporter
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ def verify(args: argparse.Namespace) -> int:
                 ledger=ledger,
                 progress=listing_lines(shown),
                 limits=limits,
+                until_ms=until_ms(args.until),
             )
     finally:
         if api is not None:
@@ -101,6 +102,23 @@ def listing_lines(shown: Reporter) -> Advance:
             shown.line(f"listed {done:,} objects so far ...")
 
     return advance
+
+
+def until_ms(text: str | None) -> int | None:
+    """``--until``: a UTC day (its midnight) or an ISO instant with an offset."""
+    if not text:
+        return None
+    from seqexport_dagster.window import parse_iso_ms
+
+    value = text.strip()
+    if len(value) == 10:
+        value += "T00:00:00Z"
+    try:
+        return parse_iso_ms(value)
+    except ValueError:
+        raise InvalidInput(
+            "until", f"{sanitize_error(repr(text), 40)} is not a UTC day (2026-10-01) or instant (2026-10-01T06:00:00Z)"
+        ) from None
 
 
 def local_only(args: argparse.Namespace, what: str) -> None:

@@ -8,6 +8,7 @@ reads in flight. Problems are aggregated per object (see `seqexport_dagster.veri
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from seqexport_dagster.schema import DATASETS, Dataset
 from seqexport_dagster.verify.bounds import DEFAULT_LIMITS, Limits, gzip_lines
 from seqexport_dagster.verify.bucket import Bucket, LocalBucket, StoredObject, open_bucket, prefetch
 from seqexport_dagster.verify.ledger import ledger_problems
+from seqexport_dagster.verify.manifests import manifest_problems
 from seqexport_dagster.verify.parquet_rows import read_parquet_part
 from seqexport_dagster.verify.report import DatasetSummary, Problem, VerifyReport
 from seqexport_dagster.verify.row import row_problem
@@ -50,6 +52,9 @@ class _Checker:
         self.part_limit = part_limit
         self.limits = limits
         self.rows_by_window: dict[tuple[str, Window], int] = {}
+        #: Per event part: rows and hex MD5, for the manifests' counts (`verify.manifests`).
+        self.part_rows: dict[str, int] = {}
+        self.part_md5: dict[str, str] = {}
         self.on_part: Callable[[_Part], None] = lambda _part: None  # progress (issue 17)
 
     def problem(self, kind: str, dataset: str, key: str, detail: str, **extra: Any) -> None:
@@ -88,7 +93,7 @@ class _Checker:
             return 0, previous
         lines: Iterable[Any]  # JSONL lines to decode, or Parquet rows already decoded
         if key.endswith(PARQUET_EXTENSION):
-            read = read_parquet_part(ds, body)
+            read = read_parquet_part(ds, body, max_bytes=self.limits.max_decompressed_bytes)
             if read.problem is not None:
                 self.problem(read.problem[0], ds.name, key, read.problem[1])
                 return 0, previous
@@ -259,6 +264,9 @@ def _check_events(
         if part.window != current:
             current, previous = part.window, None
         rows, previous = checker.check_rows(ds, part, body, previous, seen)
+        if isinstance(body, bytes):
+            checker.part_rows[part.obj.key] = rows
+            checker.part_md5[part.obj.key] = hashlib.md5(body, usedforsecurity=False).hexdigest()
         assert part.window is not None
         slot = (dataset, part.window)
         checker.rows_by_window[slot] = checker.rows_by_window.get(slot, 0) + rows
@@ -337,7 +345,9 @@ def verify_bucket(
     part_limit: int = PART_LIMIT,
     workers: int = 8,
     progress: Advance = no_progress,
+    until_ms: int | None = None,
 ) -> VerifyReport:
+    """``until_ms``: the time every event dataset's chain must reach (its window manifests prove it)."""
     report = VerifyReport(bucket.source)
     checker = _Checker(report, part_limit, bucket.limits)
     progress("listing objects", 0, None)
@@ -352,6 +362,9 @@ def verify_bucket(
         _check_events(checker, bucket, name, by_window, workers)
     if SNAPSHOT_DATASET in report.datasets:
         _check_snapshots(checker, bucket, snapshot_parts, successes, workers)
+    listed = {name: {w: [p.obj for p in parts] for w, parts in by_window.items()} for name, by_window in events.items()}
+    report.manifests, found = manifest_problems(bucket, listed, checker.part_rows, checker.part_md5, until_ms=until_ms)
+    report.problems.extend(found)
     if not objects:
         checker.problem("no_data", "-", report.source, f"no dataset folder ({', '.join(DATASETS)}) found")
     if ledger is not None:
@@ -388,6 +401,7 @@ def verify_location(
     part_limit: int = PART_LIMIT,
     progress: Advance = no_progress,
     limits: Limits = DEFAULT_LIMITS,
+    until_ms: int | None = None,
 ) -> VerifyReport:
     """Verify a local folder or an ``s3://``/``gs://`` prefix; see the module docstring for the checks
     and `verify.bounds` for what is read at most."""
@@ -402,6 +416,8 @@ def verify_location(
     )
     try:
         workers = 1 if isinstance(bucket, LocalBucket) else 8
-        return verify_bucket(bucket, ledger=ledger, part_limit=part_limit, workers=workers, progress=progress)
+        return verify_bucket(
+            bucket, ledger=ledger, part_limit=part_limit, workers=workers, progress=progress, until_ms=until_ms
+        )
     finally:
         bucket.close()

@@ -41,6 +41,8 @@ class VerifyReport:
     datasets: dict[str, DatasetSummary] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     ledger_checked: bool = False
+    #: Window manifests read (`verify.manifests`); with them, completeness is proven from the bucket.
+    manifests: int = 0
 
     @property
     def ok(self) -> bool:
@@ -51,6 +53,7 @@ class VerifyReport:
             "source": self.source,
             "ok": self.ok,
             "ledger_checked": self.ledger_checked,
+            "manifests": self.manifests,
             "datasets": {name: asdict(s) for name, s in self.datasets.items()},
             "problems": [{**asdict(p), "locations": list(p.locations)} for p in self.problems],
         }
@@ -73,6 +76,8 @@ class VerifyReport:
                     f"  {'':<14} {_plural(s.continued, 'window')} continue windows delivered at an earlier location "
                     "(late rows after a destination change; their first parts are there)"
                 )
+        if self.manifests:
+            lines.append(f"  {_plural(self.manifests, 'window manifest')} checked against the objects")
         if self.ledger_checked:
             lines.append("  rows per window compared with the control-plane ledger")
         if self.ok:

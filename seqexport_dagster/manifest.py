@@ -1,0 +1,111 @@
+"""Window manifests: what a window holds, written to the bucket after its parts have landed.
+
+One JSON object per delivery of a window, create-only, under
+``<prefix>/_sequenzy/manifests/<dataset>/date=YYYY-MM-DD/`` (outside every dataset folder, so a
+warehouse glob over ``<dataset>/`` never sees it; DESIGN §4 keeps dataset folders to parts and
+``_SUCCESS``). It lists every landed part of the window (key, part number, rows, bytes, MD5 as hex,
+which is the ETag of a single PUT) and the window's bounds, plus where the dataset's chain starts.
+
+Order: the runner writes it after the window's last part landed and before the window commits
+(`runner.write_window`). A manifest in the bucket therefore means "these parts are all of this
+window as of now"; a crash between the manifest and the commit re-sends the same bytes under the
+same name (create-only: 412). Late rows add parts numbered on, so the manifest written then lists
+more parts and has a new name (``through-NNNN``): nothing is ever replaced, and the newest manifest
+of a window is the complete one. The content is a pure function of the part ledger, so a re-send
+is byte-identical.
+
+`verify` reads them (`verify.manifests`) to prove completeness from the bucket alone, and a loader
+can load by manifest instead of by listing (docs/customers.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+import sqlalchemy as sa
+
+from seqexport_dagster.destination import Destination, PutOutcome
+from seqexport_dagster.keys import manifest_key
+from seqexport_dagster.store import COMMITTED, SUCCESS_MARK, ControlPlane, PartRecord
+from seqexport_dagster.store.tables import windows
+from seqexport_dagster.window import Window, iso_ms
+
+FORMAT: Final = "sequenzy-manifest/1"
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestPart:
+    key: str
+    part: int
+    rows: int
+    bytes: int
+    md5: str | None  # hex; None for parts written before the part ledger kept MD5s
+
+
+def md5_hex(content_md5: str | None) -> str | None:
+    """The ledger's base64 ``Content-MD5`` as hex (what S3 shows as the ETag of a single PUT)."""
+    return None if content_md5 is None else base64.b64decode(content_md5).hex()
+
+
+def manifest_parts(ledger: list[PartRecord]) -> list[ManifestPart]:
+    """The landed data parts of a window, by number (a snapshot's ``_SUCCESS`` mark left out)."""
+    landed = sorted((p for p in ledger if p.landed and p.kind != SUCCESS_MARK), key=lambda p: p.number)
+    return [ManifestPart(p.key, p.number, p.rows, p.size, md5_hex(p.md5)) for p in landed]
+
+
+def manifest_body(dataset: str, window: Window, chain_from_ms: int, parts: list[ManifestPart]) -> bytes:
+    document: dict[str, Any] = {
+        "format": FORMAT,
+        "dataset": dataset,
+        "date": window.date_key,
+        "window": {
+            "from_ms": window.from_ms,
+            "to_ms": window.to_ms,
+            "from": iso_ms(window.from_ms),
+            "to": iso_ms(window.to_ms),
+        },
+        "chain_from_ms": chain_from_ms,
+        "rows": sum(p.rows for p in parts),
+        "bytes": sum(p.bytes for p in parts),
+        "parts": [{"key": p.key, "part": p.part, "rows": p.rows, "bytes": p.bytes, "md5": p.md5} for p in parts],
+    }
+    return (json.dumps(document, indent=1) + "\n").encode()
+
+
+def chain_start(store: ControlPlane, export_id: str, dataset: str, location: str, window: Window) -> int:
+    """Where the dataset's chain starts at this location: its first committed window there (or this
+    one). A manifest carries it so `verify` sees a first window that is missing altogether."""
+    with store.engine.connect() as conn:
+        first = conn.execute(
+            sa.select(sa.func.min(windows.c.from_ms)).where(
+                windows.c.export_id == export_id,
+                windows.c.dataset == dataset,
+                windows.c.location == location,
+                windows.c.status == COMMITTED,
+            )
+        ).scalar()
+    return window.from_ms if first is None else min(int(first), window.from_ms)
+
+
+def write_manifest(
+    store: ControlPlane,
+    destination: Destination,
+    *,
+    export_id: str,
+    prefix: str,
+    location: str,
+    dataset: str,
+    window: Window,
+    replace: bool = False,
+) -> tuple[str, PutOutcome] | None:
+    """Write the window's manifest from the part ledger, create-only (an operator's replace may
+    overwrite); None when the window has no landed part."""
+    parts = manifest_parts(store.window_parts(export_id, dataset, window, location))
+    if not parts:
+        return None
+    key = manifest_key(prefix, dataset, window, parts[-1].part)
+    body = manifest_body(dataset, window, chain_start(store, export_id, dataset, location, window), parts)
+    return key, destination.put(key, body, create_only=not replace)
