@@ -15,8 +15,8 @@ Rows are gathered into row groups of `ROW_GROUP` rows counted from the start of 
 becomes one Arrow record batch (columns built in C from the driver's values: no Python object per value
 beyond what the driver already made, and never through ``pa.array``, which imports pandas) and is
 streamed into the part's file. Output is deterministic: the same rows give byte-identical files (a part
-of unknown outcome is re-sent with the same content). Memory is bounded by one row group (~10 MB of
-source tuples and ~5 MB of Arrow columns for email events) plus the part's compressed body.
+of unknown outcome is re-sent with the same content). Memory is bounded by one row group (~5 MB of
+source tuples and ~3 MB of Arrow columns for email events) plus the part's compressed body.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def _column_builder(f: Field) -> Callable[[Sequence[Any]], pa.Array]:
 #: rows only, never on how the source batched them (a part re-sent after an unknown outcome is re-cut
 #: from differently sized batches and must be byte-identical), and at most this many rows are held
 #: in Python and in Arrow at once (peak memory does not grow with the part or the window).
-ROW_GROUP: Final = 10_000
+ROW_GROUP: Final = 5_000
 
 
 class _PartFile:
@@ -134,9 +134,19 @@ class _PartFile:
         return bytes(self.sink.getvalue())
 
 
+def use_system_allocator() -> None:
+    """Arrow's default allocator (mimalloc) keeps what it freed: measured on a 1.5M-row window the
+    engine peaked at 197 MB with it and 150 MB with the system allocator, at the same CPU. The writer
+    cannot pass a pool to ``ParquetWriter``, so the process default is set, once, by the first writer
+    (never at import); this process writes Parquet only here."""
+    if pa.default_memory_pool().backend_name != "system":
+        pa.set_memory_pool(pa.system_memory_pool())
+
+
 @cache
 def empty_parquet(ds: Dataset) -> bytes:
     """A valid Parquet file of the dataset's schema with no rows (a window without rows is part 0000)."""
+    use_system_allocator()
     schema = arrow_schema(ds)
     # Built from empty columns, not ``schema.empty_table()``, which imports pandas (see `_strings`).
     empty = pa.RecordBatch.from_arrays([_column_builder(f)([]) for f in ds.fields], schema=schema)
@@ -151,6 +161,7 @@ class ParquetPartWriter:
     def __init__(self, ds: Dataset, part_limit: int = PART_LIMIT) -> None:
         if not 1 <= part_limit <= PART_LIMIT:
             raise InvalidInput("part_limit", f"{part_limit} is outside 1..{PART_LIMIT}")
+        use_system_allocator()
         self.dataset = ds
         self.part_limit = part_limit
         self.schema = arrow_schema(ds)

@@ -34,6 +34,7 @@ from seqexport_dagster.verify import LocalBucket, verify_bucket
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, parse_iso_ms
 from seqexport_dagster.writer import PartWriter
 from seqexport_dagster_tests.support.bucket_audit import audit_export
+from seqexport_dagster_tests.support.cli_harness import run_fixture  # noqa: F401 - the `run` fixture
 from seqexport_dagster_tests.support.faults import proxy as fp
 from seqexport_dagster_tests.support.faults.scene import s3_export, s3_runner
 from seqexport_dagster_tests.support.layout import check_layout
@@ -353,3 +354,16 @@ def test_row_groups_are_cut_by_row_count_so_big_parts_are_byte_identical_too() -
     meta = pq.read_metadata(io.BytesIO(one.body))
     assert meta.num_rows == len(rows) and meta.num_row_groups == 3
     assert [meta.row_group(i).num_rows for i in range(3)] == [ROW_GROUP, ROW_GROUP, 1234]
+
+
+def test_the_cli_and_the_http_api_choose_and_change_the_format(run: Any) -> None:
+    """Through `seqexport` locally, on PostgreSQL and against the HTTP API (the remote CLI)."""
+    created = run.create_local("pq", "--datasets", "custom_events", "--format", "parquet")
+    assert created["format"] == "parquet"
+    assert run.ok("format", created["id"], "jsonl.gz")["format"] == "jsonl.gz"
+    bad = run("format", created["id"], "csv", "--json")
+    assert bad.code != 0 and "format" in bad.json["error"]["message"] and "parquet" in bad.json["error"]["message"]
+    refused = run("create", "--account", "acme", "--provider", "local", "--bucket", str(run.world.root / "x"),
+                  "--format", "orc", "--json")  # fmt: skip
+    assert refused.code != 0 and "jsonl.gz, parquet" in refused.json["error"]["message"]
+    assert run.ok("status", created["id"])["format"] == "jsonl.gz"
