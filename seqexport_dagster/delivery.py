@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome, content_md5
-from seqexport_dagster.errors import AccessDenied, DestinationChanged, PermanentError, RunInterrupted
+from seqexport_dagster.errors import (
+    AccessDenied,
+    DestinationChanged,
+    EndpointTooSlow,
+    PermanentError,
+    ResponseTooLarge,
+    RunInterrupted,
+)
 from seqexport_dagster.keys import SNAPSHOT_DATASET, connection_test_key
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import Row, SourceReader
@@ -315,8 +322,10 @@ class Attempt:
                     outcome = self.create(key, part.body)
                 except PermanentError as exc:
                     # A definite refusal (403, 404, a bad signature...) created nothing: the next
-                    # attempt may cut this part afresh. Transport failures keep the intent (unknown).
-                    if not (isinstance(exc, AccessDenied) and exc.outcome_unknown):
+                    # attempt may cut this part afresh. Transport failures keep the intent (unknown),
+                    # and so does an answer that came too late or too large: the PUT may have landed
+                    # (sim seed 4: forgotten, the part was cut again under its landed name).
+                    if not _outcome_unknown(exc):
                         self.store.forget_part_intent(window_id, part.number)
                     raise
                 self.store.mark_part_landed(window_id, part.number, self.clock())
@@ -378,6 +387,13 @@ class Attempt:
             ids=pack_ids(part.ids),
             now_ms=self.clock(),
         )
+
+
+def _outcome_unknown(exc: PermanentError) -> bool:
+    """Whether a failed PUT may still have created its object."""
+    if isinstance(exc, AccessDenied):
+        return exc.outcome_unknown
+    return isinstance(exc, EndpointTooSlow | ResponseTooLarge)
 
 
 def _one_part(writer: PartWriter, rows: Iterator[list[Row]], number: int) -> Part:
