@@ -16,7 +16,7 @@ next attempt may cut that part afresh; a transport failure keeps it (outcome unk
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -106,12 +106,18 @@ class Tally:
 def late_ids(
     source: SourceReader, export: ExportRecord, dataset: str, window: Window, ledger: list[PartRecord]
 ) -> set[str]:
-    """Ids in the source that no part of the window carries. Empty when the ledger no longer
-    holds the window's ids (legacy parts, or pruned after the reconciliation lookback)."""
-    if not ledger or any(p.ids is None for p in ledger):
+    """Ids in the source that no *landed* part of the window carries. Empty when the ledger no
+    longer holds the window's ids (legacy parts, or pruned after the reconciliation lookback).
+
+    A part still at ``intent`` (its PUT failed, or its outcome is unknown) delivers nothing yet:
+    its ids count as missing, so reconciliation comes back to the window, and `Attempt.deliver`
+    re-sends that part under its own name (create-only) before it looks for late rows.
+    """
+    landed = [p for p in ledger if p.landed and p.kind != SUCCESS_MARK]
+    if not landed or any(p.ids is None for p in landed):
         return set()
     delivered: set[str] = set()
-    for p in ledger:
+    for p in landed:
         delivered.update(unpack_ids(p.ids or b""))
     scope = None if dataset == SNAPSHOT_DATASET else window
     missing: set[str] = set()
@@ -199,12 +205,18 @@ class Attempt:
         *,
         replace: bool,
         committed: bool,
+        elsewhere: Sequence[PartRecord] = (),
     ) -> Tally:
         """Bring the window's parts at the attempt's location up to the source, write-once.
 
         1. parts of unknown outcome are sent again with the rows they were recorded with;
         2. an uncommitted window continues after the last landed boundary;
         3. a window that was resumed or committed gets its late rows as additional parts.
+
+        ``elsewhere``: the window's parts at the other locations it was committed at (a destination
+        change since). Their rows count as delivered. A window with no part of its own here (it was
+        delivered whole before the move) gets only its late rows here, numbered on after every part
+        it has anywhere, so its parts at both places together are numbered without a clash.
         """
         account = self.export.account_id
         snapshot = dataset == SNAPSHOT_DATASET
@@ -236,11 +248,17 @@ class Attempt:
                     tally.uploaded(part)
             if p.kind == RANGE_PART and p.last is not None:
                 boundary = p.last
+        own = any(p.kind in (RANGE_PART, LEGACY_PART) for p in ledger)
+        if elsewhere and not own:  # delivered whole at an earlier location: late rows only, here
+            committed = True
+            tally.next_number = max([tally.next_number, *(p.number + 1 for p in elsewhere if p.kind != SUCCESS_MARK)])
         if not committed:
             if snapshot:
                 batches = self.source.snapshot_batches(account, after=boundary)
             else:
                 batches = self.source.window_batches(dataset, account, window, after=boundary)
+            if not own and ledger:  # late-row parts of a moved window already here: never twice
+                batches = _without(batches, {i for p in ledger if p.landed for i in unpack_ids(p.ids or b"")})
             self._send(window_id, writer, batches, keys, tally, kind=RANGE_PART, empty=not ledger)
         if ledger or committed:
             late = late_ids(
@@ -248,7 +266,7 @@ class Attempt:
                 self.export,
                 dataset,
                 window,
-                self.store.window_parts(self.export.id, dataset, window, self.location),
+                [*self.store.window_parts(self.export.id, dataset, window, self.location), *elsewhere],
             )
             if late:
                 rows = self._rows(dataset, account, window, None, None, wanted=late)
@@ -400,6 +418,17 @@ def _one_part(writer: PartWriter, rows: Iterator[list[Row]], number: int) -> Par
     """The rows of one recorded part, re-cut; never more than the part limit (they were one part)."""
     parts = list(writer.parts(rows, first=number))
     return parts[0]
+
+
+def _without(batches: Iterator[list[Row]], ids: set[str]) -> Iterator[list[Row]]:
+    """The batches without the rows whose id is in ``ids``."""
+    try:
+        for batch in batches:
+            kept = [row for row in batch if row[0] not in ids]
+            if kept:
+                yield kept
+    finally:
+        _close(batches)
 
 
 def _close(batches: Iterator[object]) -> None:

@@ -7,7 +7,7 @@ position, the windows already committed on a day) and the time; the planner deci
   or up to now − lag under "export now", in catch-up windows of at most a day;
 - whether the subscriber snapshot of a day is due (once the day is over plus the lag);
 - backoff: nothing of a dataset is due while it waits out min(frequency × 2^(n−1), 6 h), unless
-  "export now" was pressed;
+  "export now" was pressed, which lifts the wait for one immediate attempt (the store does);
 - what a backfill of a day re-delivers: the committed windows of that day with their bounds, then
   what is due, and never anything before the dataset's start;
 - how due work is batched into runs (`batch`), and through which day each export's dataset is
@@ -86,10 +86,14 @@ class Batch:
 
 
 def waiting_for_backoff(export: ExportRecord, state: DatasetState, now_ms: int) -> bool:
-    """True while the dataset waits out min(frequency × 2^(n−1), 6 h); "export now" skips the wait."""
-    if state.next_retry_at is None or now_ms >= state.next_retry_at:
-        return False
-    return not export.export_now_pending(state)
+    """True while the dataset waits out min(frequency × 2^(n−1), 6 h).
+
+    "Export now" does not skip the wait here: pressing it lifts the wait once
+    (`ExportStore.request_export_now`), so it makes ONE immediate attempt; if that attempt fails,
+    its failure sets the next retry time and the normal backoff applies (it was re-run on every
+    sensor tick while its request stayed pending, issue 22).
+    """
+    return state.next_retry_at is not None and now_ms < state.next_retry_at
 
 
 def windows_due(export: ExportRecord, state: DatasetState, now_ms: int, unfinished: Window | None) -> list[Window]:

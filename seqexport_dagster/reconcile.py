@@ -7,11 +7,19 @@ time it carries: a transaction held open that long, a replica that far behind, a
 a clock step. The window then misses it.
 
 This pass repairs that without replacing any file. The part ledger keeps, for every part, the ids it
-carries; a recent committed window's ids in the source, minus the ids its parts carry, are exactly
-the rows not yet delivered, whatever else changed (a window that lost one row and gained another
-still yields the new one). They go out as additional parts of the same window, numbered on after
-its last part, in ``(recorded_at, id)`` order (`Runner.write_window`). Rows deleted since (a GDPR
-erasure) are not un-delivered: nothing is ever deleted from the customer's bucket.
+carries; a recent committed window's ids in the source, minus the ids its *landed* parts carry (at
+every location it was committed at), are exactly the rows not yet delivered, whatever else changed
+(a window that lost one row and gained another still yields the new one). They go out as additional
+parts of the same window, numbered on after its last part, in ``(recorded_at, id)`` order
+(`Runner.write_window` with ``late_only``), at the export's current location: a window delivered
+before a destination change keeps its parts at the old place (never written again) and continues
+at the new one, numbered on after every part it has anywhere. Rows deleted since (a GDPR erasure)
+are not un-delivered: nothing is ever deleted from the customer's bucket.
+
+A part that never landed (still at ``intent``) delivers nothing: the pass comes back to its window,
+and to the window of the dataset's last error, whatever their age while their ids are kept, and
+re-sends it under its own name. Transient errors are retried in the run; until the window commits
+the dataset keeps its error (`store.ledger`'s commit leaves an error about another window alone).
 
 Cost: the ids are stored deflated in the ledger, about 5-9 bytes per row (benchmarks/), and pruned
 once a window is older than any reconciliation looks back (`PRUNE_AFTER_MS`); each check reads the
@@ -20,19 +28,22 @@ were written before the part ledger existed, are not checked; a row that changes
 into another window is seen as new there (its id stays the deduplication key).
 
 It never moves a position (the windows it appends to are behind it) and skips a dataset while it is
-failing, because a successful append would clear the last error the customer must still see.
+failing at its position, because a successful append would hide the error the customer must see.
 Run it inside the export's own run (one run per export at a time), never beside one: every scheduled
 run of an event asset does, after its due windows (`seqexport_dagster.defs.assets`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from seqexport_dagster.batch import RETRY_DELAYS_S
+from seqexport_dagster.errors import ExportError, RunInterrupted
 from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.schema import EVENT_DATASETS
-from seqexport_dagster.store import ACTIVE, ExportRecord
+from seqexport_dagster.store import ACTIVE, DatasetState, ExportRecord
 from seqexport_dagster.window import DAY_MS, Window, frequency_ms
 
 DEFAULT_LOOKBACK_MS = DAY_MS
@@ -72,11 +83,17 @@ def reconcile(
     lateness_ms: int | None = None,
     datasets: Iterable[str] | None = None,
     run_id: str | None = None,
+    retry_delays_s: Sequence[float] = RETRY_DELAYS_S,
+    sleep: Callable[[float], None] | None = None,
 ) -> list[Reconciled]:
     """Check the committed windows of the last ``lookback_ms`` of recorded time; append late rows.
 
     ``lateness_ms``, when given, replaces ``lookback_ms`` by `lookback_for` the export (what the
-    scheduled runs use: the cost then follows the export's frequency).
+    scheduled runs use: the cost then follows the export's frequency). Besides those windows, it
+    always comes back to a window whose late rows have not all landed (a part at ``intent``, or
+    the window named by the dataset's last error), however old, while the ledger has its ids.
+    A transient error is retried after ``retry_delays_s`` like a normal window (`batch`); only
+    the last attempt counts for the backoff.
     Raises what `Runner.write_window` raises (an `ExportError`, or `RunInterrupted` on pause).
     """
     export = runner.store.get_export(export_id)
@@ -89,15 +106,52 @@ def reconcile(
     wanted = set(datasets) if datasets is not None else set(EVENT_DATASETS)
     results: list[Reconciled] = []
     for state in export.datasets:
-        if state.dataset not in wanted or state.dataset not in EVENT_DATASETS or state.failures:
+        if state.dataset not in wanted or state.dataset not in EVENT_DATASETS or failing_ahead(state):
             continue
         runner.store.prune_part_ids(export_id, state.dataset, before_ms=now - max(PRUNE_AFTER_MS, lookback_ms))
         recent = runner.store.committed_since(export_id, state.dataset, since_ms=since, until_ms=state.position_ms)
-        for window in recent:
-            if not runner.store.committed_at(export_id, state.dataset, window, export.location):
-                continue  # last committed elsewhere, before a destination change
-            ledger = runner.store.window_parts(export_id, state.dataset, window, export.location)
-            late = runner.late_ids(export, state.dataset, window, ledger)
-            report = runner.write_window(export_id, state.dataset, window, run_id=run_id) if late else None
+        owed = set(runner.store.windows_awaiting_parts(export_id, state.dataset, export.location, state.position_ms))
+        if state.failures and state.last_error_window is not None:
+            owed.add(state.last_error_window)  # a late-row window that failed: retried, whatever its age
+        for window in sorted({*recent, *owed}):
+            here = runner.store.window_parts(export_id, state.dataset, window, export.location)
+            found = runner.store.parts_everywhere(export_id, state.dataset, window)
+            elsewhere = [p for place, ps in found.items() if place != export.location for p in ps]
+            late = runner.late_ids(export, state.dataset, window, [*here, *elsewhere])
+            pending = any(not p.landed for p in here) or window in owed
+            report = (
+                _write(runner, export_id, state.dataset, window, run_id, retry_delays_s, sleep)
+                if late or pending
+                else None
+            )
             results.append(Reconciled(state.dataset, window, len(late), report))
     return results
+
+
+def failing_ahead(state: DatasetState) -> bool:
+    """The dataset is failing at its position (its due window), not on a window behind it: leave it
+    to the due window's retry, so a success here does not hide that error."""
+    if not state.failures:
+        return False
+    window = state.last_error_window
+    return window is None or window.to_ms > state.position_ms
+
+
+def _write(
+    runner: Runner,
+    export_id: str,
+    dataset: str,
+    window: Window,
+    run_id: str | None,
+    delays: Sequence[float],
+    sleep: Callable[[float], None] | None,
+) -> WindowReport:
+    """`Runner.write_window` with in-run retries of transient errors (each re-sends what is owed)."""
+    for delay in delays:
+        try:
+            return runner.counting(False).write_window(export_id, dataset, window, run_id=run_id, late_only=True)
+        except ExportError as exc:
+            if not exc.retryable or isinstance(exc, RunInterrupted):
+                raise
+        (sleep or time.sleep)(delay)
+    return runner.counting(True).write_window(export_id, dataset, window, run_id=run_id, late_only=True)

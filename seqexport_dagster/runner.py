@@ -27,6 +27,7 @@ one `Attempt` per window and destination version.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -133,6 +134,12 @@ class Runner:
         self.count_retryable = count_retryable
         #: Called before every file with the export id; raises to stop (a lost writer lease).
         self.before_file = before_file
+
+    def counting(self, count_retryable: bool) -> Runner:
+        """This runner, with transient failures counted for the backoff or not (in-run retries)."""
+        clone = copy.copy(self)
+        clone.count_retryable = count_retryable
+        return clone
 
     def windows_for_day(
         self, export: ExportRecord, state: DatasetState, day: dt.date, *, rewrite: bool
@@ -244,13 +251,27 @@ class Runner:
         *,
         run_id: str | None = None,
         replace: bool = False,
+        late_only: bool = False,
     ) -> WindowReport:
+        """Write one window at the current location (`Attempt.deliver`) and commit it there.
+
+        ``late_only`` (reconciliation): the window is committed somewhere; deliver what no landed
+        part carries at any location, here, never a second full copy. A window delivered whole
+        before a destination change gets its late rows here, as additional parts of the same name.
+        """
+
         def write(attempt: Attempt, window_id: int, restarts: int) -> WindowReport:
             def keys(n: int) -> str:
                 return part_key(attempt.config.prefix, dataset, window, n)
 
             committed = self.store.committed_at(export_id, dataset, window, attempt.location)
-            tally = attempt.deliver(window_id, dataset, window, keys, replace=replace, committed=committed)
+            elsewhere: list[PartRecord] = []
+            if late_only:
+                found = self.store.parts_everywhere(export_id, dataset, window)
+                elsewhere = [p for place, ps in found.items() if place != attempt.location for p in ps]
+            tally = attempt.deliver(
+                window_id, dataset, window, keys, replace=replace, committed=committed, elsewhere=elsewhere
+            )
             advanced = self.store.commit_window(
                 window_id, rows=tally.rows, part_count=tally.parts, size=tally.bytes, now_ms=self.clock()
             )

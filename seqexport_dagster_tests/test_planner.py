@@ -80,7 +80,9 @@ def test_backoff_waits_and_export_now_skips_it():
     assert work_for(e, DAY0 + 4 * HOUR_MS).datasets == ("sms_events",)
     assert work_for(e, DAY0 + 5 * HOUR_MS).datasets == ("email_events", "sms_events")
     now = DAY0 + 4 * HOUR_MS
-    item = work_for(replace(e, export_now_at=now), now)
+    # Export now: the store lifts the wait (`request_export_now`), once.
+    pressed = replace(e, export_now_at=now, datasets=(replace(failed, next_retry_at=None), ds("sms_events", DAY0)))
+    item = work_for(pressed, now)
     assert item.datasets == ("email_events", "sms_events") and item.export_now
 
 
@@ -169,3 +171,21 @@ def test_a_day_is_complete_when_every_active_export_finished_it():
     assert dataset_complete_through([done, newer], "email_events") == D0
     assert dataset_complete_through([done, replace(late, status="paused")], "email_events") == D0
     assert dataset_complete_through([done], "sms_events") is None
+
+
+def test_export_now_makes_one_immediate_attempt_then_the_backoff_applies():
+    """Issue 22: a failing export-now was re-run on every sensor tick (its request stays pending)."""
+    now = DAY0 + 4 * HOUR_MS
+    # Pressed: the store lifted the wait of the failing dataset (failures and error stay).
+    lifted = ds("email_events", DAY0, failures=3, next_retry_at=None, last_error_at=DAY0 + 3 * HOUR_MS)
+    pressed = export(lifted, export_now_at=now)
+    item = work_for(pressed, now)
+    assert item is not None and item.export_now  # the one immediate attempt
+    # That attempt failed 20 s later: the next retry time means something again.
+    failed = replace(lifted, failures=4, next_retry_at=now + 2 * HOUR_MS, last_error_at=now + 20_000)
+    after = replace(pressed, datasets=(failed,))
+    assert after.export_now_pending(failed), "the request is still owed"
+    for tick in range(1, 13):  # every 30 s for 6 minutes: nothing
+        assert work_for(after, now + tick * 30_000) is None
+    retry = work_for(after, now + 2 * HOUR_MS)
+    assert retry is not None and retry.export_now  # still writes up to the request when it retries

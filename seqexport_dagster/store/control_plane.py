@@ -1,6 +1,7 @@
 """`ControlPlane`: the one object callers hold for the control-plane database.
 
-It is the export registry (`ExportStore`) and the ledger (`LedgerStore`) over one engine, plus the
+It is the export registry (`ExportStore`) and the ledger (`LedgerStore`, with reconciliation's
+queries in `LatePartsStore`) over one engine, plus the
 migration that creates both. Every database failure leaves as `RetryableError`: a control plane
 briefly away is transient (`database.translate_errors`).
 """
@@ -11,10 +12,10 @@ from pathlib import Path
 
 from seqexport_dagster.store.database import secure_sqlite_file, translate_errors
 from seqexport_dagster.store.exports import ExportStore
-from seqexport_dagster.store.ledger import LedgerStore
+from seqexport_dagster.store.late_parts import LatePartsStore
 
 
-class ControlPlane(ExportStore, LedgerStore):
+class ControlPlane(ExportStore, LatePartsStore):
     """`ControlPlane(engine, box)`: exports and ledger together, as runs, the API and the CLI use them."""
 
     @translate_errors

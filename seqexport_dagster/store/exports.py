@@ -257,8 +257,16 @@ class ExportStore:
 
     @translate_errors
     def request_export_now(self, export_id: str, now_ms: int) -> ExportRecord:
+        """Save the request, and let a failing dataset make ONE immediate attempt: its wait is lifted
+        (its failure count and last error stay). If that attempt fails, the failure sets the next
+        retry time again and the normal backoff applies; nothing else skips the wait."""
         with self.engine.begin() as conn:
             self._update_export(conn, export_id, now_ms, export_now_at=now_ms)
+            conn.execute(
+                export_datasets.update()
+                .where(export_datasets.c.export_id == export_id, export_datasets.c.removed_at.is_(None))
+                .values(next_retry_at=None)
+            )
         return self.get_export(export_id)
 
     @translate_errors

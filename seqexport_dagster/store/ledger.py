@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from seqexport_dagster.errors import sanitize_error
+from seqexport_dagster.schema import EVENT_DATASETS
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.records import (
     CANCELED,
@@ -32,7 +33,7 @@ from seqexport_dagster.store.records import (
     part_record_of,
 )
 from seqexport_dagster.store.tables import export_datasets, exports, parts, windows
-from seqexport_dagster.window import DAY_MS, Window, backoff_ms
+from seqexport_dagster.window import Window, backoff_ms
 
 
 class LedgerStore:
@@ -235,7 +236,7 @@ class LedgerStore:
             ).rowcount
             conn.execute(
                 export_datasets.update()
-                .where(active)
+                .where(active, sa.not_(_failing_elsewhere(w)))
                 .values(
                     failures=0,
                     next_retry_at=None,
@@ -355,17 +356,6 @@ class LedgerStore:
             ).first()
         return found is not None
 
-    def committed_since(self, export_id: str, dataset: str, *, since_ms: int, until_ms: int) -> list[Window]:
-        """The distinct windows committed (anywhere) that end in ``(since_ms, until_ms]``: what
-        reconciliation checks for late rows. Attempts are looked up from a day before ``since_ms``,
-        since a window that ends after it may have been started that long before."""
-        found = {
-            w.window
-            for w in self.ledger(export_id, dataset=dataset, since_ms=since_ms - DAY_MS)
-            if w.status == COMMITTED and since_ms < w.window.to_ms <= until_ms
-        }
-        return sorted(found)
-
     def committed_windows(self, export_id: str, dataset: str, day: str) -> list[Window]:
         """The distinct windows ever committed on one day: what a backfill of that day checks."""
         return sorted({w.window for w in self.ledger(export_id, dataset=dataset, date=day) if w.status == COMMITTED})
@@ -396,3 +386,17 @@ class LedgerStore:
                 )
             )
         return sorted(summaries, key=lambda s: s.started_at, reverse=True)
+
+
+def _failing_elsewhere(w: Any) -> sa.ColumnElement[bool]:
+    """The dataset's last error is about another event window, disjoint from the committed one (a
+    late-row window behind the position, or the due window while an older one is rewritten): that
+    error stays until its own window commits, so undelivered rows are never hidden."""
+    d = export_datasets.c
+    if w.dataset not in EVENT_DATASETS:
+        return sa.false()
+    return sa.and_(
+        d.last_error_from_ms.is_not(None),
+        d.last_error_to_ms.is_not(None),
+        sa.or_(d.last_error_to_ms <= w.from_ms, d.last_error_from_ms >= w.to_ms),
+    )

@@ -50,12 +50,14 @@ class _Checker:
     def problem(self, kind: str, dataset: str, key: str, detail: str, **extra: Any) -> None:
         self.report.problems.append(Problem(kind, dataset, key, detail, **extra))
 
-    def check_numbering(self, dataset: str, label: str, parts: list[_Part]) -> None:
+    def check_numbering(self, dataset: str, label: str, parts: list[_Part], *, continued: bool = False) -> None:
+        """Parts numbered 0000.. without holes; a ``continued`` window from its first part here on."""
         numbers = sorted(p.number for p in parts)
-        missing = sorted(set(range(numbers[-1] + 1)) - set(numbers))
+        first = numbers[0] if continued else 0
+        missing = sorted(set(range(first, numbers[-1] + 1)) - set(numbers))
         if missing:
             names = ", ".join(f"{n:04d}" for n in missing)
-            self.problem("missing_part", dataset, label, f"part(s) {names} missing of 0000..{numbers[-1]:04d}")
+            self.problem("missing_part", dataset, label, f"part(s) {names} missing of {first:04d}..{numbers[-1]:04d}")
 
     def check_rows(
         self,
@@ -193,17 +195,33 @@ def _check_chain(checker: _Checker, dataset: str, windows: list[Window]) -> None
             previous = w
 
 
+def continued_windows(by_window: dict[Window, list[_Part]]) -> set[Window]:
+    """Windows that continue here what an earlier location holds: late rows of a window delivered
+    before a destination change arrive at the current location as its next part numbers, so such a
+    window has no part ``0000`` here and ends before this location's own chain begins (its first
+    window with a part ``0000``). They are not part of this location's chain (no gap is reported
+    before them) and are numbered without holes from their first part here on."""
+    starts = [w.from_ms for w, parts in by_window.items() if any(p.number == 0 for p in parts)]
+    chain_start = min(starts) if starts else None
+    return {
+        w
+        for w, parts in by_window.items()
+        if min(p.number for p in parts) > 0 and (chain_start is None or w.to_ms <= chain_start)
+    }
+
+
 def _check_events(
     checker: _Checker, bucket: Bucket, dataset: str, by_window: dict[Window, list[_Part]], workers: int
 ) -> None:
     ds = DATASETS[dataset]
     summary = checker.report.datasets[dataset]
     windows = sorted(by_window)
-    _check_chain(checker, dataset, windows)
+    continued = continued_windows(by_window)
+    _check_chain(checker, dataset, [w for w in windows if w not in continued])
     ordered: list[_Part] = []
     for w in windows:
         parts = sorted(by_window[w], key=lambda p: p.number)
-        checker.check_numbering(dataset, f"window {w.from_ms}-{w.to_ms} {w}", parts)
+        checker.check_numbering(dataset, f"window {w.from_ms}-{w.to_ms} {w}", parts, continued=w in continued)
         ordered += parts
     seen: dict[str, list[str]] = {}
     previous: tuple[str, ...] | None = None
@@ -221,6 +239,7 @@ def _check_events(
         summary.bytes += part.obj.size
     checker.report_duplicates(dataset, seen)
     summary.windows = len(windows)
+    summary.continued = len(continued)
     summary.days = len({w.date_key for w in windows})
     if windows:
         summary.first, summary.last = iso_ms(windows[0].from_ms), iso_ms(max(w.to_ms for w in windows))

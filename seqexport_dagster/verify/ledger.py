@@ -14,26 +14,31 @@ if TYPE_CHECKING:
 def ledger_problems(
     rows_by_window: dict[tuple[str, Window], int], store: ControlPlane, export_id: str, source: str
 ) -> list[Problem]:
-    """Rows per window in the bucket against the latest committed attempt in the ledger.
+    """Rows per window in the bucket against the ledger's latest committed attempt *at this place*.
 
-    Only windows from the start of the bucket's chain on are compared: after a destination change
-    the earlier windows live in the old location.
+    The ledger records where each attempt wrote. After a destination change a window may be at
+    both places: delivered whole at the old one, and continued with its late rows at the new one;
+    each place is compared with what was committed there. A window in the bucket that was only
+    committed elsewhere (an attempt started over at the new place) is not reported. When the place
+    cannot be recognised (nothing was ever committed here, or the HTTP API's ledger, which carries no
+    places), the latest committed attempt anywhere is compared, from the start of the bucket's chain.
     """
-    from seqexport_dagster.ledger_scope import committed_elsewhere
     from seqexport_dagster.store import COMMITTED
 
-    problems: list[Problem] = []
     latest: dict[tuple[str, Window], int] = {}
     for entry in store.ledger(export_id):
         if entry.status == COMMITTED:
             latest[(entry.dataset, entry.window)] = entry.rows
-    starts: dict[str, int] = {}
-    for dataset, window in rows_by_window:
-        starts[dataset] = min(starts.get(dataset, window.from_ms), window.from_ms)
-    elsewhere = committed_elsewhere(store, export_id, source)
-    for (dataset, window), rows in sorted(latest.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        if dataset not in starts or window.from_ms < starts[dataset] or (dataset, window) in elsewhere:
-            continue
+    here = committed_here(store, export_id, source)
+    if here is None:
+        starts: dict[str, int] = {}
+        for dataset, window in rows_by_window:
+            starts[dataset] = min(starts.get(dataset, window.from_ms), window.from_ms)
+        expected = {k: v for k, v in latest.items() if k[0] in starts and k[1].from_ms >= starts[k[0]]}
+    else:
+        expected = here
+    problems: list[Problem] = []
+    for (dataset, window), rows in sorted(expected.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         found = rows_by_window.get((dataset, window))
         if found is None:
             problems.append(
@@ -49,3 +54,31 @@ def ledger_problems(
                 Problem("not_in_ledger", dataset, str(window), f"{rows} rows in the bucket, no committed window")
             )
     return problems
+
+
+def committed_here(store: ControlPlane, export_id: str, source: str) -> dict[tuple[str, Window], int] | None:
+    """Rows of the latest committed attempt of each window at ``source``; ``None`` when the place is
+    not recognised (`ledger_scope.source_locations`)."""
+    import sqlalchemy as sa
+
+    from seqexport_dagster.ledger_scope import source_locations
+    from seqexport_dagster.store import COMMITTED, ControlPlane
+    from seqexport_dagster.store.tables import windows
+
+    if not isinstance(store, ControlPlane):
+        return None  # the HTTP API's ledger (remote CLI) carries no locations
+    export = store.get_export(export_id)
+    places = source_locations(source, {export.endpoint})
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(windows.c.dataset, windows.c.from_ms, windows.c.to_ms, windows.c.rows)
+            .where(
+                windows.c.export_id == export_id,
+                windows.c.status == COMMITTED,
+                windows.c.location.in_(sorted(places)),
+            )
+            .order_by(windows.c.id)
+        ).all()
+    if not rows:
+        return None
+    return {(r.dataset, Window(r.from_ms, r.to_ms)): r.rows for r in rows}

@@ -30,6 +30,8 @@ class DatasetSummary:
     bytes: int = 0
     first: str | None = None
     last: str | None = None
+    #: Windows that continue, with late rows, a window delivered at an earlier location (a move).
+    continued: int = 0
 
 
 @dataclass(slots=True)
@@ -62,6 +64,11 @@ class VerifyReport:
             unit = _plural(s.days, "day") if DATASETS[name].is_snapshot else _plural(s.windows, "window")
             counts = f"{_plural(s.parts, 'part')}, {_plural(s.rows, 'row')}, {s.bytes:,} bytes"
             lines.append(f"  {name:<14} {unit}, {counts}{span}")
+            if s.continued:
+                lines.append(
+                    f"  {'':<14} {_plural(s.continued, 'window')} continue windows delivered at an earlier location "
+                    "(late rows after a destination change; their first parts are there)"
+                )
         if self.ledger_checked:
             lines.append("  rows per window compared with the control-plane ledger")
         if self.ok:
