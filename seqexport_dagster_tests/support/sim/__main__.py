@@ -14,6 +14,11 @@ from collections import Counter
 from seqexport_dagster_tests.support.sim.run import SimResult, simulate
 
 
+def say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m seqexport_dagster_tests.support.sim")
     parser.add_argument("--seed", type=int, help="run this seed only")
@@ -21,24 +26,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=float, default=3.0, help="simulated days per seed (then the quiet end)")
     parser.add_argument("--level", type=float, default=1.0, help="fault level (0: none)")
     parser.add_argument("--only", default="", help="comma-separated operations to draw from")
+    parser.add_argument("--exports", type=int, default=None, help="exports per world (default 2 to 5)")
+    parser.add_argument("--frequencies", default="", help="comma-separated frequencies to draw from")
+    parser.add_argument("--export-days", type=float, default=None, help="budget mode: also stop after this many")
     parser.add_argument("--first-seed", type=int, default=None, help="budget mode: start here (default random)")
     args = parser.parse_args(argv)
     kw: dict[str, object] = {"level": args.level}
+    if args.exports:
+        kw["exports"] = args.exports
+    if args.frequencies:
+        kw["frequencies"] = tuple(f.strip() for f in args.frequencies.split(","))
     if args.only:
         kw["only"] = tuple(o.strip() for o in args.only.split(","))
     if args.seed is not None:
         result = simulate(args.seed, days=args.days, **kw)  # type: ignore[arg-type]
-        print(result.summary())
-        print(f"  operations: {dict(result.ops)}\n  faults: {dict(result.faults)}")
+        say(result.summary())
+        say(f"  operations: {dict(result.ops)}\n  faults: {dict(result.faults)}")
         return 0 if result.ok else 1
     seed = args.first_seed if args.first_seed is not None else random.SystemRandom().randrange(10**6, 10**9)
     began, results = time.monotonic(), []
     while time.monotonic() - began < args.seconds:
+        if args.export_days is not None and sum(r.export_days for r in results) >= args.export_days:
+            break
         result = simulate(seed, days=args.days, **kw)  # type: ignore[arg-type]
         results.append(result)
-        print(result.summary(), flush=True)
+        say(result.summary())
         seed += 1
-    print(totals(results))
+    say(totals(results))
     return 0 if all(r.ok for r in results) else 1
 
 

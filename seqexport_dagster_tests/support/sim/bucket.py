@@ -138,7 +138,9 @@ class SimCrash(BaseException):
 class SimDestination:
     """A `Destination` over a `MemoryBucket`, with the S3 destination's retries and answers."""
 
-    def __init__(self, config: DestinationConfig, buckets: Buckets, faults: SimFaults, clock: Callable[[], int]) -> None:
+    def __init__(
+        self, config: DestinationConfig, buckets: Buckets, faults: SimFaults, clock: Callable[[], int]
+    ) -> None:
         self.config = config
         self.bucket = buckets.get(config.bucket)
         self.buckets = buckets

@@ -43,6 +43,8 @@ class SimExport:
     moves: int = 0
     keys: int = 0
     replaced_days: set[str] = field(default_factory=set)
+    #: A backfill ran after a move: see `oracles.Oracles.verify` (verify's view of that place).
+    backfilled_after_move: bool = False
 
     @property
     def place(self) -> Place:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -58,6 +59,7 @@ class Oracles:
     windows: WindowLoader = field(default_factory=WindowLoader)
     rows_checked: int = 0
     verified: int = 0
+    known: Counter[str] = field(default_factory=Counter)
 
     def poll(self, world: World, *, final: bool = False) -> None:
         for e in world.exports.values():
@@ -82,7 +84,10 @@ class Oracles:
         for e in world.exports.values():
             owed = expected_rows(world, e)
             self.rows_checked += len(owed)
-            for loader, loaded in (("snowpipe", self.snowpipe.by_export[e.name]), ("window loader", self.windows.by_export[e.name])):
+            for loader, loaded in (
+                ("snowpipe", self.snowpipe.by_export[e.name]),
+                ("window loader", self.windows.by_export[e.name]),
+            ):
                 found += missing(e, loader, loaded, owed, world)
         found += errors_after_quiet(world)
         return found
@@ -97,13 +102,27 @@ class Oracles:
             view = BucketView(world.buckets.get(place.bucket), place)
             if not view.list():
                 continue
-            for ledger in (None, (world.store, e.export_id)) if i == len(e.places) - 1 else (None,):
+            # Without the ledger a moved export's places cannot be told apart from gaps (late rows
+            # of a window committed elsewhere continue it at the current place): verify alone is
+            # strict for exports that never moved, verify --ledger for the current place.
+            current = i == len(e.places) - 1
+            modes = ([None] if len(e.places) == 1 else []) + ([(world.store, e.export_id)] if current else [])
+            for ledger in modes:
                 report = verify_bucket(view, ledger=ledger, workers=1)
                 self.verified += 1
                 for p in report.problems:
                     if p.kind == "gap" and p.dataset in restarted:
                         continue
-                    if p.kind in ("not_in_ledger", "ledger_rows_mismatch") and not final and (p.dataset, p.key) in open_:
+                    if p.kind in ("gap", "missing_part") and e.backfilled_after_move:
+                        # Known, reported: windows a backfill re-delivers at the new place make
+                        # verify take later continued windows for gaps (see docs/operators.md).
+                        self.known[p.kind + " after move and backfill"] += 1
+                        continue
+                    if (
+                        p.kind in ("not_in_ledger", "ledger_rows_mismatch")
+                        and not final
+                        and (p.dataset, p.key) in open_
+                    ):
                         continue
                     what = "verify --ledger" if ledger else "verify"
                     found.append(Violation(what, e.name, f"{place.source}: {p.kind} {p.dataset} {p.key}: {p.detail}"))
@@ -183,7 +202,9 @@ def history_vs_bucket(world: World, e: SimExport) -> list[Violation]:
     out = []
     with world.engine.connect() as conn:
         rows = conn.execute(
-            sa.select(parts.c.key, parts.c.location, parts.c.md5, parts.c.status).where(parts.c.export_id == e.export_id)
+            sa.select(parts.c.key, parts.c.location, parts.c.md5, parts.c.status).where(
+                parts.c.export_id == e.export_id
+            )
         ).all()
     for r in rows:
         if r.status != "landed":

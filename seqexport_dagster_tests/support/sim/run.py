@@ -117,6 +117,8 @@ def _unique(violations: list[Violation]) -> list[Violation]:
 
 def _command(seed: int, days: float, world_kw: dict[str, Any]) -> str:
     extra = "".join(f" --{k.replace('_', '-')} {v}" for k, v in world_kw.items() if isinstance(v, int | float | str))
+    if world_kw.get("frequencies"):
+        extra += f" --frequencies {','.join(world_kw['frequencies'])}"
     if world_kw.get("only"):
         extra += f" --only '{','.join(world_kw['only'])}'"
     return f"PYTHONPATH=. python -m seqexport_dagster_tests.support.sim --seed {seed} --days {days:g}{extra}"

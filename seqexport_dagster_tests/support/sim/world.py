@@ -88,6 +88,8 @@ class World:
         level: float = 1.0,
         lateness_ms: int | None = None,
         only: Sequence[str] = (),
+        exports: int | None = None,
+        frequencies: Sequence[str] = FREQUENCIES,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -117,11 +119,12 @@ class World:
         self.runs = 0
         self.crashes = 0
         self.ended_holders: set[str] = set()
-        self.accounts = [f"acct{i}" for i in range(rng.randint(1, 3))]
+        self.accounts = [f"acct{i}" for i in range(rng.randint(1, 3) if exports is None else max(1, exports // 4))]
         self._ids = (f"exp_{seed:08x}{n:08x}" for n in range(1_000_000))
         self._names = 0
         self._rebuild()
-        for _ in range(rng.randint(2, 5)):
+        self.frequencies = tuple(frequencies)
+        for _ in range(exports or rng.randint(2, 5)):
             self.create_export()
 
     # -- plumbing ---------------------------------------------------------------------------------
@@ -179,7 +182,7 @@ class World:
                     access_key_id=key_id,
                     secret_access_key=f"secret-{name}-0",
                     datasets=datasets,
-                    frequency=self.rng.choice(FREQUENCIES),
+                    frequency=self.rng.choice(self.frequencies),
                 )
         except ExportError as exc:
             self.log(name, "create", f"refused: {exc.message}")
@@ -299,7 +302,7 @@ class World:
             stint.ended_at, stint.end_position = now, state.position_ms if state else None
             return stint.dataset
         elif op == "change frequency":
-            frequency = self.rng.choice(FREQUENCIES)
+            frequency = self.rng.choice(self.frequencies)
             self.api.change_frequency(eid, frequency)
             return frequency
         elif op == "export now":
@@ -322,6 +325,7 @@ class World:
         return "ok"
 
     def _backfill(self, e: SimExport, *, replace: bool) -> str:
+        e.backfilled_after_move = e.backfilled_after_move or len(e.places) > 1
         today = day_of(self.clock())
         first = max(day_of(self.start_ms), today - dt.timedelta(days=self.rng.randint(0, 3)))
         last = min(today, first + dt.timedelta(days=self.rng.randint(0, 1)))
