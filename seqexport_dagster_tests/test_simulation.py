@@ -38,6 +38,9 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     200: {"only": ("export now", "revoke key"), "level": 0.0},
     201: {"only": ("export now", "revoke key"), "level": 0.0},
     203: {"only": ("export now", "revoke key"), "level": 0.0},
+    # sim seed 5000: a backfill with replace refused by a create-only store left its new intent
+    # over the landed part's record; the next attempt's 412 counted rows the object lacks.
+    5000: {"days": 5, "exports": 14, "frequencies": ("6h", "24h", "24h", "1h")},
 }
 
 
@@ -55,7 +58,9 @@ def test_ci_seed_holds_every_invariant(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", sorted(REGRESSION_SEEDS))
 def test_regression_seed(seed: int) -> None:
-    result = simulate(seed, days=2, **REGRESSION_SEEDS[seed])  # type: ignore[arg-type]
+    world = dict(REGRESSION_SEEDS[seed])
+    days = float(world.pop("days", 2))  # type: ignore[arg-type]
+    result = simulate(seed, days=days, **world)
     assert result.ok, result.summary()
 
 

@@ -101,7 +101,7 @@ class LedgerStore:
         rows: int,
         size: int,
         md5: str,
-        ids: bytes,
+        ids: bytes | None,
         now_ms: int,
     ) -> None:
         """Record a part before its PUT: what it will hold and where its rows end.
