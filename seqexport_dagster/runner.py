@@ -195,10 +195,6 @@ class Runner:
         state = export.dataset_state(dataset)
         if state is None:
             return report
-        if not (rewrite or replace) and planner.waiting_for_backoff(export, state, self.clock()):
-            # A scheduled run carries the datasets of every export in its batch; this one's is
-            # waiting out its backoff, so it is not tried before its time (sim seed 4).
-            return report
         if DATASETS[dataset].is_snapshot:
             start = day_start_ms(day)
             due = self.clock() >= start + DAY_MS + export.lag_ms
