@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench dev clean
+.PHONY: demo test lint bench sim dev clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
+
+# The seeded simulator (docs/operators.md): new seeds for SECONDS seconds (default 60), e.g.
+# `SECONDS=600 make sim`; prints export-days per CPU-second, what it found, and how to reproduce it.
+sim: $(STAMP)
+	$(BIN)/python -m seqexport_dagster_tests.support.sim --seconds $(or $(SECONDS),60)
 
 # Browse the demo's Dagster instance at http://127.0.0.1:3000 (runs `make demo` first if there is none);
 # the UI and the daemon run until Ctrl-C or SIGTERM, and the sensor keeps the demo exports running

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from seqexport_dagster import planner
 from seqexport_dagster.errors import ExportError, LeaseLost, NotFound, RunInterrupted
 from seqexport_dagster.idle import retry_note
 from seqexport_dagster.runner import DayReport, Runner, WindowReport
@@ -323,7 +324,15 @@ class BatchRunner:
         except ExportError as exc:
             outcome.status, outcome.errors = FAILED, [("-", exc.message)]
             return outcome
-        names = [d.dataset for d in export.datasets if not datasets or d.dataset in datasets]
+        rewrite = mode[0] or mode[1]
+        now = self.clock()
+        # A scheduled run carries the datasets of every export in its batch: one of this export's
+        # that waits out its backoff is not tried before its time (sim seed 4).
+        names = [
+            d.dataset
+            for d in export.datasets
+            if (not datasets or d.dataset in datasets) and (rewrite or not planner.waiting_for_backoff(export, d, now))
+        ]
         if export.status != ACTIVE:
             # Queued work of a paused or deleted export ends here, without touching its bucket.
             outcome.status = INACTIVE

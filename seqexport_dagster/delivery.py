@@ -22,7 +22,14 @@ from typing import Final
 
 from seqexport_dagster.delivered import late_ids, without_ids
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome, content_md5
-from seqexport_dagster.errors import AccessDenied, DestinationChanged, PermanentError, RunInterrupted
+from seqexport_dagster.errors import (
+    AccessDenied,
+    DestinationChanged,
+    EndpointTooSlow,
+    PermanentError,
+    ResponseTooLarge,
+    RunInterrupted,
+)
 from seqexport_dagster.file_format import DEFAULT_FORMAT, FileFormat
 from seqexport_dagster.keys import SNAPSHOT_DATASET, connection_test_key
 from seqexport_dagster.part_writers import Writer, empty_body, part_writer
@@ -314,8 +321,10 @@ class Attempt:
                     outcome = self.create(key, part.body)
                 except PermanentError as exc:
                     # A definite refusal (403, 404, a bad signature...) created nothing: the next
-                    # attempt may cut this part afresh. Transport failures keep the intent (unknown).
-                    if not (isinstance(exc, AccessDenied) and exc.outcome_unknown):
+                    # attempt may cut this part afresh. Transport failures keep the intent (unknown),
+                    # and so does an answer that came too late or too large: the PUT may have landed
+                    # (sim seed 4: forgotten, the part was cut again under its landed name).
+                    if not _outcome_unknown(exc):
                         self.store.forget_part_intent(window_id, part.number)
                     raise
                 self.store.mark_part_landed(window_id, part.number, self.clock())
@@ -346,23 +355,52 @@ class Attempt:
             batches = self.source.window_batches(dataset, account, window)
         tally = Tally()
         writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
+        before = {p.number: p for p in ledger}
         try:
             for part in writer.parts(batches):
-                self._overwrite(window_id, keys(part.number), part, tally)
+                self._overwrite(window_id, keys(part.number), part, tally, before.get(part.number))
         finally:
             _close(batches)
         written = max((p.number + 1 for p in ledger if p.kind != SUCCESS_MARK), default=0)
         for number in range(tally.parts, written):
             blank = Part(number, empty_body(fmt, DATASETS[dataset]), 0)
-            self._overwrite(window_id, keys(number), blank, tally)
+            self._overwrite(window_id, keys(number), blank, tally, before.get(number))
         return tally
 
-    def _overwrite(self, window_id: int, key: str, part: Part, tally: Tally) -> None:
+    def _overwrite(self, window_id: int, key: str, part: Part, tally: Tally, previous: PartRecord | None) -> None:
         self._record_intent(window_id, key, part, RANGE_PART)
-        self.overwrite(key, part.body)
+        try:
+            self.overwrite(key, part.body)
+        except PermanentError as exc:
+            # Refused (a create-only key): the old object is still there, so is its record. Left as
+            # the new intent, a later attempt would re-send it, take the 412 for "landed" and count
+            # rows the object does not hold as delivered (sim seed 5000).
+            if not _outcome_unknown(exc):
+                self._restore(window_id, part.number, previous)
+            raise
         self.store.mark_part_landed(window_id, part.number, self.clock())
         tally.landed(part.rows, part.size)
         tally.uploaded(part)
+
+    def _restore(self, window_id: int, number: int, previous: PartRecord | None) -> None:
+        """Put back the ledger's record of a part whose overwrite the store refused."""
+        if previous is None:
+            self.store.forget_part_intent(window_id, number)
+            return
+        self.store.record_part_intent(
+            window_id,
+            number=number,
+            key=previous.key,
+            kind=previous.kind,
+            last=previous.last,
+            rows=previous.rows,
+            size=previous.size,
+            md5=previous.md5 or "",
+            ids=previous.ids,
+            now_ms=self.clock(),
+        )
+        if previous.landed:
+            self.store.mark_part_landed(window_id, number, self.clock())
 
     def _record_intent(self, window_id: int, key: str, part: Part, kind: str) -> None:
         """The part ledger's record of ``part`` under ``key``, always before its PUT."""
@@ -378,6 +416,13 @@ class Attempt:
             ids=pack_ids(part.ids),
             now_ms=self.clock(),
         )
+
+
+def _outcome_unknown(exc: PermanentError) -> bool:
+    """Whether a failed PUT may still have created its object."""
+    if isinstance(exc, AccessDenied):
+        return exc.outcome_unknown
+    return isinstance(exc, EndpointTooSlow | ResponseTooLarge)
 
 
 def _one_part(writer: Writer, rows: Iterator[list[Row]], number: int) -> Part:

@@ -1,0 +1,146 @@
+"""The two customer loaders the oracles play, each reading the simulated buckets as a customer would.
+
+- `SnowpipeLoader`: loads every object name once, the first time it sees it, and never again
+  (Snowpipe, ``COPY INTO``), whatever the object later becomes.
+- `WindowLoader`: the "incremental loading by window" of docs/customers.md, per location and
+  dataset: a watermark; the window whose ``fromMs`` is the watermark is loaded (all its parts) once
+  the next window's part 0000 exists, then the watermark moves to its ``toMs``; parts of windows of
+  the last day that it has not loaded yet are loaded too (late rows). A hole in a location's chain
+  (a dataset removed and added again) is stepped over to the next window.
+
+Both record, per export, which object each row id was loaded from, so a duplicate or a loss can
+be traced to names.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from seqexport_dagster.keys import parse_key
+from seqexport_dagster.window import DAY_MS, Window
+from seqexport_dagster_tests.support.sim.bucket import Buckets
+from seqexport_dagster_tests.support.sim.model import Place
+
+_CACHE: dict[bytes, list[str]] = {}
+
+
+def ids_of(body: bytes) -> list[str]:
+    """The ``id`` of each line of a gzip JSONL part (cached by body: parts never change)."""
+    cached = _CACHE.get(body)
+    if cached is None:
+        text = gzip.decompress(body).decode()
+        cached = [json.loads(line)["id"] for line in text.splitlines() if line]
+        if len(_CACHE) > 200_000:
+            _CACHE.clear()
+        _CACHE[body] = cached
+    return cached
+
+
+@dataclass
+class Loaded:
+    """Per (dataset, id): the objects a loader loaded it from."""
+
+    rows: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, dataset: str, ids: list[str], where: str) -> None:
+        for i in ids:
+            self.rows[(dataset, i)].append(where)
+
+
+def relative(place: Place, key: str) -> str | None:
+    head = place.prefix + "/" if place.prefix else ""
+    return key[len(head) :] if key.startswith(head) else None
+
+
+@dataclass
+class SnowpipeLoader:
+    seen: set[tuple[str, str]] = field(default_factory=set)
+    by_export: dict[str, Loaded] = field(default_factory=lambda: defaultdict(Loaded))
+
+    def poll(self, buckets: Buckets, export: str, places: list[Place]) -> None:
+        loaded = self.by_export[export]
+        for place in places:
+            bucket = buckets.get(place.bucket)
+            for key, body in list(bucket.objects.items()):
+                if (place.bucket, key) in self.seen:
+                    continue
+                rel = relative(place, key)
+                parsed = parse_key(rel) if rel is not None else None
+                if parsed is None or parsed.is_success:
+                    continue
+                self.seen.add((place.bucket, key))
+                loaded.add(parsed.dataset, ids_of(body), f"s3://{place.bucket}/{key}")
+
+
+@dataclass
+class _Chain:
+    watermark: int | None = None
+    loaded_parts: set[str] = field(default_factory=set)
+    loaded_windows: dict[Window, int] = field(default_factory=dict)  # window -> to_ms (for "last day")
+
+
+@dataclass
+class WindowLoader:
+    chains: dict[tuple[str, str, str], _Chain] = field(default_factory=lambda: defaultdict(_Chain))
+    by_export: dict[str, Loaded] = field(default_factory=lambda: defaultdict(Loaded))
+    gaps_stepped: int = 0
+
+    def poll(self, buckets: Buckets, export: str, places: list[Place], now_ms: int, *, final: bool = False) -> None:
+        loaded = self.by_export[export]
+        for place in places:
+            bucket = buckets.get(place.bucket)
+            windows: dict[tuple[str, Window], dict[int, str]] = defaultdict(dict)
+            for key in bucket.objects:
+                rel = relative(place, key)
+                parsed = parse_key(rel) if rel is not None else None
+                if parsed is None or parsed.window is None or parsed.part is None:
+                    continue
+                windows[(parsed.dataset, parsed.window)][parsed.part] = key
+            for dataset in {d for d, _ in windows}:
+                mine = sorted(w for d, w in windows if d == dataset)
+                chain = self.chains[(place.bucket, place.prefix, dataset)]
+                fresh = self._advance(chain, dataset, mine, windows, final)
+                for w in list(chain.loaded_windows):
+                    if w.to_ms < now_ms - DAY_MS and not final and w not in fresh:
+                        continue
+                    for _, key in sorted(windows[(dataset, w)].items()):
+                        self._load(chain, loaded, bucket.objects[key], key, dataset, place)
+
+    def _advance(
+        self,
+        chain: _Chain,
+        dataset: str,
+        mine: list[Window],
+        windows: dict[tuple[str, Window], dict[int, str]],
+        final: bool,
+    ) -> set[Window]:
+        fresh: set[Window] = set()
+        starts = {w.from_ms: w for w in mine}
+        if chain.watermark is None and mine:
+            chain.watermark = mine[0].from_ms
+        while chain.watermark is not None:
+            w = starts.get(chain.watermark)
+            if w is None:
+                later = [x for x in mine if x.from_ms > chain.watermark]
+                if not later:
+                    return fresh
+                self.gaps_stepped += 1
+                chain.watermark = later[0].from_ms
+                continue
+            following = starts.get(w.to_ms)
+            complete = following is not None and 0 in windows[(dataset, following)]
+            if not (complete or final):
+                return fresh
+            chain.loaded_windows[w] = w.to_ms
+            fresh.add(w)
+            chain.watermark = w.to_ms
+        return fresh
+
+    def _load(self, chain: _Chain, loaded: Loaded, body: bytes, key: str, dataset: str, place: Place) -> None:
+        if key in chain.loaded_parts:
+            return
+        chain.loaded_parts.add(key)
+        loaded.add(dataset, ids_of(body), f"s3://{place.bucket}/{key}")

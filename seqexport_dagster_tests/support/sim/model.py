@@ -1,0 +1,77 @@
+"""What the simulator remembers about its exports, independently of the product: every location an
+export has written to, every stint of each dataset (added → removed), the operations and their
+outcomes, and the failures seen after each scheduled run (for the backoff oracle)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from seqexport_dagster.store import location_of
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    bucket: str
+    prefix: str
+
+    @property
+    def location(self) -> str:
+        return location_of("s3", None, self.bucket, self.prefix)
+
+    @property
+    def source(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+@dataclass
+class Stint:
+    dataset: str
+    added_at: int
+    ended_at: int | None = None
+    end_position: int | None = None
+
+
+@dataclass
+class SimExport:
+    name: str  # e1, e2... (the simulator's own, stable across runs of a seed)
+    export_id: str
+    account_id: str
+    key_id: str
+    places: list[Place]
+    stints: list[Stint] = field(default_factory=list)
+    deleted_at: int | None = None
+    moves: int = 0
+    keys: int = 0
+    replaced_days: set[str] = field(default_factory=set)
+    #: A backfill ran after a move: see `oracles.Oracles.verify` (verify's view of that place).
+    backfilled_after_move: bool = False
+
+    @property
+    def place(self) -> Place:
+        return self.places[-1]
+
+    def stint(self, dataset: str) -> Stint | None:
+        open_ = [s for s in self.stints if s.dataset == dataset and s.ended_at is None]
+        return open_[-1] if open_ else None
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    at_ms: int
+    export: str
+    what: str
+    outcome: str
+
+    def line(self) -> str:
+        from seqexport_dagster.window import iso_ms
+
+        return f"{iso_ms(self.at_ms)} {self.export} {self.what}: {self.outcome}"
+
+
+@dataclass
+class Failure:
+    """A failure counted for (export, dataset), seen after a scheduled run."""
+
+    at_ms: int
+    failures: int
+    frequency_ms: int

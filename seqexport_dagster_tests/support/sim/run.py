@@ -1,0 +1,124 @@
+"""Running one seed: the world's days (source fed, operations, faults, scheduler ticks), the oracles
+after every simulated day, then the quiet end (faults stop, paused exports resume, the documented
+horizon passes) and the final checks. A failing seed comes back with the command that reproduces
+it and a trace of what happened to the row or object that broke the invariant."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS
+from seqexport_dagster_tests.support.sim.oracles import Oracles, Violation
+from seqexport_dagster_tests.support.sim.trace import trace
+from seqexport_dagster_tests.support.sim.world import World
+
+
+@dataclass
+class SimResult:
+    seed: int
+    days: float
+    export_days: float = 0.0
+    rows: int = 0
+    rows_checked: int = 0
+    runs: int = 0
+    crashes: int = 0
+    ops: Counter[str] = field(default_factory=Counter)
+    faults: Counter[str] = field(default_factory=Counter)
+    violations: list[Violation] = field(default_factory=list)
+    traces: list[str] = field(default_factory=list)
+    cpu_s: float = 0.0
+    command: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def summary(self) -> str:
+        head = (
+            f"seed {self.seed}: {self.export_days:.1f} export-days, {self.rows} rows ({self.rows_checked} checked), "
+            f"{self.runs} runs, {self.crashes} crashes, {sum(self.faults.values())} faults, "
+            f"{sum(self.ops.values())} operations, {self.cpu_s:.1f} CPU-s: "
+        )
+        if self.ok:
+            return head + "ok"
+        kinds = Counter(v.invariant for v in self.violations)
+        lines = [head + ", ".join(f"{n} {k}" for k, n in kinds.items()), f"  reproduce: {self.command}"]
+        lines += [f"  {v.line()}" for v in self.violations[:8]]
+        lines += self.traces
+        return "\n".join(lines)
+
+
+def simulate(
+    seed: int,
+    root: Path | None = None,
+    *,
+    days: float = 3.0,
+    stop_at_first: bool = True,
+    **world_kw: Any,
+) -> SimResult:
+    """Run ``seed`` for ``days`` simulated days plus the quiet end; see the module docstring."""
+    if root is None:
+        with tempfile.TemporaryDirectory(prefix="seqexport-sim-") as tmp:
+            return simulate(seed, Path(tmp), days=days, stop_at_first=stop_at_first, **world_kw)
+    began = time.process_time()
+    world = World(seed, root, days=days, **world_kw)
+    result = SimResult(seed, days, command=_command(seed, days, world_kw))
+    oracles = Oracles()
+    try:
+        next_day = world.start_ms + DAY_MS
+        end_ms = world.end_ms
+        quiet_until = end_ms + world.lateness_ms + DAY_MS + 7 * HOUR_MS
+        while world.clock() < quiet_until:
+            before = world.clock()
+            world.clock.advance(world.rng.randrange(4 * MINUTE_MS, 16 * MINUTE_MS))
+            quiet = before >= end_ms
+            if not quiet and world.clock() >= end_ms:
+                world.quiet()
+            world.source.feed(world.accounts, world.clock(), before) if not quiet else None
+            if not quiet and world.rng.random() < 0.06:
+                world.operate()
+            world.tick()
+            result.export_days += len([e for e in world.live()]) * (world.clock() - before) / DAY_MS
+            if world.clock() >= next_day:
+                next_day += DAY_MS
+                result.violations += oracles.check_day(world, verify=True)
+                if result.violations and stop_at_first:
+                    break
+        if not result.violations or not stop_at_first:
+            result.violations += oracles.check_end(world)
+    finally:
+        result.rows = len(world.source.rows)
+        result.rows_checked = oracles.rows_checked
+        result.runs, result.crashes = world.runs, world.crashes
+        result.ops = Counter(op.what.split(" ", 1)[0] if op.what.startswith("create") else op.what for op in world.ops)
+        result.faults = Counter(world.faults.injected)
+        result.violations = _unique(result.violations)
+        firsts = {v.invariant: v for v in reversed(result.violations)}
+        result.traces = [trace(world, v) for v in list(firsts.values())[:4]]
+        world.dispose()
+        result.cpu_s = time.process_time() - began
+    return result
+
+
+def _unique(violations: list[Violation]) -> list[Violation]:
+    seen: set[str] = set()
+    out = []
+    for v in violations:
+        if v.line() not in seen:
+            seen.add(v.line())
+            out.append(v)
+    return out
+
+
+def _command(seed: int, days: float, world_kw: dict[str, Any]) -> str:
+    extra = "".join(f" --{k.replace('_', '-')} {v}" for k, v in world_kw.items() if isinstance(v, int | float | str))
+    if world_kw.get("frequencies"):
+        extra += f" --frequencies {','.join(world_kw['frequencies'])}"
+    if world_kw.get("only"):
+        extra += f" --only '{','.join(world_kw['only'])}'"
+    return f"PYTHONPATH=. python -m seqexport_dagster_tests.support.sim --seed {seed} --days {days:g}{extra}"

@@ -1,0 +1,376 @@
+"""One simulated world: exports, the scheduler loop, operations and faults, all from one seed.
+
+The loop does what the scheduler sensor and its runs do, with the same functions: every tick it
+reads the exports, asks `planner.due_work` (busy: live writer leases; unfinished attempts from
+`store.fleet`), cuts `planner.batch`, and runs each batch through `BatchRunner.run` with the
+scheduled runs' reconciliation (`reconcile.reconcile` with the operator's lateness) as
+``after_export``, exactly as `defs.assets.deliver` wires them. Operations go through `api.Exports`
+and `backfill.backfill` (what the CLI and HTTP API call); a backfill with replace through
+`BatchRunner.run(rewrite=True, replace=True)` (a UI backfill tagged ``seqexport/replace``).
+
+Time is the world's `Clock`; in-run retry sleeps advance it. One worker thread per run, so the
+order of every call (and of every draw from the world's `random.Random`) is fixed by the seed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from seqexport_dagster import planner
+from seqexport_dagster.api import Exports
+from seqexport_dagster.backfill import backfill
+from seqexport_dagster.batch import BatchRunner, ExportOutcome
+from seqexport_dagster.destination.policy import OperatorPolicy
+from seqexport_dagster.errors import ExportError
+from seqexport_dagster.reconcile import reconcile
+from seqexport_dagster.runner import Runner
+from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
+from seqexport_dagster.source.reader import SourceReader
+from seqexport_dagster.source.tables import create_source_tables
+from seqexport_dagster.store import ACTIVE, DELETED, PAUSED, ControlPlane, run_log
+from seqexport_dagster.store.crypto import SecretBox, new_key_spec
+from seqexport_dagster.store.database import create_engine
+from seqexport_dagster.store.fleet import unfinished_attempts
+from seqexport_dagster.store.lease import Leases
+from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of, frequency_ms
+from seqexport_dagster_tests.support.sim.bucket import KINDS, Buckets, SimCrash, destination_factory
+from seqexport_dagster_tests.support.sim.faults import FaultyLeases, Rates, SimFaults, faulty_store
+from seqexport_dagster_tests.support.sim.model import Failure, Op, Place, SimExport, Stint
+from seqexport_dagster_tests.support.sim.source import SimSource
+from seqexport_dagster_tests.support.world import DAY0, Clock
+
+FREQUENCIES = ("15m", "1h", "6h", "6h", "24h", "24h", "24h")
+OPERATIONS = (
+    "pause",
+    "resume",
+    "move prefix",
+    "move bucket",
+    "new credentials",
+    "rotate keys",
+    "add dataset",
+    "remove dataset",
+    "change frequency",
+    "export now",
+    "export now",
+    "delete",
+    "backfill",
+    "backfill replace",
+    "revoke key",
+)
+
+
+class SimBatchRunner(BatchRunner):
+    """The product's batch runner; a killed worker (`SimCrash`) ends its export's part of the run
+    with nothing more written, as a dead process would (its lease is left to lapse)."""
+
+    def _export(self, export_id: str, *args: Any, **kwargs: Any) -> ExportOutcome:
+        try:
+            return super()._export(export_id, *args, **kwargs)
+        except SimCrash:
+            return ExportOutcome(export_id, "crashed")
+
+
+class World:
+    def __init__(
+        self,
+        seed: int,
+        root: Path,
+        *,
+        days: float = 3.0,
+        control_url: str | None = None,
+        source_url: str | None = None,
+        level: float = 1.0,
+        lateness_ms: int | None = None,
+        only: Sequence[str] = (),
+        exports: int | None = None,
+        frequencies: Sequence[str] = FREQUENCIES,
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        rng = self.rng
+        self.clock = Clock(DAY0 + rng.randrange(0, DAY_MS))
+        self.start_ms = self.clock()
+        self.end_ms = self.start_ms + int(days * DAY_MS)
+        self.lateness_ms = lateness_ms or rng.choice((2, 6, 6, 24)) * HOUR_MS
+        self.engine = create_engine(control_url or f"sqlite:///{root / 'control.db'}")
+        self.source_engine = create_engine(source_url or f"sqlite:///{root / 'source.db'}")
+        create_source_tables(self.source_engine)
+        self.keyspec = new_key_spec("k0")
+        self.box = SecretBox.parse(self.keyspec)
+        self.store = ControlPlane(self.engine, self.box)
+        self.store.migrate()
+        self.reader = SourceReader(self.source_engine)
+        self.policy = OperatorPolicy(allow_local=True)
+        self.faults = SimFaults(random.Random(rng.random()), self.clock, Rates.draw(rng, level))
+        self.buckets = Buckets()
+        self.factory = destination_factory(self.buckets, self.faults, self.clock)
+        self.source = SimSource(self.source_engine, random.Random(rng.random()), self.lateness_ms)
+        self.only = set(only)  # restrict operations (regression seeds name theirs)
+        self.ops: list[Op] = []
+        self.exports: dict[str, SimExport] = {}
+        self.failures: dict[tuple[str, str], list[Failure]] = {}
+        self.export_now_at: dict[str, list[int]] = {}
+        self.runs = 0
+        self.crashes = 0
+        self.ended_holders: set[str] = set()
+        self.accounts = [f"acct{i}" for i in range(rng.randint(1, 3) if exports is None else max(1, exports // 4))]
+        self._ids = (f"exp_{seed:08x}{n:08x}" for n in range(1_000_000))
+        self._names = 0
+        self._rebuild()
+        self.frequencies = tuple(frequencies)
+        for _ in range(exports or rng.randint(2, 5)):
+            self.create_export()
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    def _rebuild(self) -> None:
+        self.store = ControlPlane(self.engine, self.box)
+        self.run_store = faulty_store(ControlPlane(self.engine, self.box), self.faults)
+        self.leases = FaultyLeases(Leases(self.engine), self.faults)
+        self.api = Exports(self.store, self.policy, clock=self.clock, destination_factory=self.factory)
+
+    @contextmanager
+    def _export_ids(self) -> Iterator[None]:
+        with mock.patch("seqexport_dagster.store.exports.new_export_id", lambda: next(self._ids)):
+            yield
+
+    def make_runner(self, **kwargs: Any) -> Runner:
+        return Runner(
+            self.run_store, self.reader, self.policy, clock=self.clock, destination_factory=self.factory, **kwargs
+        )
+
+    def batch_runner(self, holder: str) -> SimBatchRunner:
+        return SimBatchRunner(
+            self.make_runner,
+            self.run_store,
+            self.leases,
+            holder=holder,
+            clock=self.clock,
+            workers=1,
+            deadline_s=1e9,
+            sleep=lambda s: self.clock.advance(int(s * 1000)),
+            holder_ended=lambda h: h in self.ended_holders,
+        )
+
+    def log(self, export: str, what: str, outcome: str = "ok") -> None:
+        self.ops.append(Op(self.clock(), export, what, outcome))
+
+    # -- exports ----------------------------------------------------------------------------------
+    def _place(self, name: str, kind: str | None = None) -> Place:
+        kind = kind or self.rng.choice(KINDS)
+        self._names += 1
+        return Place(f"{kind}-b{self._names}", f"sim/{name}-{self._names}")
+
+    def create_export(self) -> None:
+        name = f"e{len(self.exports) + 1}"
+        place = self._place(name)
+        datasets = self.rng.sample(list(DATASETS), self.rng.randint(1, len(DATASETS)))
+        key_id = f"AKIASIM{name.upper()}K0"
+        try:
+            with self._export_ids():
+                record = self.api.create(
+                    account_id=self.rng.choice(self.accounts),
+                    provider="s3",
+                    bucket=place.bucket,
+                    prefix=place.prefix,
+                    region="us-east-1",
+                    access_key_id=key_id,
+                    secret_access_key=f"secret-{name}-0",
+                    datasets=datasets,
+                    frequency=self.rng.choice(self.frequencies),
+                )
+        except ExportError as exc:
+            self.log(name, "create", f"refused: {exc.message}")
+            return
+        sim = SimExport(name, record.id, record.account_id, key_id, [place])
+        sim.stints = [Stint(s.dataset, s.added_at) for s in record.datasets]
+        self.exports[name] = sim
+        self.log(name, f"create {place.source} {record.frequency} {','.join(sorted(datasets))}")
+
+    def live(self) -> list[SimExport]:
+        return [e for e in self.exports.values() if e.deleted_at is None]
+
+    # -- the scheduler ----------------------------------------------------------------------------
+    def tick(self) -> None:
+        now = self.clock()
+        records = self.store.list_exports()
+        busy = set(Leases(self.engine).held(now))
+        items = planner.due_work(records, now, busy=busy, unfinished=unfinished_attempts(self.engine))
+        for b in planner.batch(items):
+            self.run_batch(b)
+
+    def run_batch(self, b: planner.Batch) -> None:
+        self.runs += 1
+        holder = f"run-{self.runs:06d}"
+        now_items = {i.export_id for i in b.items if i.export_now}
+        self.faults.crash_armed = self.rng.random() < 0.15
+        events = [d for d in b.datasets if d in EVENT_DATASETS]
+
+        def after_export(runner: Runner, export_id: str) -> list[object]:
+            if events:
+                reconcile(runner, export_id, lateness_ms=self.lateness_ms, datasets=events, run_id=holder)
+            return []
+
+        def trigger(export_id: str) -> str:
+            return run_log.EXPORT_NOW if export_id in now_items else run_log.SCHEDULED
+
+        report = self.batch_runner(holder).run(
+            b.export_ids, [b.day], b.datasets, run_id=holder, rewrite=False, after_export=after_export, trigger=trigger
+        )
+        self.faults.crash_armed = False
+        if self.faults.dead:
+            self.faults.dead = False
+            self.crashes += 1
+            if self.rng.random() < 0.5:
+                self.ended_holders.add(holder)  # Dagster saw the run end: its lease is taken over
+        self._note_failures(report.outcomes)
+
+    def _note_failures(self, export_ids: Iterable[str]) -> None:
+        by_id = {e.export_id: e for e in self.exports.values()}
+        for export_id in export_ids:
+            record = self.store.get_export(export_id)
+            for s in record.datasets:
+                seen = self.failures.setdefault((by_id[export_id].name, s.dataset), [])
+                if s.failures and (not seen or seen[-1].failures != s.failures):
+                    seen.append(Failure(self.clock(), s.failures, frequency_ms(record.frequency)))
+                elif not s.failures and seen and seen[-1].failures:
+                    seen.append(Failure(self.clock(), 0, frequency_ms(record.frequency)))
+
+    # -- operations -------------------------------------------------------------------------------
+    def operate(self) -> None:
+        live = self.live()
+        if not live:
+            return
+        e = self.rng.choice(live)
+        choices = [o for o in OPERATIONS if not self.only or o in self.only]
+        if not choices:
+            return
+        op = self.rng.choice(choices)
+        if op == "delete" and (len(live) < 3 or self.rng.random() < 0.7):
+            return
+        try:
+            outcome = self._operate(e, op)
+        except ExportError as exc:
+            outcome = f"refused: {exc.message}"
+        self.log(e.name, op, outcome)
+
+    def _operate(self, e: SimExport, op: str) -> str:
+        eid, now = e.export_id, self.clock()
+        if op == "pause":
+            self.api.pause(eid)
+        elif op == "resume":
+            self.api.resume(eid)
+        elif op in ("move prefix", "move bucket"):
+            place = Place(e.place.bucket, self._place(e.name).prefix) if op == "move prefix" else self._place(e.name)
+            self.api.change_destination(eid, bucket=place.bucket, prefix=place.prefix)
+            e.places.append(place)
+            e.moves += 1
+            return f"now {place.source}"
+        elif op == "new credentials":
+            e.keys += 1
+            e.key_id = f"AKIASIM{e.name.upper()}K{e.keys}"
+            self.api.change_destination(eid, access_key_id=e.key_id, secret_access_key=f"secret-{e.name}-{e.keys}")
+        elif op == "rotate keys":
+            spec = new_key_spec(f"k{self.rng.randrange(1, 10**6)}")
+            self.box = SecretBox.parse(f"{spec},{self.keyspec}")
+            self.keyspec = spec
+            self._rebuild()
+            report = self.api.rotate_keys()
+            return f"re-sealed {report}"
+        elif op == "add dataset":
+            missing = [d for d in DATASETS if e.stint(d) is None]
+            if not missing:
+                return "nothing to add"
+            name = self.rng.choice(missing)
+            record = self.api.add_datasets(eid, [name])
+            state = record.dataset_state(name)
+            assert state is not None
+            e.stints.append(Stint(name, state.added_at))
+            return name
+        elif op == "remove dataset":
+            present = [s for s in e.stints if s.ended_at is None]
+            if len(present) < 2:
+                return "only one dataset"
+            stint = self.rng.choice(present)
+            state = self.store.get_export(eid).dataset_state(stint.dataset)
+            self.api.remove_datasets(eid, [stint.dataset])
+            stint.ended_at, stint.end_position = now, state.position_ms if state else None
+            return stint.dataset
+        elif op == "change frequency":
+            frequency = self.rng.choice(self.frequencies)
+            self.api.change_frequency(eid, frequency)
+            return frequency
+        elif op == "export now":
+            self.api.export_now(eid)
+            self.export_now_at.setdefault(e.name, []).append(now)
+        elif op == "delete":
+            record = self.store.get_export(eid)
+            self.api.delete(eid)
+            e.deleted_at = now
+            for s in e.stints:
+                if s.ended_at is None:
+                    state = record.dataset_state(s.dataset)
+                    s.ended_at, s.end_position = now, state.position_ms if state else None
+        elif op in ("backfill", "backfill replace"):
+            return self._backfill(e, replace=op == "backfill replace")
+        elif op == "revoke key":
+            until = now + self.rng.randrange(10 * MINUTE_MS, 8 * HOUR_MS)
+            self.faults.revoke(e.key_id, until)
+            return f"for {(until - now) // MINUTE_MS} min"
+        return "ok"
+
+    def _backfill(self, e: SimExport, *, replace: bool) -> str:
+        e.backfilled_after_move = e.backfilled_after_move or len(e.places) > 1
+        today = day_of(self.clock())
+        first = max(day_of(self.start_ms), today - dt.timedelta(days=self.rng.randint(0, 3)))
+        last = min(today, first + dt.timedelta(days=self.rng.randint(0, 1)))
+        if replace:
+            batch = self.batch_runner(f"backfill-{self.runs}")
+            for day in _days(first, last):
+                batch.run([e.export_id], [day], tuple(DATASETS), run_id="backfill", rewrite=True, replace=True)
+                e.replaced_days.add(day.isoformat())
+        else:
+            with mock.patch("seqexport_dagster.backfill.Runner", _runner_with(self.factory)):
+                backfill(self.run_store, self.reader, self.policy, [e.export_id], first.isoformat(),
+                         last.isoformat(), clock=self.clock, holder=f"backfill-{self.runs}")  # fmt: skip
+        self._note_failures([e.export_id])
+        return f"{first}..{last}"
+
+    # -- the end ----------------------------------------------------------------------------------
+    def quiet(self) -> None:
+        """Faults stop, paused exports resume: what follows is the documented horizon's drain."""
+        self.faults.enabled = False
+        self.faults.revoked_until.clear()
+        for e in self.live():
+            if self.store.get_export(e.export_id).status == PAUSED:
+                self.api.resume(e.export_id)
+                self.log(e.name, "resume (quiet end)")
+
+    def statuses(self) -> dict[str, str]:
+        return {e.name: self.store.get_export(e.export_id).status for e in self.exports.values()}
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+        self.source_engine.dispose()
+
+
+def _days(first: dt.date, last: dt.date) -> list[dt.date]:
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def _runner_with(factory: Any) -> Any:
+    """`backfill.backfill` builds its runners itself; this one writes through the simulated store."""
+
+    def make(*args: Any, **kwargs: Any) -> Runner:
+        kwargs.setdefault("destination_factory", factory)
+        return Runner(*args, **kwargs)
+
+    return make
+
+
+__all__ = ["ACTIVE", "DELETED", "World"]

@@ -1,0 +1,143 @@
+"""The seeded simulator in CI (issue 22): a fixed set of seeds covering every operation and fault,
+the regression seeds of the bugs it found, one seed on PostgreSQL, and checks that the oracles can
+fail (a planted duplicate, a deleted object, a replaced one) and that a seed is reproducible.
+
+A failing seed's message carries the one-line command that reproduces it and a trace of the row
+or object behind the broken invariant. The simulator itself: `support/sim` (its docstring says
+what is real and what is simulated).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from seqexport_dagster_tests.support.sim import world as sim_world
+from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_412, ORDINARY, Buckets
+from seqexport_dagster_tests.support.sim.oracles import Oracles
+from seqexport_dagster_tests.support.sim.run import SimResult, simulate
+from seqexport_dagster_tests.support.sim.world import World
+from seqexport_dagster_tests.support.world import postgres_database
+
+#: Seeds CI runs (2 simulated days each, then the quiet end); together they cover every operation
+#: and fault (`test_ci_seeds_cover_every_operation_and_fault`).
+CI_SEEDS = (1, 2, 3, 5, 6, 7, 8)
+#: Seeds that found a bug, each with the world that found it (see the report in docs/operators.md).
+REGRESSION_SEEDS: dict[int, dict[str, object]] = {
+    # sim seed 4: a scheduled run retried a dataset in backoff because a batch neighbour needed it;
+    # and an answer past the deadline forgot a part that had landed (cut again under its name).
+    4: {},
+    # The three holes of issue 22, each found on 7837f0d (fixed on branch holes): late rows of a
+    # window committed before a move lost (100, 101: moves only, no faults); late rows lost while a
+    # revoked key kept their part at intent (200, 201); export now bypassing backoff (203).
+    100: {"only": ("move prefix", "move bucket"), "level": 0.0},
+    101: {"only": ("move prefix", "move bucket"), "level": 0.0},
+    200: {"only": ("export now", "revoke key"), "level": 0.0},
+    201: {"only": ("export now", "revoke key"), "level": 0.0},
+    203: {"only": ("export now", "revoke key"), "level": 0.0},
+    # sim seed 5000: a backfill with replace refused by a create-only store left its new intent
+    # over the landed part's record; the next attempt's 412 counted rows the object lacks.
+    5000: {"days": 5, "exports": 14, "frequencies": ("6h", "24h", "24h", "1h")},
+}
+
+
+@functools.cache
+def ci_result(seed: int) -> SimResult:
+    return simulate(seed, days=2)
+
+
+@pytest.mark.parametrize("seed", CI_SEEDS)
+def test_ci_seed_holds_every_invariant(seed: int) -> None:
+    result = ci_result(seed)
+    assert result.ok, result.summary()
+    assert result.rows_checked > 0 and result.export_days > 1
+
+
+@pytest.mark.parametrize("seed", sorted(REGRESSION_SEEDS))
+def test_regression_seed(seed: int) -> None:
+    world = dict(REGRESSION_SEEDS[seed])
+    days = float(world.pop("days", 2))  # type: ignore[arg-type]
+    result = simulate(seed, days=days, **world)
+    assert result.ok, result.summary()
+
+
+def test_ci_seeds_cover_every_operation_and_fault() -> None:
+    ops: Counter[str] = Counter()
+    faults: Counter[str] = Counter()
+    for seed in CI_SEEDS:
+        ops += ci_result(seed).ops
+        faults += ci_result(seed).faults
+    expected_ops = set(sim_world.OPERATIONS) - {"revoke key"}  # a fault, counted below
+    assert expected_ops <= set(ops), f"never drawn: {expected_ops - set(ops)}"
+    expected_faults = {"5xx", "reset", "lost", "slow", "crash", "key revoked", "db error", "db answer lost"}
+    assert expected_faults <= set(faults), f"never injected: {expected_faults - set(faults)}"
+    assert sum(ci_result(s).crashes for s in CI_SEEDS) > 0
+
+
+def test_a_seed_is_reproducible() -> None:
+    first, second = simulate(3, days=1), simulate(3, days=1)
+    assert (first.rows, first.runs, first.ops, first.faults, first.export_days) == (
+        second.rows,
+        second.runs,
+        second.ops,
+        second.faults,
+        second.export_days,
+    )
+
+
+def test_a_seed_on_postgresql(tmp_path: Path) -> None:
+    with postgres_database() as control, postgres_database() as source:
+        result = simulate(11, tmp_path, days=1, control_url=control, source_url=source)
+    assert result.ok, result.summary()
+    assert result.rows_checked > 0
+
+
+def _quiet_world(tmp_path: Path) -> tuple[World, Oracles]:
+    """A world without faults or operations, run to its end: every invariant holds."""
+    world = World(21, tmp_path, days=1, level=0.0, only=("none",))
+    oracles = Oracles()
+    while world.clock() < world.end_ms + world.lateness_ms + 2 * 86_400_000:
+        before = world.clock()
+        world.clock.advance(600_000)
+        if before < world.end_ms:
+            world.source.feed(world.accounts, world.clock(), before)
+        world.tick()
+    return world, oracles
+
+
+def test_oracles_see_a_duplicate_a_loss_and_a_replacement(tmp_path: Path) -> None:
+    world, oracles = _quiet_world(tmp_path)
+    try:
+        assert oracles.check_end(world) == []
+        e = next(iter(world.exports.values()))
+        bucket = world.buckets.get(e.place.bucket)
+        parts = sorted(k for k, b in bucket.objects.items() if "-0000.jsonl.gz" in k and "_events" in k and len(b) > 40)
+        assert len(parts) >= 2, "the world wrote no event rows"
+        copy_of, lost = parts[0], parts[1]
+        bucket.objects[copy_of.replace("-0000.", "-0007.")] = bucket.objects[copy_of]  # a duplicate part
+        del bucket.objects[lost]
+        bucket.send(parts[-1], b"other", conditional=False, plain=False, seq=0, now_ms=world.clock())
+        found = {v.invariant for v in Oracles().check_end(world)}
+        assert {"row loaded twice", "row lost", "history", "object"} <= found, found
+    finally:
+        world.dispose()
+
+
+def test_stores_answer_as_their_provider() -> None:
+    buckets = Buckets()
+    ordinary, create_only = buckets.get(f"{ORDINARY}-x"), buckets.get(f"{CREATE_ONLY_412}-y")
+    assert ordinary.send("k", b"1", conditional=True, plain=False, seq=1, now_ms=0) == "created"
+    assert ordinary.send("k", b"2", conditional=True, plain=False, seq=2, now_ms=0) == "existed"
+    assert ordinary.send("k", b"2", conditional=False, plain=True, seq=3, now_ms=0) == "overwritten"
+    assert ordinary.violations == []
+    assert create_only.send("k", b"1", conditional=True, plain=False, seq=4, now_ms=0) == "created"
+    assert create_only.send("k", b"1", conditional=False, plain=False, seq=5, now_ms=0) == "denied"
+    assert create_only.violations == ["a PUT without precondition reached existing key k on a create-only store"]
+    nopre = buckets.get("nopre-z")
+    nopre.send("p/subscribers/date=2026-09-30/_SUCCESS", b"", conditional=False, plain=False, seq=6, now_ms=0)
+    nopre.send("p/subscribers/date=2026-09-30/subscribers-0001.jsonl.gz", b"x", conditional=False, plain=False,
+               seq=7, now_ms=0)  # fmt: skip
+    assert any("after" in v and "_SUCCESS" in v for v in nopre.violations)
