@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import statistics
 import subprocess
@@ -79,7 +80,8 @@ def run(exports_n: int, seconds: float) -> dict[str, Any]:
                 [str(Path(sys.executable).parent / "seqexport"), "serve", "--port", str(port)],
                 log=Path(tmp) / "server.log",
                 cwd=ROOT,
-                env={"PATH": "/usr/bin:/bin", **env},
+                # A bare environment, but the caller's import path (a checkout run without installing).
+                env={"PATH": "/usr/bin:/bin", **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}, **env},
             )
             base = f"http://127.0.0.1:{port}"
             wait_ready(base, process)
