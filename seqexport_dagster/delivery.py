@@ -11,6 +11,9 @@ What can go wrong: the export is paused or deleted before a file (`RunInterrupte
 changes (`DestinationChanged`: the runner starts over at the new place), or the store refuses a write
 (an `ExportError`). A definite refusal forgets the part's intent, so the next attempt may cut that part
 afresh; a transport failure keeps it (outcome unknown).
+
+Size: one attempt's part ledger (intent, resend, late parts, replace, formats); this round's fixes
+(outcome-unknown intents, restored records on a refused replace) took it past 400 lines.
 """
 
 from __future__ import annotations

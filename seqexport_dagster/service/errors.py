@@ -151,6 +151,11 @@ def validation_message(errors: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
     if kind == "missing":
         hint = accepted(field.split(".")[-1])
         return field, f"{field}: required" + (f" ({hint})" if hint else "")
+    ctx = first.get("ctx") or {}
+    if kind in ("string_too_long", "too_long") and "max_length" in ctx:
+        # A secret is a SecretStr, whose length pydantic counts as "items": it is characters.
+        unit = "characters" if kind == "string_too_long" or "secret" in field else "items"
+        return field, f"{field}: at most {ctx['max_length']} {unit}"
     if kind == "extra_forbidden":
         return field, f"{field}: not a field of this request (see /openapi.json for the fields accepted)"
     # Every alternative of a union fails at the same field: together they are what is accepted.

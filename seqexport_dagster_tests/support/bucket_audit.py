@@ -20,6 +20,7 @@ and the control plane:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,13 +114,11 @@ class _ReadBucket(Bucket):
         self._listing = [(obj, body) for obj, body in listing if not obj.key.startswith("_sequenzy/")]
         self._bodies = {obj.key: body for obj, body in self._listing}
 
-    def list(self) -> list[StoredObject]:
-        return [obj for obj, _ in self._listing]
+    def _pages(self) -> Iterator[list[StoredObject]]:
+        yield [obj for obj, _ in self._listing]
 
-    def read(self, key: str) -> bytes:
+    def read(self, key: str, limit: int | None = None) -> bytes:
         return self._bodies[key]
-
-
 
 
 def source_ids(engine: sa.Engine, dataset: str, account_id: str, span: tuple[int, int] | None = None) -> set[str]:
@@ -179,9 +178,7 @@ def _audit_events(
         if parsed is None or parsed.dataset != name or parsed.window is None or parsed.part is None:
             continue
         by_window.setdefault(parsed.window, {})[parsed.part] = part_rows(key, body)
-    ids: Counter[str] = Counter(
-        row["id"] for parts in by_window.values() for rows in parts.values() for row in rows
-    )
+    ids: Counter[str] = Counter(row["id"] for parts in by_window.values() for rows in parts.values() for row in rows)
     # verify checks the chain has no gap or overlap; here, that it reaches from the start to the
     # position. Windows beyond the position (an attempt not yet committed) may exist.
     ordered = sorted(by_window)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -137,14 +137,14 @@ class BucketView(Bucket):
         self.source = place.source
         self.head = place.prefix + "/" if place.prefix else ""
 
-    def list(self) -> list[StoredObject]:
-        return [
+    def _pages(self) -> Iterator[list[StoredObject]]:
+        yield [
             StoredObject(k[len(self.head) :], len(b), 0)
             for k, b in self.bucket.objects.items()
             if k.startswith(self.head) and not k[len(self.head) :].startswith("_sequenzy/")
         ]
 
-    def read(self, key: str) -> bytes:
+    def read(self, key: str, limit: int | None = None) -> bytes:
         return self.bucket.objects[self.head + key]
 
 
