@@ -147,9 +147,16 @@ def test_late_rows_are_appended_by_the_next_scheduled_run_and_no_file_is_replace
     # New names only: the parts of the new window (2h, 3h], and one more part of each late window.
     new = set(objects) - before
     w23 = f"-{DAY0 + 2 * HOUR_MS}-{DAY0 + 3 * HOUR_MS}-"
-    appended = sorted(key for key in new if w23 not in key)
+    appended = sorted(key for key in new if w23 not in key and not key.startswith("_sequenzy/"))
     assert [k.rsplit("/", 1)[1].split("-", 1)[0] for k in appended] == ["custom_events", "email_events"]
     assert f"-{w01.from_ms}-{w01.to_ms}-" in appended[1] and f"-{w12.from_ms}-{w12.to_ms}-" in appended[0]
+    # Each late window also got a new manifest, under a new name (the earlier one stays as it was).
+    manifests = sorted(key for key in new if w23 not in key and key.startswith("_sequenzy/manifests/"))
+    assert len(manifests) == 2
+    assert (
+        f"-{w12.from_ms}-{w12.to_ms}-through-" in manifests[0]
+        and f"-{w01.from_ms}-{w01.to_ms}-through-" in manifests[1]
+    )
 
     # The operator sees each rewrite as an observation on the partition of the window's day.
     (email,) = reconciled(h, "email_events")
