@@ -182,7 +182,7 @@ class Exports:
             external_id=external_id or None,
         )
         config = self._with_secret(unchecked, secret_access_key)
-        check_role(self.store.engine, account_id, config)
+        check_role(self.store.engine, self.policy, account_id, config)
         self._test(account_id, config, progress)
         record = self.store.create_export(
             account_id=account_id,
@@ -364,7 +364,7 @@ class Exports:
             current, changed, role_arn=role_arn, external_id=external_id, new_key=bool(access_key_id)
         )
         config = self._with_secret(changed, secret_access_key)
-        check_role(self.store.engine, record.account_id, config, record.id)
+        check_role(self.store.engine, self.policy, record.account_id, config, record.id)
         self._test(record.account_id, config, progress)
         updated = self.store.update_destination(record.id, config, self.clock())
         take_role(self.store.engine, record.account_id, config, record.id)

@@ -57,6 +57,8 @@ def connection_test_key(prefix: str, token: str) -> str:
 
 
 MANIFEST_FOLDER: Final = f"{CONTROL_FOLDER}/manifests"
+#: The ``format`` field of every manifest (`seqexport_dagster.manifest`).
+MANIFEST_FORMAT: Final = "sequenzy-manifest/1"
 
 
 def manifest_key(prefix: str, dataset: str, window: Window, last_part: int) -> str:

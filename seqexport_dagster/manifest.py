@@ -28,12 +28,12 @@ from typing import Any, Final
 import sqlalchemy as sa
 
 from seqexport_dagster.destination import Destination, PutOutcome
-from seqexport_dagster.keys import manifest_key
+from seqexport_dagster.keys import MANIFEST_FORMAT, manifest_key
 from seqexport_dagster.store import COMMITTED, SUCCESS_MARK, ControlPlane, PartRecord
 from seqexport_dagster.store.tables import windows
 from seqexport_dagster.window import Window, iso_ms
 
-FORMAT: Final = "sequenzy-manifest/1"
+FORMAT: Final = MANIFEST_FORMAT
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,21 +13,28 @@ from dataclasses import replace
 import sqlalchemy as sa
 
 from seqexport_dagster.destination import DestinationConfig, OperatorPolicy
+from seqexport_dagster.destination.policy import AwsIdentity
 from seqexport_dagster.destination.role import RoleSetup
-from seqexport_dagster.errors import ConfigurationError, InvalidInput
+from seqexport_dagster.errors import ConflictError, InvalidInput
 from seqexport_dagster.store.external_ids import check_external_id, issue_external_id, take_external_id
 from seqexport_dagster.validation import validate_account
 
 
 def role_setup(engine: sa.Engine, policy: OperatorPolicy, account_id: str, now_ms: int) -> RoleSetup:
     validate_account(account_id)
-    identity = policy.aws_identity
-    if identity is None:
-        raise ConfigurationError(
-            "this deployment offers no AWS roles: the operator has not set SEQEXPORT_AWS_ACCESS_KEY_ID, "
-            "SEQEXPORT_AWS_SECRET_ACCESS_KEY and SEQEXPORT_AWS_PRINCIPAL_ARN; give an access key instead"
-        )
+    identity = _roles_offered(policy)
     return RoleSetup(account_id, issue_external_id(engine, account_id, now_ms), identity.principal_arn)
+
+
+def _roles_offered(policy: OperatorPolicy) -> AwsIdentity:
+    """The operator's identity; without one, a role is refused as not possible here (409), not as a
+    fault of the service: the customer can give an access key instead."""
+    if policy.aws_identity is None:
+        raise ConflictError(
+            "this deployment offers no AWS roles (its operator has not configured an AWS identity, "
+            "SEQEXPORT_AWS_*); give an access key instead"
+        )
+    return policy.aws_identity
 
 
 def with_role_change(
@@ -53,8 +60,15 @@ def with_role_change(
     return replace(changed, role_arn=role, external_id=ext, access_key_id=None, secret_access_key=None)
 
 
-def check_role(engine: sa.Engine, account_id: str, config: DestinationConfig, export_id: str | None = None) -> None:
+def check_role(
+    engine: sa.Engine,
+    policy: OperatorPolicy,
+    account_id: str,
+    config: DestinationConfig,
+    export_id: str | None = None,
+) -> None:
     if config.role_arn and config.external_id:
+        _roles_offered(policy)
         check_external_id(engine, account_id, config.external_id, export_id)
 
 

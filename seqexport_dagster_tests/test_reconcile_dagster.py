@@ -151,6 +151,13 @@ def test_late_rows_are_appended_by_the_next_scheduled_run_and_no_file_is_replace
     appended = sorted(key for key in new if w23 not in key and "/_sequenzy/" not in f"/{key}")
     assert [k.rsplit("/", 1)[1].split("-", 1)[0] for k in appended] == ["custom_events", "email_events"]
     assert f"-{w01.from_ms}-{w01.to_ms}-" in appended[1] and f"-{w12.from_ms}-{w12.to_ms}-" in appended[0]
+    # Each late window also got a new manifest, under a new name (the earlier one stays as it was).
+    manifests = sorted(key for key in new if w23 not in key and key.startswith("_sequenzy/manifests/"))
+    assert len(manifests) == 2
+    assert (
+        f"-{w12.from_ms}-{w12.to_ms}-through-" in manifests[0]
+        and f"-{w01.from_ms}-{w01.to_ms}-through-" in manifests[1]
+    )
 
     # The operator sees the rewrites in the run's observation of each dataset (the windows are in
     # the control plane's ledger: one more committed attempt each, below).

@@ -413,3 +413,17 @@ def test_an_export_moves_from_a_key_onto_a_role_and_back(world: World, scene: Sc
     back = exports.change_destination(export.id, access_key_id=writer[0], secret_access_key=writer[1])
     assert (back.role_arn, back.external_id, back.access_key_id) == (None, None, writer[0])
     assert signer(scene.proxy.puts(f"/{BUCKET}/")[-1]) == writer[0]  # its connection test, with the key
+
+
+def test_a_deployment_without_an_aws_identity_offers_no_roles(world: World) -> None:
+    """Not a fault of the service (the HTTP API answers 409, not 5xx): the customer gives a key."""
+    exports = Exports(world.store, OperatorPolicy(allow_local=True), clock=world.clock)
+    with pytest.raises(ConflictError, match="offers no AWS roles"):
+        exports.role_setup("acme")
+    settings = {
+        "account_id": "acme", "provider": "s3", "bucket": BUCKET, "region": "us-east-1",
+        "datasets": ["email_events"], "role_arn": ROLE, "external_id": "sequenzy-" + "0" * 32,
+    }  # fmt: skip
+    with pytest.raises(ConflictError, match="give an access key instead"):
+        exports.create(**settings)
+    assert world.store.list_exports() == []

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from seqexport_dagster.keys import MANIFEST_FOLDER, parse_manifest_key
-from seqexport_dagster.manifest import FORMAT
+from seqexport_dagster.destination.s3_errors import error_summary
+from seqexport_dagster.errors import ExportError
+from seqexport_dagster.keys import MANIFEST_FOLDER, MANIFEST_FORMAT, parse_manifest_key
 from seqexport_dagster.verify.bucket import Bucket, LocalBucket, S3Bucket, StoredObject
 from seqexport_dagster.verify.report import Problem
 from seqexport_dagster.window import Window, iso_ms
@@ -57,10 +58,13 @@ def list_manifests(bucket: Bucket) -> list[StoredObject]:
         start = f"{bucket.prefix}/{MANIFEST_FOLDER}/" if bucket.prefix else f"{MANIFEST_FOLDER}/"
         strip = len(bucket.prefix) + 1 if bucket.prefix else 0
         out = []
-        for page in bucket.client.get_paginator("list_objects_v2").paginate(Bucket=bucket.bucket, Prefix=start):
-            for obj in page.get("Contents", []):
-                modified = int(obj["LastModified"].timestamp() * 1e9)
-                out.append(StoredObject(obj["Key"][strip:], int(obj["Size"]), modified))
+        try:
+            for page in bucket.client.get_paginator("list_objects_v2").paginate(Bucket=bucket.bucket, Prefix=start):
+                for obj in page.get("Contents", []):
+                    modified = int(obj["LastModified"].timestamp() * 1e9)
+                    out.append(StoredObject(obj["Key"][strip:], int(obj["Size"]), modified))
+        except Exception as exc:  # botocore's tree, named as the bucket's own listing names it
+            raise ExportError(f"cannot list {bucket.source}/{MANIFEST_FOLDER}/: {error_summary(exc)}") from exc
         return out
     return []
 
@@ -80,7 +84,7 @@ def _read(bucket: Bucket, obj: StoredObject, problems: list[Problem]) -> _Manife
     try:
         doc = json.loads(bucket.read(obj.key))
         ok = (
-            doc.get("format") == FORMAT
+            doc.get("format") == MANIFEST_FORMAT
             and doc["dataset"] == dataset
             and (doc["window"]["from_ms"], doc["window"]["to_ms"]) == (window.from_ms, window.to_ms)
             and max(int(p["part"]) for p in doc["parts"]) == through
