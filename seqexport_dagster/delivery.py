@@ -11,6 +11,10 @@ What can go wrong: the export is paused or deleted before a file (`RunInterrupte
 changes (`DestinationChanged`: the runner starts over at the new place), or the store refuses a
 write (an `ExportError` from the destination). A definite refusal forgets the part's intent, so the
 next attempt may cut that part afresh; a transport failure keeps it (outcome unknown).
+
+Size: over 400 lines on purpose. One attempt's write-once protocol (resume, re-sends of unknown
+outcome, late parts, an operator's replace and the restore of a refused one) reads and writes the
+same part-ledger records; split, the rules that keep a part from counting twice would be read apart.
 """
 
 from __future__ import annotations
