@@ -166,6 +166,13 @@ class Attempt:
                 raise exc from None  # the key may not create anything: truly denied
             return PutOutcome.EXISTED
 
+    def write_manifest(self, key: str, body: bytes, replace: bool) -> PutOutcome:
+        """A window's manifest (`manifest.write_manifest`): written like a part of unknown outcome."""
+        if replace:
+            self.overwrite(key, body)
+            return PutOutcome.CREATED
+        return self.create(key, body, outcome_unknown=True)
+
     def overwrite(self, key: str, body: bytes) -> None:
         """An operator's replace: the one write that may overwrite."""
         self.guard()

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 import sqlalchemy as sa
 
-from seqexport_dagster.destination import Destination, PutOutcome
+from seqexport_dagster.destination import PutOutcome
 from seqexport_dagster.keys import MANIFEST_FORMAT, manifest_key
 from seqexport_dagster.store import COMMITTED, SUCCESS_MARK, ControlPlane, PartRecord
 from seqexport_dagster.store.tables import windows
@@ -92,7 +93,7 @@ def chain_start(store: ControlPlane, export_id: str, dataset: str, location: str
 
 def write_manifest(
     store: ControlPlane,
-    destination: Destination,
+    put: Callable[[str, bytes, bool], PutOutcome],
     *,
     export_id: str,
     prefix: str,
@@ -102,10 +103,13 @@ def write_manifest(
     replace: bool = False,
 ) -> tuple[str, PutOutcome] | None:
     """Write the window's manifest from the part ledger, create-only (an operator's replace may
-    overwrite); None when the window has no landed part."""
+    overwrite); None when the window has no landed part. ``put(key, body, replace)`` is the attempt's
+    write (`delivery.Attempt`): its guard before the file, and its answer to a 403 on a store that may
+    not overwrite (a probe tells "revoked" from "already there": a manifest re-sent after a lost answer
+    or a retried commit is the same bytes under the same name)."""
     parts = manifest_parts(store.window_parts(export_id, dataset, window, location))
     if not parts:
         return None
     key = manifest_key(prefix, dataset, window, parts[-1].part)
     body = manifest_body(dataset, window, chain_start(store, export_id, dataset, location, window), parts)
-    return key, destination.put(key, body, create_only=not replace)
+    return key, put(key, body, replace)

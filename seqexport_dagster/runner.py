@@ -282,7 +282,7 @@ class Runner:
             if tally.sent_parts or not committed:  # a committed window with nothing new has its manifest
                 write_manifest(
                     self.store,
-                    attempt.destination,
+                    attempt.write_manifest,
                     export_id=export_id,
                     prefix=attempt.config.prefix,
                     location=attempt.location,

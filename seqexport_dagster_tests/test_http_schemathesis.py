@@ -72,6 +72,9 @@ def test_every_operation_conforms(api_schema: Any, fuzzed_server: ApiServer) -> 
         tried.append(f"{operation.method.upper()} {operation.path}")
     session.close()
     assert (
-        len(tried) == 16 and "POST /v1/role-setups" in tried and "PATCH /v1/exports/{export_id}/destination" in tried
+        len(tried) == 17
+        and "POST /v1/role-setups" in tried
+        and "PATCH /v1/exports/{export_id}/format" in tried
+        and "PATCH /v1/exports/{export_id}/destination" in tried
     ), tried
     assert "PATCH /v1/exports/{export_id}/frequency" in tried, tried
