@@ -358,8 +358,13 @@ class Exports:
                 else (current.kms_key_id if sse is None or sse == "aws:kms" else None)
             ),
         )
-        if endpoint is None and new_provider != current.provider:
-            changed = replace(changed, endpoint=None)  # gcs's fixed endpoint must not follow a move back to s3
+        if new_provider != current.provider:
+            # Neither the endpoint nor the region of the old provider follows a change of provider:
+            # gcs's fixed endpoint must not follow a move back to s3, and an s3 region means nothing to gcs.
+            if endpoint is None:
+                changed = replace(changed, endpoint=None)
+            if region is None:
+                changed = replace(changed, region=None)
         changed = with_role_change(
             current, changed, role_arn=role_arn, external_id=external_id, new_key=bool(access_key_id)
         )
