@@ -18,9 +18,8 @@ from pathlib import PurePosixPath
 import sqlalchemy as sa
 
 from seqexport_dagster.store import COMMITTED, ControlPlane, location_of
-from seqexport_dagster.store.tables import window_days, windows
+from seqexport_dagster.store.tables import windows
 from seqexport_dagster.store.window_days import WindowDay, read_window_days
-from seqexport_dagster.window import Window
 
 
 def source_locations(source: str, endpoints: set[str | None]) -> set[str]:
@@ -36,38 +35,9 @@ def source_locations(source: str, endpoints: set[str | None]) -> set[str]:
     }
 
 
-def committed_elsewhere(store: ControlPlane, export_id: str, source: str) -> set[tuple[str, Window]]:
-    """(dataset, window) pairs whose latest committed attempt is at another location than ``source``.
-
-    Empty when no window was ever committed at ``source``: then the place cannot be recognised,
-    and the full comparison (the old behaviour) is the safe answer.
-    """
-    if not isinstance(store, ControlPlane):
-        return set()  # the HTTP API's ledger (remote CLI) carries no locations: compare everything
-    export = store.get_export(export_id)
-    here = source_locations(source, {export.endpoint})
-    latest: dict[tuple[str, Window], str] = {}
-    with store.engine.connect() as conn:
-        rows = conn.execute(
-            sa.select(windows.c.dataset, windows.c.from_ms, windows.c.to_ms, windows.c.location)
-            .where(windows.c.export_id == export_id, windows.c.status == COMMITTED)
-            .order_by(windows.c.id)
-        ).all()
-        compacted_here = conn.execute(
-            sa.select(window_days.c.id)
-            .where(window_days.c.export_id == export_id, window_days.c.location.in_(here), window_days.c.windows > 0)
-            .limit(1)
-        ).first()
-    for r in rows:
-        latest[(r.dataset, Window(r.from_ms, r.to_ms))] = r.location
-    if not any(r.location in here for r in rows) and compacted_here is None:
-        return set()
-    return {key for key, location in latest.items() if location not in here}
-
-
 def compacted_days(store: ControlPlane, export_id: str, source: str) -> tuple[list[WindowDay], list[WindowDay]]:
     """(every summary of the export, those at ``source``): all of them when ``source`` is not
-    recognised, as `committed_elsewhere` then compares everything."""
+    recognised (no window was ever committed there), so that everything is compared."""
     if not isinstance(store, ControlPlane):
         return [], []
     days = [d for d in read_window_days(store.engine, export_id) if d.windows]

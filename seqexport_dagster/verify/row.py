@@ -3,25 +3,11 @@
 from __future__ import annotations
 
 import re
-import zlib
 from typing import Any, Final
 
 from seqexport_dagster.schema import TIMESTAMP_PATTERN, Dataset, Field
 
 _TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
-
-
-def gunzip(body: bytes) -> bytes:
-    """Every gzip member, as any gzip reader would; raises on truncation or trailing junk."""
-    out = []
-    data = body
-    while data:
-        d = zlib.decompressobj(31)
-        out.append(d.decompress(data))
-        if not d.eof:
-            raise EOFError("truncated gzip stream")
-        data = d.unused_data
-    return b"".join(out)
 
 
 _PY_TYPES: Final[dict[str, tuple[type, ...]]] = {
