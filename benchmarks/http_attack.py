@@ -164,8 +164,10 @@ def run(seconds: float, code: Path, pause: float, *, memory_only: bool = False) 
 
             baseline = healthz_latencies(url, seconds)
             _reset_peak(process.pid)
+            # The attack outlasts both measurements (healthz, then readyz for half as long).
+            attack_s = 2.0 + seconds * 1.5 + 2.0
             attack = subprocess.Popen(
-                [sys.executable, "-m", "benchmarks.http_attack", "--attacker", url, token, str(seconds), str(pause)],
+                [sys.executable, "-m", "benchmarks.http_attack", "--attacker", url, token, str(attack_s), str(pause)],
                 cwd=ROOT,
                 env={**os.environ, "PYTHONPATH": f"{ROOT}"},
                 stdout=subprocess.PIPE,
@@ -173,12 +175,15 @@ def run(seconds: float, code: Path, pause: float, *, memory_only: bool = False) 
             )
             time.sleep(2.0)  # the slowloris connections are open and the floods under way
             under = healthz_latencies(url, seconds)
-            out, _ = attack.communicate(timeout=seconds + 120)
+            # /readyz queries the control plane on every request: the path a check takes.
+            ready_under = healthz_latencies(url, seconds / 2, path="/readyz")
+            out, _ = attack.communicate(timeout=attack_s + 120)
             now, peak = rss_mb(process.pid)
             report = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
             result["healthz"] = {
                 "baseline": _latency(baseline, p99),
                 "under_attack": _latency(under, p99),
+                "readyz_under_attack": _latency(ready_under, p99),
                 "slowloris_closed_by_server": report.get("slowloris_closed_by_server"),
                 "slowloris_longest_held_s": report.get("slowloris_longest_held_s"),
                 "peak_above_idle_mb_during_attack": round(peak - idle, 1),
@@ -212,10 +217,17 @@ def render(r: dict[str, Any]) -> str:
     h = r.get("healthz")
     if h is None:
         return "\n".join(lines)
-    for label in ("baseline", "under_attack"):
-        f = h[label]
+    names = {
+        "baseline": "/healthz alone",
+        "under_attack": "/healthz under attack",
+        "readyz_under_attack": "/readyz under attack",
+    }
+    for label, name in names.items():
+        f = h.get(label)
+        if f is None:
+            continue
         lines.append(
-            f"  /healthz {label:13} p50 {f['p50_ms']:7.2f} ms  p99 {f['p99_ms']:8.2f} ms  max {f['max_ms']:8.2f} ms  "
+            f"  {name:22} p50 {f['p50_ms']:7.2f} ms  p99 {f['p99_ms']:8.2f} ms  max {f['max_ms']:8.2f} ms  "
             f"n={f['requests']} failed={f['failed']}"
         )
     lines.append(
@@ -226,10 +238,36 @@ def render(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def compare(results: dict[str, list[dict[str, Any]]]) -> str:
+    """Median over the rounds of each checkout's figures, and each as a ratio to the first checkout."""
+    figures = [
+        ("/healthz p50 under attack", "under_attack", "p50_ms"),
+        ("/healthz p99 under attack", "under_attack", "p99_ms"),
+        ("/readyz p99 under attack", "readyz_under_attack", "p99_ms"),
+        ("/healthz p99 alone", "baseline", "p99_ms"),
+    ]
+    first = next(iter(results))
+    lines = ["side by side (median of the rounds; ratio: this checkout / the first):"]
+    for code, runs in results.items():
+        cells = []
+        for label, part, key in figures:
+            mine = statistics.median(r["healthz"][part][key] for r in runs if part in r["healthz"])
+            base = statistics.median(r["healthz"][part][key] for r in results[first] if part in r["healthz"])
+            cells.append(f"{label} {mine:.1f} ms ({mine / base:.2f}x)")
+        lines.append(f"  {code}: " + "; ".join(cells))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.http_attack", description=__doc__)
     parser.add_argument("--seconds", type=float, default=20.0, help="each /healthz measurement")
-    parser.add_argument("--code", type=Path, default=ROOT, help="the checkout to serve (default: this one)")
+    parser.add_argument(
+        "--code",
+        type=Path,
+        action="append",
+        help="a checkout to serve (default: this one); give two to compare them side by side, interleaved",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each checkout, alternating")
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--memory-only",
@@ -244,10 +282,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.attacker:
         attacker(args.attacker[0], args.attacker[1], float(args.attacker[2]), float(args.attacker[3]))
         return 0
-    result = run(args.seconds, args.code.resolve(), args.pause, memory_only=args.memory_only)
-    print(render(result))
+    codes = args.code or [ROOT]
+    results: dict[str, list[dict[str, Any]]] = {str(c.resolve()): [] for c in codes}
+    for round_ in range(args.rounds):
+        for code in codes:  # interleaved: each round runs every checkout under the same load
+            result = run(args.seconds, code.resolve(), args.pause, memory_only=args.memory_only)
+            result["round"] = round_ + 1
+            result["load_average"] = os.getloadavg()
+            print(render(result) + f"\n  (round {round_ + 1}, load average {os.getloadavg()[0]:.1f})", flush=True)
+            results[str(code.resolve())].append(result)
+    if len(codes) > 1 and not args.memory_only:
+        print(compare(results))
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(results, indent=2))
     return 0
 
 

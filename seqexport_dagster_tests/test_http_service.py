@@ -43,7 +43,10 @@ def test_tokens_are_stored_hashed_and_revocable(any_world: World) -> None:
     assert value.startswith(token.id + "_") and token.scope == "account" and operator.is_operator
     with any_world.control_engine.connect() as conn:
         stored = " ".join(str(v) for row in conn.execute(sa.select(api_tokens)).all() for v in row)
-    assert value not in stored and value.rsplit("_", 1)[1] not in stored and token.id in stored
+    # The secret part is everything after "<id>_": it may itself contain "_" (token_urlsafe), so
+    # splitting on the last "_" could leave a one-letter "secret" that any stored value contains.
+    secret = value.removeprefix(token.id + "_")
+    assert len(secret) == 43 and value not in stored and secret not in stored and token.id in stored
     assert tokens.authenticate(value, now_ms=DAY0) == token
     assert tokens.authenticate(operator_value, now_ms=DAY0) == operator
     for wrong in ("", "Bearer", value[:-1] + ("A" if value[-1] != "A" else "B"), token.id, value + "x"):
@@ -152,10 +155,14 @@ def test_tokens_command(run_sqlite: Cli) -> None:
     created = run("tokens", "create", "--account", "acme", "--name", "dashboard")
     assert created.code == 0 and "shown only now" in created.out
     value = created.out.strip().splitlines()[-1]
-    assert value.startswith("sqx_") and TokenStore(run.world.control_engine).authenticate(value, now_ms=wall_clock_ms()) is not None
+    assert (
+        value.startswith("sqx_")
+        and TokenStore(run.world.control_engine).authenticate(value, now_ms=wall_clock_ms()) is not None
+    )
     listed = run.ok("tokens", "list")
     assert [(t["account_id"], t["scope"], t["name"]) for t in listed] == [("acme", "account", "dashboard")]
-    assert value not in run("tokens", "list").out and value.rsplit("_", 1)[1] not in str(listed)
+    secret = value.removeprefix(listed[0]["id"] + "_")  # the whole secret: it may contain "_"
+    assert len(secret) == 43 and value not in run("tokens", "list").out and secret not in str(listed)
     operator = run.ok("tokens", "create", "--operator")
     assert operator["scope"] == "operator" and operator["token"].startswith(operator["id"] + "_")
     assert run.ok("tokens", "revoke", listed[0]["id"])["revoked_at"] is not None
