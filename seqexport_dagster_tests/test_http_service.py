@@ -4,6 +4,7 @@ shapes, the 503 answer, and `seqexport tokens` (the end-to-end run is in test_ht
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +198,47 @@ def test_destination_changes_count_against_the_write_limit(world: World) -> None
         assert beta.patch(f"/v1/exports/{beta_id}/destination", json={"prefix": "v2"}).status_code == 200
         acme.close()
         beta.close()
+
+
+def test_healthz_checks_the_control_plane_at_most_once_a_refresh_and_notices_it_going() -> None:
+    """`/healthz` needs no token: its check runs at most once per refresh (here 0.2 s) whatever the
+    number of probes, a control plane that goes away turns it to False, and a hung check too."""
+    import asyncio
+
+    from seqexport_dagster.service.health import ControlPlaneHealth
+
+    calls: list[float] = []
+    answers = {"ok": True}
+    hang = threading.Event()
+
+    def check() -> bool:
+        calls.append(time.monotonic())
+        if not answers["ok"] and hang.is_set():
+            time.sleep(5)
+        return answers["ok"]
+
+    async def scenario() -> None:
+        health = ControlPlaneHealth(check, refresh_s=0.2, stale_s=1.0)
+        assert await health.healthy() and len(calls) == 1  # the first probe waits for a check
+        assert all([await health.healthy() for _ in range(200)]) and len(calls) == 1  # the rest do not
+        answers["ok"] = False
+        deadline = time.monotonic() + 30
+        while await health.healthy() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not await health.healthy(), "the control plane went away and /healthz still says ok"
+        # One check per refresh at most, however often it was asked meanwhile.
+        assert all(b - a >= 0.2 for a, b in zip(calls, calls[1:], strict=False)), calls
+        answers["ok"] = True
+        deadline = time.monotonic() + 30
+        while not await health.healthy() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert await health.healthy()
+        # A check that hangs: once the last answer is older than stale_s, the answer is no.
+        answers["ok"] = False
+        hang.set()
+        deadline = time.monotonic() + 30
+        while await health.healthy() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not await health.healthy()
+
+    asyncio.run(scenario())
