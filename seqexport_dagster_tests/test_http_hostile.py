@@ -16,6 +16,7 @@ import hmac
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -121,6 +122,21 @@ def test_bodies_are_bounded_before_they_are_read(served: Served) -> None:
     assert anonymous.status == 401 and anonymous.closed and anonymous.sent < 64 * MB, anonymous
     _, peak = rss_mb(pid)
     assert peak - idle_peak < 50, f"peak RSS grew {peak - idle_peak:.0f} MB"
+    # A 100 MB body blocked the event loop (/healthz took 21.6 s): now bodies keep coming and it answers.
+    stop = threading.Event()
+
+    def flood() -> None:
+        while not stop.is_set():
+            big_body(served.server.url, served.acme, 300 * MB, chunked=True)
+
+    flooding = threading.Thread(target=flood, daemon=True)
+    flooding.start()
+    try:
+        latencies = healthz_latencies(served.server.url, 2.0)
+    finally:
+        stop.set()
+        flooding.join(timeout=60)
+    assert latencies and max(latencies) < 5_000, "/healthz waited behind a body"
     with served.client(served.acme) as acme:
         huge_secret = acme.post("/v1/exports", json={"bucket": "acme-b", "secret_access_key": "x" * (20 * MB)})
         assert huge_secret.status_code == 413 and "65536" in huge_secret.json()["error"]["message"]
@@ -294,6 +310,19 @@ def test_create_fingerprint_leaves_the_secret_out(served: Served, moto: object) 
     with engine.connect() as conn:
         left = {r._mapping["key"] for r in conn.execute(sa.select(idempotency_keys)).all()}
     assert left == {"n"}
+
+
+def test_the_remote_cli_reaches_a_real_serve_over_loopback_http(served: Served) -> None:
+    """Finding 3's allowed case end to end: the CLI (a subprocess) sends its token to a real
+    `seqexport serve` over plain http because the address is loopback, and gets the account's list."""
+    from seqexport_dagster_tests.support.measured_cli import run_measured
+
+    env = {"SEQEXPORT_API_URL": served.server.url, "SEQEXPORT_API_TOKEN": served.acme}
+    result = run_measured(["list", "--json"], env=env, timeout=120)
+    assert result.code == 0, result
+    assert all(e["account_id"] == "acme" for e in json.loads(result.out)), result.out
+    assert served.acme not in result.out + result.err
+    served.server.log_with("GET /v1/exports 200 account=acme")
 
 
 def test_access_log_escapes_control_characters(served: Served) -> None:
