@@ -13,7 +13,10 @@ Figures, each against a fresh `seqexport serve` (SQLite control plane) in its ow
 
 Peak RSS is ``VmHWM``, reset before each attack (``/proc/<pid>/clear_refs``), so each figure is that
 attack's own. ``--code DIR`` serves another checkout (``--code /work/main``: the figures before this
-change). Run: ``python -m benchmarks.http_attack [--seconds 15] [--code DIR] [--json]``.
+change; give ``--code`` twice to run both, interleaved ``--rounds`` times, with ratios). ``--single``
+adds /healthz under each attack alone. ``/readyz`` (a control-plane query per request) is measured
+under the combined attack too. Run:
+``python -m benchmarks.http_attack [--seconds 15] [--code DIR [--code DIR]] [--rounds N] [--single] [--json]``.
 """
 
 from __future__ import annotations
@@ -66,13 +69,18 @@ def _attack_rss(pid: int, idle: float, attack: Any) -> dict[str, Any]:
     }
 
 
-def attacker(url: str, token: str, seconds: float, pause: float) -> None:
+#: The attacks one at a time (each measured on its own), then all together.
+SINGLE_ATTACKS = ("slowloris", "bodies", "headers")
+
+
+def attacker(url: str, token: str, seconds: float, pause: float, kinds: str = "all") -> None:
     """The attacker process: slowloris throughout, big bodies and big headers on repeat, each
-    thread waiting ``pause`` seconds between its attacks (0: back to back, a flood)."""
+    thread waiting ``pause`` seconds between its attacks (0: back to back, a flood). ``kinds``: all,
+    or one of `SINGLE_ATTACKS`."""
     from seqexport_dagster_tests.support.http_attack import MB, Slowloris, big_body, big_header
 
     stop = time.monotonic() + seconds
-    slow = Slowloris(url, 200, interval=1.0, reconnect=True)
+    slow = Slowloris(url, 200 if kinds in ("all", "slowloris") else 0, interval=1.0, reconnect=True)
 
     def repeat(call: Any) -> None:
         while time.monotonic() < stop:
@@ -83,10 +91,15 @@ def attacker(url: str, token: str, seconds: float, pause: float) -> None:
             time.sleep(pause)
 
     with slow.running():
-        threads = [threading.Thread(target=repeat, args=(lambda: big_body(url, token, 300 * MB),), daemon=True)]
-        threads += [
-            threading.Thread(target=repeat, args=(lambda: big_header(url, 64 * MB),), daemon=True) for _ in range(8)
-        ]
+        threads = []
+        if kinds in ("all", "bodies"):
+            threads += [threading.Thread(target=repeat, args=(lambda: big_body(url, token, 300 * MB),), daemon=True)]
+        if kinds in ("all", "headers"):
+            threads += [
+                threading.Thread(target=repeat, args=(lambda: big_header(url, 64 * MB),), daemon=True) for _ in range(8)
+            ]
+        if not threads:
+            time.sleep(max(0.0, stop - time.monotonic()))
         for t in threads:
             t.start()
         for t in threads:
@@ -103,7 +116,7 @@ def attacker(url: str, token: str, seconds: float, pause: float) -> None:
         )
 
 
-def run(seconds: float, code: Path, pause: float, *, memory_only: bool = False) -> dict[str, Any]:
+def run(seconds: float, code: Path, pause: float, *, memory_only: bool = False, single: bool = False) -> dict[str, Any]:
     from seqexport_dagster.store.crypto import new_key_spec
     from seqexport_dagster_tests.support.api_server import wait_ready
     from seqexport_dagster_tests.support.http_attack import (
@@ -163,9 +176,23 @@ def run(seconds: float, code: Path, pause: float, *, memory_only: bool = False) 
                 return result
 
             baseline = healthz_latencies(url, seconds)
+            by_attack = {}
+            for kind in SINGLE_ATTACKS if single else ():
+                alone = subprocess.Popen(
+                    [sys.executable, "-m", "benchmarks.http_attack", "--attacker", url, token]
+                    + [str(seconds + 4.0), str(pause), kind],
+                    cwd=ROOT,
+                    env={**os.environ, "PYTHONPATH": f"{ROOT}"},
+                    stdout=subprocess.DEVNULL,
+                )
+                time.sleep(2.0)
+                by_attack[kind] = _latency(healthz_latencies(url, seconds), p99)
+                alone.wait(timeout=seconds + 120)
             _reset_peak(process.pid)
+            # The attack outlasts both measurements (healthz, then readyz for half as long).
+            attack_s = 2.0 + seconds * 1.5 + 2.0
             attack = subprocess.Popen(
-                [sys.executable, "-m", "benchmarks.http_attack", "--attacker", url, token, str(seconds), str(pause)],
+                [sys.executable, "-m", "benchmarks.http_attack", "--attacker", url, token, str(attack_s), str(pause)],
                 cwd=ROOT,
                 env={**os.environ, "PYTHONPATH": f"{ROOT}"},
                 stdout=subprocess.PIPE,
@@ -173,12 +200,16 @@ def run(seconds: float, code: Path, pause: float, *, memory_only: bool = False) 
             )
             time.sleep(2.0)  # the slowloris connections are open and the floods under way
             under = healthz_latencies(url, seconds)
-            out, _ = attack.communicate(timeout=seconds + 120)
+            # /readyz queries the control plane on every request: the path a check takes.
+            ready_under = healthz_latencies(url, seconds / 2, path="/readyz")
+            out, _ = attack.communicate(timeout=attack_s + 120)
             now, peak = rss_mb(process.pid)
             report = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
             result["healthz"] = {
                 "baseline": _latency(baseline, p99),
                 "under_attack": _latency(under, p99),
+                "by_attack": by_attack,
+                "readyz_under_attack": _latency(ready_under, p99),
                 "slowloris_closed_by_server": report.get("slowloris_closed_by_server"),
                 "slowloris_longest_held_s": report.get("slowloris_longest_held_s"),
                 "peak_above_idle_mb_during_attack": round(peak - idle, 1),
@@ -212,11 +243,23 @@ def render(r: dict[str, Any]) -> str:
     h = r.get("healthz")
     if h is None:
         return "\n".join(lines)
-    for label in ("baseline", "under_attack"):
-        f = h[label]
+    names = {
+        "baseline": "/healthz alone",
+        "under_attack": "/healthz under attack",
+        "readyz_under_attack": "/readyz under attack",
+    }
+    for label, name in names.items():
+        f = h.get(label)
+        if f is None:
+            continue
         lines.append(
-            f"  /healthz {label:13} p50 {f['p50_ms']:7.2f} ms  p99 {f['p99_ms']:8.2f} ms  max {f['max_ms']:8.2f} ms  "
+            f"  {name:22} p50 {f['p50_ms']:7.2f} ms  p99 {f['p99_ms']:8.2f} ms  max {f['max_ms']:8.2f} ms  "
             f"n={f['requests']} failed={f['failed']}"
+        )
+    for kind, f in h.get("by_attack", {}).items():
+        lines.append(
+            f"  /healthz, {kind + ' alone':12} p50 {f['p50_ms']:7.2f} ms  p99 {f['p99_ms']:8.2f} ms  "
+            f"max {f['max_ms']:8.2f} ms  n={f['requests']} failed={f['failed']}"
         )
     lines.append(
         f"  slowloris (200 kept open, replaced when closed): the server closed {h['slowloris_closed_by_server']}, "
@@ -226,10 +269,45 @@ def render(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _figure(result: dict[str, Any], part: str | tuple[str, str], key: str) -> float:
+    where = result["healthz"]
+    for name in (part,) if isinstance(part, str) else part:
+        where = where[name]
+    return float(where[key])
+
+
+def compare(results: dict[str, list[dict[str, Any]]]) -> str:
+    """Median over the rounds of each checkout's figures, and each as a ratio to the first checkout."""
+    figures: list[tuple[str, str | tuple[str, str], str]] = [
+        ("/healthz p50 under attack", "under_attack", "p50_ms"),
+        ("/healthz p99 under attack", "under_attack", "p99_ms"),
+        ("/readyz p99 under attack", "readyz_under_attack", "p99_ms"),
+        ("/healthz p99 alone", "baseline", "p99_ms"),
+    ]
+    if all("by_attack" in r.get("healthz", {}) and r["healthz"]["by_attack"] for rs in results.values() for r in rs):
+        figures += [(f"/healthz p99, {kind} alone", ("by_attack", kind), "p99_ms") for kind in SINGLE_ATTACKS]
+    first = next(iter(results))
+    lines = ["side by side (median of the rounds; ratio: this checkout / the first):"]
+    for code, runs in results.items():
+        cells = []
+        for label, part, key in figures:
+            mine = statistics.median(_figure(r, part, key) for r in runs)
+            base = statistics.median(_figure(r, part, key) for r in results[first])
+            cells.append(f"{label} {mine:.1f} ms ({mine / base:.2f}x)")
+        lines.append(f"  {code}: " + "; ".join(cells))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.http_attack", description=__doc__)
     parser.add_argument("--seconds", type=float, default=20.0, help="each /healthz measurement")
-    parser.add_argument("--code", type=Path, default=ROOT, help="the checkout to serve (default: this one)")
+    parser.add_argument(
+        "--code",
+        type=Path,
+        action="append",
+        help="a checkout to serve (default: this one); give two to compare them side by side, interleaved",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each checkout, alternating")
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--memory-only",
@@ -239,15 +317,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pause", type=float, default=0.2, help="seconds each attacker thread waits between attacks (0: a flood)"
     )
-    parser.add_argument("--attacker", nargs=4, metavar=("URL", "TOKEN", "SECONDS", "PAUSE"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--single", action="store_true", help="also /healthz under each attack alone (slowloris, bodies, headers)"
+    )
+    parser.add_argument("--attacker", nargs="+", help=argparse.SUPPRESS)  # URL TOKEN SECONDS PAUSE [KINDS]
     args = parser.parse_args(argv)
     if args.attacker:
-        attacker(args.attacker[0], args.attacker[1], float(args.attacker[2]), float(args.attacker[3]))
+        url, token, seconds, pause, *kinds = args.attacker
+        attacker(url, token, float(seconds), float(pause), *kinds)
         return 0
-    result = run(args.seconds, args.code.resolve(), args.pause, memory_only=args.memory_only)
-    print(render(result))
+    codes = args.code or [ROOT]
+    results: dict[str, list[dict[str, Any]]] = {str(c.resolve()): [] for c in codes}
+    for round_ in range(args.rounds):
+        for code in codes:  # interleaved: each round runs every checkout under the same load
+            result = run(args.seconds, code.resolve(), args.pause, memory_only=args.memory_only, single=args.single)
+            result["round"] = round_ + 1
+            result["load_average"] = os.getloadavg()
+            print(render(result) + f"\n  (round {round_ + 1}, load average {os.getloadavg()[0]:.1f})", flush=True)
+            results[str(code.resolve())].append(result)
+    if len(codes) > 1 and not args.memory_only:
+        print(compare(results))
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(results, indent=2))
     return 0
 
 

@@ -4,6 +4,7 @@ shapes, the 503 answer, and `seqexport tokens` (the end-to-end run is in test_ht
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,10 @@ def test_tokens_are_stored_hashed_and_revocable(any_world: World) -> None:
     assert value.startswith(token.id + "_") and token.scope == "account" and operator.is_operator
     with any_world.control_engine.connect() as conn:
         stored = " ".join(str(v) for row in conn.execute(sa.select(api_tokens)).all() for v in row)
-    assert value not in stored and value.rsplit("_", 1)[1] not in stored and token.id in stored
+    # The secret part is everything after "<id>_": it may itself contain "_" (token_urlsafe), so
+    # splitting on the last "_" could leave a one-letter "secret" that any stored value contains.
+    secret = value.removeprefix(token.id + "_")
+    assert len(secret) == 43 and value not in stored and secret not in stored and token.id in stored
     assert tokens.authenticate(value, now_ms=DAY0) == token
     assert tokens.authenticate(operator_value, now_ms=DAY0) == operator
     for wrong in ("", "Bearer", value[:-1] + ("A" if value[-1] != "A" else "B"), token.id, value + "x"):
@@ -152,10 +156,14 @@ def test_tokens_command(run_sqlite: Cli) -> None:
     created = run("tokens", "create", "--account", "acme", "--name", "dashboard")
     assert created.code == 0 and "shown only now" in created.out
     value = created.out.strip().splitlines()[-1]
-    assert value.startswith("sqx_") and TokenStore(run.world.control_engine).authenticate(value, now_ms=wall_clock_ms()) is not None
+    assert (
+        value.startswith("sqx_")
+        and TokenStore(run.world.control_engine).authenticate(value, now_ms=wall_clock_ms()) is not None
+    )
     listed = run.ok("tokens", "list")
     assert [(t["account_id"], t["scope"], t["name"]) for t in listed] == [("acme", "account", "dashboard")]
-    assert value not in run("tokens", "list").out and value.rsplit("_", 1)[1] not in str(listed)
+    secret = value.removeprefix(listed[0]["id"] + "_")  # the whole secret: it may contain "_"
+    assert len(secret) == 43 and value not in run("tokens", "list").out and secret not in str(listed)
     operator = run.ok("tokens", "create", "--operator")
     assert operator["scope"] == "operator" and operator["token"].startswith(operator["id"] + "_")
     assert run.ok("tokens", "revoke", listed[0]["id"])["revoked_at"] is not None
@@ -190,3 +198,47 @@ def test_destination_changes_count_against_the_write_limit(world: World) -> None
         assert beta.patch(f"/v1/exports/{beta_id}/destination", json={"prefix": "v2"}).status_code == 200
         acme.close()
         beta.close()
+
+
+def test_healthz_checks_the_control_plane_at_most_once_a_refresh_and_notices_it_going() -> None:
+    """`/healthz` needs no token: its check runs at most once per refresh (here 0.2 s) whatever the
+    number of probes, a control plane that goes away turns it to False, and a hung check too."""
+    import asyncio
+
+    from seqexport_dagster.service.health import ControlPlaneHealth
+
+    calls: list[float] = []
+    answers = {"ok": True}
+    hang = threading.Event()
+
+    def check() -> bool:
+        calls.append(time.monotonic())
+        if not answers["ok"] and hang.is_set():
+            time.sleep(5)
+        return answers["ok"]
+
+    async def scenario() -> None:
+        health = ControlPlaneHealth(check, refresh_s=0.2, stale_s=1.0)
+        assert await health.healthy() and len(calls) == 1  # the first probe waits for a check
+        assert all([await health.healthy() for _ in range(200)]) and len(calls) == 1  # the rest do not
+        answers["ok"] = False
+        deadline = time.monotonic() + 30
+        while await health.healthy() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not await health.healthy(), "the control plane went away and /healthz still says ok"
+        # One check per refresh at most, however often it was asked meanwhile.
+        assert all(b - a >= 0.2 for a, b in zip(calls, calls[1:], strict=False)), calls
+        answers["ok"] = True
+        deadline = time.monotonic() + 30
+        while not await health.healthy() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert await health.healthy()
+        # A check that hangs: once the last answer is older than stale_s, the answer is no.
+        answers["ok"] = False
+        hang.set()
+        deadline = time.monotonic() + 30
+        while await health.healthy() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not await health.healthy()
+
+    asyncio.run(scenario())

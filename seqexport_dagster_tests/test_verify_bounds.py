@@ -86,8 +86,20 @@ def test_a_listing_page_far_past_1000_keys_is_refused_before_it_is_parsed() -> N
     result = verify_hostile("bigpage", timeout=120)
     assert result.code == 2, result
     error = json.loads(result.out)["error"]
-    assert error["field"] == "max_objects" and "answered one listing page of" in error["message"]
+    assert error["field"] == "max_objects" and "answered one listing page of more than" in error["message"]
     assert result.peak_rss_mb <= MAX_RSS_MB, result
+
+
+@pytest.mark.slow
+def test_a_listing_page_that_never_ends_is_cut_off_as_it_is_read() -> None:
+    """One page declared as 1 GiB and streamed without end: botocore would read it whole."""
+    result = verify_hostile("pagebomb", timeout=120)
+    assert result.code == 2, result
+    error = json.loads(result.out)["error"]
+    assert error["field"] == "max_objects" and "answered one listing page of more than" in error["message"]
+    assert "not read further" in error["message"]
+    assert result.peak_rss_mb <= MAX_RSS_MB, result
+    print(f"verify endless listing page: peak RSS {result.peak_rss_mb} MB, {result.seconds} s")  # noqa: T201 - the figure for the report
 
 
 def test_a_local_1_gib_part_is_not_read(tmp_path: Path) -> None:

@@ -91,6 +91,11 @@ OK_KEY: Final = f"{ACTIVE}:0"
 WHY_SEPARATOR: Final = " | "
 
 
+def in_rotation(export_id: str, tick: int) -> bool:
+    """Whether tick ``tick`` records this export's unchanged status (once every `ROTATION` ticks)."""
+    return zlib.crc32(export_id.encode()) % ROTATION == tick % ROTATION
+
+
 def export_tag(export_id: str) -> str:
     return EXPORT_TAG_PREFIX + tag_safe(export_id)
 
@@ -263,7 +268,7 @@ def status_events(
             continue
         if export.id in new or cursor.unwell.get(short_id(export.id), OK_KEY) != key:
             changes.append(export)
-        elif zlib.crc32(export.id.encode()) % ROTATION == cursor.tick % ROTATION:
+        elif in_rotation(export.id, cursor.tick):
             rotating.append(export)
     chosen: list[ExportRecord] = []
     runs: list[dg.RunRequest] = []

@@ -1,20 +1,19 @@
 """The HTTP API: thin routes over `tenancy.ScopedExports`, answering with the `presentation` shapes.
 
-Order of a request: the gate (middleware) authenticates every ``/v1`` request before routing, so a
-request without a valid token gets 401 and nothing else, whatever its path, parameters or body.
+Order of a request: `gate.Gate` (plain ASGI middleware) authenticates every ``/v1`` request before
+routing, so a request without a valid token gets 401 and nothing else, whatever its path,
+parameters or body, and writes the access log.
 Under the gate, `limits.BoundedBodies` bounds and checks the body (size, time, UTF-8 JSON, depth,
 digits) before FastAPI parses it, so a 401 never costs a read of the body and a malformed one is a
 400 naming the problem. The route then calls the scoped API; every exception leaves through
-`errors.to_response` (the one boundary), so no traceback reaches a client or the log. The access
-log line carries method, path (control characters escaped: the path is the client's), status,
-account and duration: never a body, a query value or a header.
+`errors.to_response` (the one boundary), so no traceback reaches a client or the log.
+`/healthz` answers from `health.ControlPlaneHealth` (a check at most once a second); `/readyz`
+checks on every request.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the route annotations at run time, and
 # some of them (Scoped, IdempotencyKey) are local to create_app.
-import logging
-import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Final
 
 import sqlalchemy as sa
@@ -22,7 +21,6 @@ from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from seqexport_dagster import presentation as shapes
@@ -38,15 +36,16 @@ from seqexport_dagster.service.body import (
     NewRoleSetup,
 )
 from seqexport_dagster.service.docs_page import add_docs_page
-from seqexport_dagster.service.errors import error_response, to_response, unauthorized, unavailable
+from seqexport_dagster.service.errors import error_response, to_response, unavailable
 from seqexport_dagster.service.errors import validation_response as validation_error
+from seqexport_dagster.service.gate import Gate
 from seqexport_dagster.service.guard import RateLimit, idempotent
-from seqexport_dagster.service.limits import BoundedBodies, Limits, has_body
+from seqexport_dagster.service.health import ControlPlaneHealth
+from seqexport_dagster.service.limits import BoundedBodies, Limits
 from seqexport_dagster.store.idempotency import IdempotencyStore
 from seqexport_dagster.store.token import TokenStore
 from seqexport_dagster.tenancy import Caller, ScopedExports
 
-access_log = logging.getLogger("seqexport.access")
 ERRORS: Final[dict[int | str, dict[str, Any]]] = {
     400: {"model": shapes.ErrorJson, "description": "a value is wrong; `field` names it"},
     401: {"model": shapes.ErrorJson, "description": "no token, or a wrong or revoked one"},
@@ -81,12 +80,6 @@ class _GuardedRoute(APIRoute):
         return guarded
 
 
-def printable(text: str, limit: int = 512) -> str:
-    """``text`` for a log line: control and invisible characters (and ``\\``) as Python escapes, cut at ``limit``."""
-    out = "".join(ch if ch.isprintable() and ch != "\\" else ascii(ch)[1:-1] for ch in text[:limit])
-    return out + ("[...]" if len(text) > limit else "")
-
-
 def create_app(exports: Exports, *, write_limit: RateLimit | None = None, limits: Limits | None = None) -> FastAPI:
     tokens = TokenStore(exports.store.engine)
     keys = IdempotencyStore(exports.store.engine)
@@ -103,42 +96,11 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None, limits
     app.router.route_class = _GuardedRoute
     app.add_middleware(BoundedBodies, limits=limits or Limits())  # under the gate: added before it
 
-    def authenticate(header: str | None) -> Caller | None:
-        scheme, _, value = (header or "").partition(" ")
-        if scheme.lower() != "bearer" or len(value) > 128:
-            return None
-        token = tokens.authenticate(value.strip(), now_ms=exports.clock())
-        return None if token is None else Caller(token.account_id, token.id)
+    def authenticate(token: str) -> Caller | None:
+        found = tokens.authenticate(token, now_ms=exports.clock())
+        return None if found is None else Caller(found.account_id, found.id)
 
-    @app.middleware("http")
-    async def gate(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        started = time.perf_counter()
-        caller: Caller | None = None
-        path = request.url.path
-        if path == "/v1" or path.startswith("/v1/"):
-            try:
-                caller = await run_in_threadpool(authenticate, request.headers.get("authorization"))
-            except Exception as exc:
-                response: Response = to_response(exc)
-            else:
-                if caller is None:
-                    response = unauthorized()
-                    if has_body(request.scope):  # never read: close rather than drain it
-                        response.headers["Connection"] = "close"
-                else:
-                    request.state.caller = caller
-                    response = await call_next(request)
-        else:
-            response = await call_next(request)
-        access_log.info(
-            "%s %s %d account=%s %.1fms",
-            request.method,
-            printable(path),
-            response.status_code,
-            caller.label if caller else "-",
-            (time.perf_counter() - started) * 1000,
-        )
-        return response
+    app.add_middleware(Gate, authenticate=authenticate)  # outermost of ours: before the body bounds
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -160,25 +122,27 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None, limits
     def ok(value: object, status: int = 200) -> JSONResponse:
         return JSONResponse(value, status_code=status)
 
-    def control_plane_ready(check_version: bool) -> Response:
+    def control_plane_answers(check_version: bool = False) -> bool:
         try:
             with exports.store.engine.connect() as conn:
                 conn.execute(sa.text("SELECT 1"))
                 if check_version:
                     conn.execute(sa.text("SELECT version_num FROM alembic_version")).all()
         except Exception:
-            return unavailable()
-        return ok({"status": "ok"})
+            return False
+        return True
+
+    health = ControlPlaneHealth(control_plane_answers)
 
     @app.get("/healthz", tags=["health"], responses={503: ERRORS[503]})
-    def healthz() -> Response:
-        """The process answers and reaches the control plane."""
-        return control_plane_ready(check_version=False)
+    async def healthz() -> Response:
+        """The process answers and reached the control plane within the last second or so."""
+        return ok({"status": "ok"}) if await health.healthy() else unavailable()
 
     @app.get("/readyz", tags=["health"], responses={503: ERRORS[503]})
     def readyz() -> Response:
         """Ready for traffic: the control plane answers and is migrated."""
-        return control_plane_ready(check_version=True)
+        return ok({"status": "ok"}) if control_plane_answers(check_version=True) else unavailable()
 
     @app.get("/v1/exports", response_model=list[shapes.ExportJson], responses=ERRORS, tags=["exports"])
     def list_exports(api: Scoped, account: str | None = None, include_deleted: bool = False) -> Response:

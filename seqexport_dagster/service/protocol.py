@@ -34,6 +34,14 @@ from seqexport_dagster.service.limits import Limits
 def bounded_protocol(limits: Limits) -> type[H11Protocol]:
     """An `H11Protocol` class bound to ``limits`` (uvicorn takes a class, not an instance)."""
 
+    # Built once: an attacker's flood of big heads gets this answer thousands of times a second.
+    message = f"the request line and headers are over {limits.max_header_bytes} bytes"
+    body = json.dumps({"error": {"type": "too_large", "message": message}}).encode()
+    refusal = (
+        b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+        b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+    )
+
     class BoundedH11Protocol(H11Protocol):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -55,11 +63,13 @@ def bounded_protocol(limits: Limits) -> type[H11Protocol]:
 
         def data_received(self, data: bytes) -> None:
             if self.conn.their_state is h11.IDLE:
-                # Count only the head: up to its blank line (which may straddle two reads).
-                joined = self.head_tail + data
-                end = joined.find(b"\r\n\r\n")
-                self.head_bytes += len(data) if end < 0 else max(0, end - len(self.head_tail))
-                self.head_tail = joined[-3:]
+                # Count only the head: up to its blank line (which may straddle two reads). A read
+                # may be 256 KB of an attacker's header: search it in place, never copy it.
+                tail = self.head_tail
+                edge = (tail + data[:3]).find(b"\r\n\r\n") if tail else -1
+                end = edge - len(tail) if edge >= 0 else data.find(b"\r\n\r\n")
+                self.head_bytes += len(data) if end < 0 and edge < 0 else max(0, end)
+                self.head_tail = data[-3:] if len(data) >= 3 else (tail + data)[-3:]
                 if self.head_bytes > limits.max_header_bytes and not self.transport.is_closing():
                     # h11 would answer a bare "Invalid HTTP request"; name the problem instead.
                     self._refuse_head()
@@ -73,18 +83,7 @@ def bounded_protocol(limits: Limits) -> type[H11Protocol]:
 
         def _refuse_head(self) -> None:
             self._disarm()
-            body = json.dumps(
-                {
-                    "error": {
-                        "type": "too_large",
-                        "message": f"the request line and headers are over {limits.max_header_bytes} bytes",
-                    }
-                }
-            ).encode()
-            self.transport.write(
-                b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
-                b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
-            )
+            self.transport.write(refusal)
             self.transport.close()
 
         def on_response_complete(self) -> None:

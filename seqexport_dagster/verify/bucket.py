@@ -16,13 +16,16 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from seqexport_dagster.destination.config import AUTO_REGION, GCS_ENDPOINT, endpoint_region
 from seqexport_dagster.destination.s3_errors import error_summary
 from seqexport_dagster.errors import ExportError, InvalidInput, ListingTooLong, ObjectTooLarge
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.verify.bounds import DEFAULT_LIMITS, Limits, size_text
+
+if TYPE_CHECKING:  # botocore is imported when an S3 location is opened, not with the CLI
+    from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +160,9 @@ class S3Bucket(Bucket):
                 max_pool_connections=16,
             ),
         )
-        # botocore reads a listing page whole; one far past 1,000 keys is refused before it is parsed.
-        self.client.meta.events.register("before-parse.s3.ListObjectsV2", _refuse_huge_page)
+        # botocore reads a listing page whole; one far past 1,000 keys is refused as it is read.
+        send = _bounded_page_sender(self.client)
+        self.client.meta.events.register("before-send.s3.ListObjectsV2", send)  # type: ignore[arg-type]  # returns the answer
 
     def _full(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -196,16 +200,52 @@ class S3Bucket(Bucket):
         self.client.close()
 
 
-#: A page of 1,000 keys is about 300 KB of XML; a page this large is not a store's answer.
-MAX_PAGE_BYTES: Final = 16 * 1024 * 1024
+#: A page of 1,000 keys is about 300 KB of XML (1.3 MB if every key is 1,024 bytes long); a page
+#: larger than this is not a store's answer, and is refused before botocore parses it.
+MAX_PAGE_BYTES: Final = 4 * 1024 * 1024
 
 
-def _refuse_huge_page(response_dict: dict[str, Any], **_: object) -> None:
-    body = response_dict.get("body")
-    if isinstance(body, bytes) and len(body) > MAX_PAGE_BYTES:
-        raise ListingTooLong(
-            "max_objects", f"the store answered one listing page of {len(body):,} bytes (1,000 keys are about 300 KB)"
-        )
+class _BoundedPage:
+    """A listing answer's raw stream (urllib3's) that stops past `MAX_PAGE_BYTES`.
+
+    botocore reads a listing answer whole before anything else sees it, so a check after the read
+    (``before-parse``) came too late: a 24 MB page already cost 90 MB, and a page that never ends
+    would have cost everything. botocore joins what `stream` yields; this stops as it passes the bound.
+    """
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def stream(self, amt: int = 2**16, decode_content: bool | None = None) -> Iterator[bytes]:
+        total = 0
+        for chunk in self.raw.stream(amt, decode_content=decode_content):
+            total += len(chunk)
+            if total > MAX_PAGE_BYTES:
+                self.raw.close()  # drop the connection rather than drain the rest
+                raise ListingTooLong(
+                    "max_objects",
+                    f"the store answered one listing page of more than {MAX_PAGE_BYTES:,} bytes "
+                    "(1,000 keys are about 300 KB); not read further",
+                )
+            yield chunk
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+def _bounded_page_sender(client: Any) -> Callable[..., AWSResponse]:
+    """A ``before-send`` handler for ListObjectsV2: sends the request itself, streamed, and hands
+    botocore an answer whose body reads through `_BoundedPage`."""
+    from botocore.awsrequest import AWSResponse
+
+    session = client._endpoint.http_session  # the client's own (timeouts, pool, proxies): no public handle
+
+    def send(request: AWSPreparedRequest, **_: object) -> AWSResponse:
+        request.stream_output = True  # so the session does not read the body whole
+        response = session.send(request)
+        return AWSResponse(response.url, response.status_code, response.headers, _BoundedPage(response.raw))
+
+    return send
 
 
 def open_bucket(

@@ -37,6 +37,15 @@ class ApiServer:
     def log_text(self) -> str:
         return self.log.read_text() if self.log else ""
 
+    def log_with(self, text: str, timeout: float = 30.0) -> str:
+        """The log once it holds ``text``: a request's access line is written after its answer is
+        sent, so a client that has its answer may read the log before the line is there."""
+        deadline = time.monotonic() + timeout
+        while text not in (log := self.log_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert text in log, f"{text!r} did not reach the server's log within {timeout:g} s"
+        return log
+
 
 def wait_ready(
     url: str, process: subprocess.Popen[bytes] | None = None, timeout: float = 60.0, *, ready: bool = True
@@ -58,10 +67,16 @@ def wait_ready(
 
 
 @contextmanager
-def serve_process(env: dict[str, str], log: Path, *extra: str) -> Iterator[ApiServer]:
-    """`seqexport serve` as a subprocess (own process group), stopped by PID."""
+def serve_process(
+    env: dict[str, str], log: Path, *extra: str, planted_dns: dict[str, str] | None = None
+) -> Iterator[ApiServer]:
+    """`seqexport serve` as a subprocess (own process group), stopped by PID. With ``planted_dns``
+    (name: address) its resolver answers those names so (`support.planted_dns`)."""
     port = free_port()
     command = [str(Path(sys.executable).parent / "seqexport"), "serve", "--port", str(port), *extra]
+    if planted_dns:
+        answers = ",".join(f"{name}={address}" for name, address in planted_dns.items())
+        command = [sys.executable, "-m", "seqexport_dagster_tests.support.planted_dns", answers, *command[1:]]
     with group_process(command, env=env, log=log) as process:
         url = f"http://127.0.0.1:{port}"
         wait_ready(url, process)

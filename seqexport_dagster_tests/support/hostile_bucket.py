@@ -11,6 +11,7 @@
 ``million``   1,000,000 parts (hourly windows), in pages of 1,000; each one a valid empty gzip
 ``endless``   a listing that never ends: every page says there is more
 ``bigpage``   a listing whose one page holds 100,000 keys (about 25 MB of XML; a store sends 1,000)
+``pagebomb``  a listing whose first page never ends: 1 GiB declared, keys streamed until the client hangs up
 ``evil``      one object whose key clears the screen, returns the cursor and forges a verdict
 
 Bodies are generated as they are sent; nothing of the 1 GiB is held in memory.
@@ -129,7 +130,9 @@ def handler_for(bucket: Bucket) -> type[BaseHTTPRequestHandler]:
             name, _, key = path.partition("/")
             query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
             try:
-                if name == BUCKET and not key and "list-type" in query:
+                if name == BUCKET and not key and "list-type" in query and bucket.mode == "pagebomb":
+                    self._endless_page(query.get("prefix", ""))
+                elif name == BUCKET and not key and "list-type" in query:
                     start = int(query.get("continuation-token") or 0)
                     page, after = bucket.listing(query.get("prefix", ""), start)
                     self.send(200, listing_xml(query.get("prefix", ""), page, after), "application/xml")
@@ -147,6 +150,20 @@ def handler_for(bucket: Bucket) -> type[BaseHTTPRequestHandler]:
                     self.send(404, b"<Error><Code>NoSuchKey</Code><Message>no</Message></Error>", "application/xml")
             except OSError:
                 self.close_connection = True  # the client hung up: what a bounded client does
+
+        def _endless_page(self, prefix: str) -> None:
+            head = listing_xml(prefix, [], None).removesuffix(b"</ListBucketResult>")
+            self.send_response(200)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(GIB))
+            self.end_headers()
+            self.wfile.write(head)
+            batch = listing_xml(prefix, [(part_key(n), len(EMPTY_GZIP)) for n in range(PAGE)], None)
+            contents = batch[batch.index(b"<Contents>") : batch.rindex(b"</Contents>") + len(b"</Contents>")]
+            sent = len(head)
+            while sent < GIB:  # until the client hangs up (OSError, caught by do_GET)
+                self.wfile.write(contents)
+                sent += len(contents)
 
         def do_HEAD(self) -> None:
             self.send(200, b"", "application/xml")

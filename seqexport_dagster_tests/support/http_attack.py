@@ -207,16 +207,18 @@ class Slowloris:
                 sock.close()
 
 
-def healthz_latencies(url: str, seconds: float, stop: threading.Event | None = None) -> list[float]:
-    """Sequential ``GET /healthz`` (one kept-alive client, reconnecting when the server closes) for
-    ``seconds``: each latency in ms; a failed request counts as 60 s."""
+def healthz_latencies(
+    url: str, seconds: float, stop: threading.Event | None = None, path: str = "/healthz"
+) -> list[float]:
+    """Sequential ``GET /healthz`` (or ``path``; one kept-alive client, reconnecting when the server
+    closes) for ``seconds``: each latency in ms; a failed request counts as 60 s."""
     latencies: list[float] = []
     deadline = time.perf_counter() + seconds
     with httpx.Client(timeout=10, trust_env=False) as client:
         while time.perf_counter() < deadline and not (stop and stop.is_set()):
             started = time.perf_counter()
             try:
-                ok = client.get(f"{url}/healthz").status_code == 200
+                ok = client.get(f"{url}{path}").status_code == 200
             except httpx.HTTPError:
                 ok = False
             latencies.append((time.perf_counter() - started) * 1000 if ok else 60_000.0)
