@@ -29,7 +29,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from seqexport_dagster.assembly import open_control_plane
 from seqexport_dagster.clock import wall_clock_ms
@@ -81,6 +81,9 @@ from seqexport_dagster.window import (
     DEFAULT_LAG_MS,
     frequency_ms,
 )
+
+if TYPE_CHECKING:
+    from seqexport_dagster.webhooks_api import Webhooks
 
 Progress = Callable[[str], None]
 #: A secret access key, or a callable that asks for it (called after every other value is valid).
@@ -437,6 +440,12 @@ class Exports:
         """Stop the export for good. Files stay in the bucket; the history stays readable."""
         record = self._live(export_id, "delete")
         return self.store.set_status(record.id, DELETED, self.clock())
+
+    def webhooks(self) -> Webhooks:
+        """The account webhooks of this control plane (`webhooks_api`), with the same clock and policy."""
+        from seqexport_dagster.webhooks_api import Webhooks
+
+        return Webhooks(self.store.engine, self.store.box, self.policy, clock=self.clock)
 
     def rotate_keys(self, progress: Advance = no_progress) -> RotationReport:
         """Re-seal every stored secret with the first key of SEQEXPORT_SECRET_KEYS (and the full
