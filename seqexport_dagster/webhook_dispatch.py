@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
 
-from seqexport_dagster.destination.endpoint import ConnectGuard
+from seqexport_dagster.destination.endpoint import ConnectGuard, Resolver, system_resolver
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError, NotFound, sanitize_error
 from seqexport_dagster.store.webhooks import DueDelivery, WebhookEndpoint, WebhookStore
@@ -66,8 +66,11 @@ class Sender(Protocol):
     def __call__(self, url: str, headers: dict[str, str], body: bytes) -> SendResult: ...
 
 
-def pinned_sender(policy: OperatorPolicy, *, deadline_s: float = SEND_DEADLINE_S) -> Sender:
-    """POSTs through `PinnedSender` (the S3 transport's pinned, bounded sender), one per URL's host."""
+def pinned_sender(
+    policy: OperatorPolicy, *, deadline_s: float = SEND_DEADLINE_S, resolver: Resolver = system_resolver
+) -> Sender:
+    """POSTs through `PinnedSender` (the S3 transport's pinned, bounded sender), one per URL's host.
+    ``resolver`` is the seam tests use to play a name that resolves to a private address."""
 
     def send(url: str, headers: dict[str, str], body: bytes) -> SendResult:
         # botocore is imported here: validating or listing webhooks must not pay for it.
@@ -85,7 +88,7 @@ def pinned_sender(policy: OperatorPolicy, *, deadline_s: float = SEND_DEADLINE_S
 
         host = (urlsplit(url).hostname or "").lower()
         sender = PinnedSender(
-            ConnectGuard(policy),
+            ConnectGuard(policy, resolver=resolver),
             frozenset({host}),
             connect_timeout=min(5.0, deadline_s),
             read_timeout=deadline_s,
