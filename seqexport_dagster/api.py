@@ -449,8 +449,12 @@ class Exports:
 
     def rotate_keys(self, progress: Advance = no_progress) -> RotationReport:
         """Re-seal every stored secret with the first key of SEQEXPORT_SECRET_KEYS (and the full
-        destination binding); rows that do not open are reported and left as they are."""
-        return self.store.rotate_secrets(lambda done, total: progress("secrets re-sealed", done, total))
+        destination binding), webhook signing secrets too; rows that do not open are reported and
+        left as they are."""
+        from seqexport_dagster.store.webhooks import WebhookStore
+
+        report = self.store.rotate_secrets(lambda done, total: progress("secrets re-sealed", done, total))
+        return WebhookStore(self.store.engine, self.store.box).rotate_secrets(report)
 
 
 __all__ = [

@@ -8,6 +8,7 @@ say, and lists the bucket when a ``dataset.day_complete`` arrives.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import logging
@@ -26,6 +27,7 @@ from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError, InvalidInput
+from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.outbox import (
     DAY_COMPLETE,
     EXPORT_DELETED,
@@ -348,3 +350,19 @@ def test_webhook_bodies_are_recorded_once_and_resent_byte_for_byte(world: World)
     assert len(rx.requests) == 3 and len(bodies) == 1
     event = rx.requests[0].event
     assert event["account_id"] == "acme" and event["data"] == {"export_id": export.id, "status": "paused"}
+
+
+def test_rotate_keys_reseals_webhook_secrets_so_the_old_key_can_go(world: World) -> None:
+    export = world.local_export()
+    with receiver() as rx:
+        subscribe(world, rx)
+        old_spec = f"t1:{base64.b64encode(world.box.keys['t1']).decode()}"
+        new_spec = new_key_spec("t2")
+        world.store.box = SecretBox.parse(f"{new_spec},{old_spec}")
+        world.box = world.store.box
+        report = Exports(world.store, world.policy, clock=world.clock).rotate_keys()
+        assert report.failed == [] and report.resealed >= 1
+        world.box = world.store.box = SecretBox.parse(new_spec)  # the old key is dropped
+        Exports(world.store, world.policy, clock=world.clock).pause(export.id)
+        drain(world)
+    assert [r.signature_ok for r in rx.requests] == [True]

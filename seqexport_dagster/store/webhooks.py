@@ -18,10 +18,11 @@ from typing import Final
 
 import sqlalchemy as sa
 
-from seqexport_dagster.errors import NotFound
+from seqexport_dagster.errors import NotFound, SecretKeyError
 from seqexport_dagster.store.crypto import SealBinding, SecretBox
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.outbox import CANCELED, DELIVERED, FAILED, PENDING, WEBHOOK_TEST, emit
+from seqexport_dagster.store.records import RotationReport
 from seqexport_dagster.store.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
 from seqexport_dagster.window import DAY_MS
 
@@ -182,6 +183,30 @@ class WebhookStore:
                 sa.select(webhook_endpoints.c.secret_ciphertext).where(webhook_endpoints.c.id == endpoint.id)
             ).scalar_one()
         return self.box.decrypt(sealed, endpoint_binding(endpoint.id, endpoint.url, endpoint.account_id))
+
+    @translate_errors
+    def rotate_secrets(self, report: RotationReport) -> RotationReport:
+        """Re-seal every endpoint's secret with the primary key (``seqexport rotate-keys``), into
+        ``report``: after it the old key may be dropped without losing a webhook."""
+        e = webhook_endpoints.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(e.id, e.account_id, e.url, e.secret_ciphertext)).all()
+        for r in rows:
+            if not self.box.needs_rotation(r.secret_ciphertext):
+                continue
+            try:
+                sealed = self.box.reseal(r.secret_ciphertext, endpoint_binding(r.id, r.url, r.account_id))
+            except SecretKeyError as exc:
+                report.failed.append((r.id, exc.message))
+                continue
+            with self.engine.begin() as conn:
+                conn.execute(
+                    webhook_endpoints.update()
+                    .where(e.id == r.id, e.secret_ciphertext == r.secret_ciphertext)
+                    .values(secret_ciphertext=sealed)
+                )
+            report.resealed += 1
+        return report
 
     @translate_errors
     def enqueue_test(self, endpoint: WebhookEndpoint, now_ms: int) -> int:
