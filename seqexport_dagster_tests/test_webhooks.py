@@ -366,3 +366,40 @@ def test_rotate_keys_reseals_webhook_secrets_so_the_old_key_can_go(world: World)
         Exports(world.store, world.policy, clock=world.clock).pause(export.id)
         drain(world)
     assert [r.signature_ok for r in rx.requests] == [True]
+
+
+def test_the_simulator_webhook_oracle_sees_a_duplicate_a_lost_and_an_early_event(tmp_path: Path) -> None:
+    """Invariant 7 of the seeded simulator can fail: a second event for a dataset-day, a missing one,
+    and one whose objects are not in the bucket are each reported."""
+    from dataclasses import replace
+
+    from seqexport_dagster_tests.support.sim.oracles import Violation
+    from seqexport_dagster_tests.support.sim.webhook_oracle import WebhookOracle
+    from seqexport_dagster_tests.support.sim.world import World as SimWorld
+
+    world = SimWorld(21, tmp_path, days=1, level=0.0, only=("none",))
+    try:
+        while world.clock() < world.end_ms + world.lateness_ms + 2 * DAY_MS:
+            before = world.clock()
+            world.clock.advance(600_000)
+            if before < world.end_ms:
+                world.source.feed(world.accounts, world.clock(), before)
+            world.tick()
+        assert WebhookOracle().check(world, Violation) == []
+        with world.engine.begin() as conn:
+            events = conn.execute(sa.select(webhook_events).where(webhook_events.c.type == DAY_COMPLETE)).all()
+            assert len(events) >= 2
+            copy = dict(events[0]._mapping) | {"id": "evt_planted_copy", "dedup_key": None}
+            conn.execute(webhook_events.insert().values(**copy))
+            conn.execute(webhook_events.delete().where(webhook_events.c.id == events[1].id))
+        lost = json.loads(events[1].body)["data"]
+        e = next(x for x in world.exports.values() if x.export_id == json.loads(events[0].body)["data"]["export_id"])
+        bucket = world.buckets.get(e.place.bucket)
+        folder = json.loads(events[0].body)["data"]["folder"]
+        bucket.writes = [w if not w.key.startswith(folder) else replace(w, answer="denied") for w in bucket.writes]
+        found = [v.detail for v in WebhookOracle().check(world, Violation)]
+        assert any("2 day_complete events" in d for d in found), found
+        assert any(f"no day_complete for {lost['dataset']} {lost['date']}" in d for d in found), found
+        assert any("is not in the bucket" in d or "_SUCCESS was not" in d for d in found), found
+    finally:
+        world.dispose()
