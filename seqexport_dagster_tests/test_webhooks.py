@@ -403,3 +403,70 @@ def test_the_simulator_webhook_oracle_sees_a_duplicate_a_lost_and_an_early_event
         assert any("is not in the bucket" in d or "_SUCCESS was not" in d for d in found), found
     finally:
         world.dispose()
+
+
+@pytest.mark.postgres
+def test_the_dispatchers_query_stays_on_its_index(tmp_path: Path) -> None:
+    """50,000 finished deliveries and a few pending: the dispatcher's query (captured as it runs)
+    and the retention's are ``EXPLAIN``-ed on PostgreSQL and scan neither table sequentially."""
+    from sqlalchemy import event
+
+    from seqexport_dagster.store.tables import webhook_endpoints
+    from seqexport_dagster.store.webhooks import WebhookStore
+    from seqexport_dagster_tests.support.world import postgres_world
+
+    with postgres_world(tmp_path) as world:
+        now = world.clock()
+        with world.control_engine.begin() as conn:
+            conn.execute(webhook_endpoints.insert().values(
+                id="whk_00000000000000aa", account_id="acme", url="https://h.example.com/", events="*",
+                description="", secret_ciphertext="x", created_at=now,
+            ))  # fmt: skip
+            events = [
+                {
+                    "id": f"evt_{n:024x}",
+                    "account_id": "acme",
+                    "type": EXPORT_PAUSED,
+                    "body": "{}",
+                    "created_at": now - n,
+                }
+                for n in range(50_000)
+            ]
+            conn.execute(webhook_events.insert(), events)
+            conn.execute(
+                webhook_deliveries.insert(),
+                [
+                    {
+                        "event_id": e["id"], "endpoint_id": "whk_00000000000000aa", "account_id": "acme",
+                        "status": "pending" if n % 10_000 == 0 else "delivered", "attempts": 1,
+                        "next_attempt_at": now - n, "created_at": now - n,
+                    }
+                    for n, e in enumerate(events)
+                ],
+            )  # fmt: skip
+            conn.execute(sa.text("ANALYZE webhook_events; ANALYZE webhook_deliveries"))
+        seen: list[tuple[str, Any]] = []
+
+        def capture(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+            if statement.lstrip().upper().startswith("SELECT") and "webhook_deliveries" in statement:
+                seen.append((statement, parameters))
+
+        event.listen(world.control_engine, "before_cursor_execute", capture)
+        try:
+            due = WebhookStore(world.control_engine, world.box).due_deliveries(now, 20)
+        finally:
+            event.remove(world.control_engine, "before_cursor_execute", capture)
+        assert len(due) == 5 and seen
+        with world.control_engine.connect() as conn:
+            for statement, parameters in seen:
+                plan = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + statement, parameters))
+                assert "Seq Scan on webhook_deliveries" not in plan, plan
+                assert "ix_webhook_deliveries_due" in plan, plan
+            old = now - WEBHOOK_RETENTION_MS
+            plan = "\n".join(
+                r[0]
+                for r in conn.execute(
+                    sa.text("EXPLAIN SELECT id FROM webhook_events WHERE created_at < :c"), {"c": old}
+                )
+            )
+            assert "Seq Scan on webhook_events" not in plan, plan
