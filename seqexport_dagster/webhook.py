@@ -33,6 +33,7 @@ TOLERANCE_S: Final = 300
 MAX_URL_CHARS: Final = 2048
 MAX_DESCRIPTION_CHARS: Final = 256
 MAX_ENDPOINTS_PER_ACCOUNT: Final = 20
+_BUCKET_EXAMPLE: Final = "https://<account-id>.r2.cloudflarestorage.com"
 
 
 def validate_url(url: str, policy: OperatorPolicy) -> str:
@@ -53,7 +54,9 @@ def validate_url(url: str, policy: OperatorPolicy) -> str:
     try:
         checked = validate_endpoint(origin, policy)
     except InvalidInput as exc:
-        raise InvalidInput("url", exc.problem.replace("endpoint", "URL")) from None
+        # The bucket rule's own words, with a webhook's example in place of a bucket endpoint's.
+        problem = exc.problem.replace(_BUCKET_EXAMPLE, "https://hooks.example.com/sequenzy").replace("endpoint", "URL")
+        raise InvalidInput("url", problem) from None
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in parts.path + parts.query):
         raise InvalidInput("url", "the URL's path or query contains spaces or control characters; percent-encode them")
     path = parts.path or "/"

@@ -280,6 +280,9 @@ def test_urls_pass_the_bucket_endpoint_rules() -> None:
         with pytest.raises(InvalidInput) as caught:
             validate_url(url, public)
         assert caught.value.field == "url" and words in caught.value.problem, (url, caught.value.problem)
+    with pytest.raises(InvalidInput) as caught:
+        validate_url("https://10.0.0.1/x", public)
+    assert "r2.cloudflarestorage" not in caught.value.problem and "hooks.example.com" in caught.value.problem
     local = OperatorPolicy(allow_local=True)
     assert validate_url("http://127.0.0.1:8123/hook", local) == "http://127.0.0.1:8123/hook"
 
