@@ -29,7 +29,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from seqexport_dagster.assembly import open_control_plane
 from seqexport_dagster.clock import wall_clock_ms
@@ -81,6 +81,9 @@ from seqexport_dagster.window import (
     DEFAULT_LAG_MS,
     frequency_ms,
 )
+
+if TYPE_CHECKING:
+    from seqexport_dagster.webhooks_api import Webhooks
 
 Progress = Callable[[str], None]
 #: A secret access key, or a callable that asks for it (called after every other value is valid).
@@ -438,10 +441,20 @@ class Exports:
         record = self._live(export_id, "delete")
         return self.store.set_status(record.id, DELETED, self.clock())
 
+    def webhooks(self) -> Webhooks:
+        """The account webhooks of this control plane (`webhooks_api`), with the same clock and policy."""
+        from seqexport_dagster.webhooks_api import Webhooks
+
+        return Webhooks(self.store.engine, self.store.box, self.policy, clock=self.clock)
+
     def rotate_keys(self, progress: Advance = no_progress) -> RotationReport:
         """Re-seal every stored secret with the first key of SEQEXPORT_SECRET_KEYS (and the full
-        destination binding); rows that do not open are reported and left as they are."""
-        return self.store.rotate_secrets(lambda done, total: progress("secrets re-sealed", done, total))
+        destination binding), webhook signing secrets too; rows that do not open are reported and
+        left as they are."""
+        from seqexport_dagster.store.webhooks import WebhookStore
+
+        report = self.store.rotate_secrets(lambda done, total: progress("secrets re-sealed", done, total))
+        return WebhookStore(self.store.engine, self.store.box).rotate_secrets(report)
 
 
 __all__ = [

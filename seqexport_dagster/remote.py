@@ -15,7 +15,7 @@ import ipaddress
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import httpx
@@ -46,6 +46,9 @@ from seqexport_dagster.schema import parse_datasets
 from seqexport_dagster.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
 from seqexport_dagster.validation import validate_account, validate_export_id, validate_lag_ms
 from seqexport_dagster.window import DEFAULT_FREQUENCY, DEFAULT_LAG_MS, Window, frequency_ms
+
+if TYPE_CHECKING:
+    from seqexport_dagster.remote_webhooks import RemoteWebhooks
 
 #: What the client checks before sending: the server's own policy may be stricter, never looser.
 _LENIENT: Final = OperatorPolicy(allow_local=True)
@@ -363,6 +366,11 @@ class RemoteExports:
 
     def rotate_keys(self) -> RotationReport:
         return shapes.resealed_from_json(self._call("POST", "/v1/admin/rotate-keys"))
+
+    def webhooks(self) -> RemoteWebhooks:
+        from seqexport_dagster.remote_webhooks import RemoteWebhooks
+
+        return RemoteWebhooks(self)
 
 
 def _id(export_id: str) -> str:

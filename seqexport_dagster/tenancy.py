@@ -19,7 +19,10 @@ from seqexport_dagster.errors import InvalidInput, NotFound
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.status import ExportStatus
 from seqexport_dagster.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
+from seqexport_dagster.store.webhooks import DeliveryRecord, NewEndpoint, WebhookEndpoint
 from seqexport_dagster.validation import validate_account
+from seqexport_dagster.webhook_dispatch import DispatchReport
+from seqexport_dagster.webhooks_api import Webhooks, validate_webhook_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,3 +139,57 @@ class ScopedExports:
         if not self.caller.is_operator:
             raise NotFound("not found")
         return self.exports.rotate_keys()
+
+
+class ScopedWebhooks:
+    """`webhooks_api.Webhooks` for one caller: an account token reaches only its own account's
+    webhooks; another account's webhook id is `NotFound`, word for word as a missing one."""
+
+    def __init__(self, webhooks: Webhooks, caller: Caller) -> None:
+        self.webhooks = webhooks
+        self.caller = caller
+
+    def _own(self, webhook_id: str, *, include_deleted: bool = False) -> WebhookEndpoint:
+        endpoint = self.webhooks.store.get_endpoint(validate_webhook_id(webhook_id), include_deleted=include_deleted)
+        if self.caller.account_id is not None and endpoint.account_id != self.caller.account_id:
+            raise NotFound(f"webhook {webhook_id!r} not found")
+        return endpoint
+
+    def account_for_create(self, account_id: str | None) -> str:
+        if self.caller.account_id is None:
+            if not account_id:
+                raise InvalidInput("account_id", "an operator token must name the account the webhook belongs to")
+            return validate_account(account_id)
+        if account_id and account_id != self.caller.account_id:
+            raise InvalidInput("account_id", "leave it out or give your own account: a token adds webhooks only there")
+        return self.caller.account_id
+
+    def add(self, *, account_id: str | None, **kwargs: Any) -> NewEndpoint:
+        return self.webhooks.add(account_id=self.account_for_create(account_id), **kwargs)
+
+    def list(self, account_id: str | None = None) -> builtins.list[WebhookEndpoint]:
+        if self.caller.account_id is not None:
+            if account_id is not None and account_id != self.caller.account_id:
+                return []
+            account_id = self.caller.account_id
+        return self.webhooks.list(account_id)
+
+    def get(self, webhook_id: str) -> WebhookEndpoint:
+        return self._own(webhook_id)
+
+    def remove(self, webhook_id: str) -> WebhookEndpoint:
+        self._own(webhook_id)
+        return self.webhooks.remove(webhook_id)
+
+    def test(self, webhook_id: str) -> DeliveryRecord:
+        self._own(webhook_id)
+        return self.webhooks.test(webhook_id)
+
+    def deliveries(self, webhook_id: str, *, limit: int = 50) -> builtins.list[DeliveryRecord]:
+        self._own(webhook_id, include_deleted=True)
+        return self.webhooks.deliveries(webhook_id, limit=limit)
+
+    def dispatch(self, *, limit: int = 20) -> DispatchReport:
+        if not self.caller.is_operator:
+            raise NotFound("not found")
+        return self.webhooks.dispatch(limit=limit)

@@ -28,6 +28,7 @@ _WORDS = (
     ("idempotency_keys_removed", "expired Idempotency-Keys removed"),
     ("connection_tests_removed", "old connection tests removed"),
     ("leases_removed", "lapsed writer leases removed"),
+    ("webhook_events_removed", "webhook events older than 30 days removed (with their delivery log)"),
 )
 
 

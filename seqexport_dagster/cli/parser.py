@@ -10,7 +10,7 @@ import argparse
 import re
 from typing import Any, Final, NoReturn
 
-from seqexport_dagster.cli import commands, maintain, tools
+from seqexport_dagster.cli import commands, maintain, tools, webhooks
 from seqexport_dagster.cli.commands import Handler
 from seqexport_dagster.cli.exits import EXIT_CODES_HELP
 from seqexport_dagster.errors import UsageError
@@ -151,6 +151,20 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
         "operators: compact history older than 14 days into day summaries; prune expired keys and leases",
         export_id=False,
     )
+    p = command(
+        "webhooks",
+        webhooks.webhooks,
+        "account webhooks: add (shows the signing secret once), list, remove, test, deliveries (the log), "
+        "dispatch (operators: send due deliveries now)",
+        export_id=False,
+    )
+    p.add_argument("action", choices=webhooks.ACTIONS, help="what to do")
+    p.add_argument("webhook_id", metavar="WEBHOOK_ID", nargs="?", help="for remove, test, deliveries: whk_...")
+    p.add_argument("--account", help="add: the Sequenzy account id; list: only this account's webhooks")
+    p.add_argument("--url", help="add: the https:// URL that receives the events (a path and query are allowed)")
+    p.add_argument("--events", help="add: comma-separated event types, or * for every type (default *)")
+    p.add_argument("--description", help="add: a note for you (never sent)")
+    p.add_argument("--limit", help="deliveries: how many, newest first (default 50); dispatch: at most (default 20)")
     command(
         "rotate-keys",
         commands.rotate_keys,

@@ -42,6 +42,7 @@ from seqexport_dagster.service.gate import Gate
 from seqexport_dagster.service.guard import RateLimit, idempotent
 from seqexport_dagster.service.health import ControlPlaneHealth
 from seqexport_dagster.service.limits import BoundedBodies, Limits
+from seqexport_dagster.service.webhook_routes import add_webhook_routes
 from seqexport_dagster.store.idempotency import IdempotencyStore
 from seqexport_dagster.store.token import TokenStore
 from seqexport_dagster.tenancy import Caller, ScopedExports
@@ -294,6 +295,10 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None, limits
     def rotate_keys(api: Scoped) -> Response:
         """Operators: re-seal stored secrets with the first key of SEQEXPORT_SECRET_KEYS."""
         return ok(shapes.resealed_json(api.rotate_keys()))
+
+    add_webhook_routes(
+        app, exports.webhooks(), keys=keys, fingerprint_key=fingerprint_key, errors=ERRORS, clock=exports.clock
+    )
 
     original_openapi = app.openapi
 

@@ -124,3 +124,22 @@ def accepted(field: str) -> str | None:
         if info is not None and info.description:
             return info.description
     return None
+
+
+WebhookUrl = Annotated[str, StringConstraints(strict=True, max_length=2048)]
+EventType = Annotated[str, StringConstraints(strict=True, max_length=64)]
+
+
+class CreateWebhook(BaseModel):
+    """A webhook endpoint: where, and which events (default every type). The answer holds its secret, once."""
+
+    model_config = _STRICT
+    account_id: Account | None = Field(default=None, description="an operator token names the account")
+    url: WebhookUrl = Field(description="https:// URL with a public DNS name; a path and query are allowed")
+    events: Annotated[list[EventType], Field(max_length=8)] | None = Field(
+        default=None, description='event types, or omit (or ["*"]) for every type'
+    )
+    description: Annotated[str, StringConstraints(strict=True, max_length=256)] | None = None
+
+    def fingerprint_body(self) -> dict[str, Any]:
+        return self.model_dump()

@@ -89,11 +89,14 @@ def idempotent(
     now_ms: int,
     run: Callable[[], tuple[int, object]],
     fingerprint_key: bytes,
+    replay_body: Callable[[object], object] | None = None,
 ) -> Response:
     """Run ``run`` once per (caller, key) within 24 h; a repeat gets the first answer again.
 
     ``caller`` is the namespace (scope and account); ``operation`` a fixed route template (the ids
-    it names go in ``body``), so nothing a client chose reaches a column unchecked.
+    it names go in ``body``), so nothing a client chose reaches a column unchecked. ``replay_body``
+    is what is kept for a repeat when the first answer holds something shown once (a webhook's
+    secret): the control plane never stores it in clear.
     """
     if key is None:
         status, result = run()
@@ -119,5 +122,6 @@ def idempotent(
         store.release(caller, key)
         raise
     response = JSONResponse(result, status_code=status)
-    store.finish(caller, key, status, bytes(response.body).decode())
+    kept = response if replay_body is None else JSONResponse(replay_body(result), status_code=status)
+    store.finish(caller, key, status, bytes(kept.body).decode())
     return response

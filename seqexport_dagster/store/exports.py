@@ -19,6 +19,7 @@ from seqexport_dagster.file_format import DEFAULT_FORMAT, FileFormat, parse_form
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store.crypto import SealBinding, SecretBox
 from seqexport_dagster.store.database import translate_errors
+from seqexport_dagster.store.lifecycle_events import on_status
 from seqexport_dagster.store.records import (
     ACTIVE,
     DELETED,
@@ -228,6 +229,8 @@ class ExportStore:
         extra: dict[str, Any] = {"deleted_at": now_ms} if status == DELETED else {}
         with self.engine.begin() as conn:
             self._update_export(conn, export_id, now_ms, status=status, **extra)
+            if status != current.status:  # webhooks: in the same transaction, once per change
+                on_status(conn, export_id, status, now_ms)
         return self.get_export(export_id)
 
     @translate_errors

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.schema import EVENT_DATASETS
 from seqexport_dagster.store.database import translate_errors
+from seqexport_dagster.store.lifecycle_events import on_commit, on_failure
 from seqexport_dagster.store.records import (
     CANCELED,
     COMMITTED,
@@ -236,7 +237,8 @@ class LedgerStore:
                 .where(active, export_datasets.c.position_ms == w.from_ms)
                 .values(position_ms=w.to_ms)
             ).rowcount
-            conn.execute(
+            before = conn.execute(sa.select(export_datasets.c.failures).where(active)).scalar()
+            cleared = conn.execute(
                 export_datasets.update()
                 .where(active, sa.not_(_failing_elsewhere(w)))
                 .values(
@@ -247,6 +249,10 @@ class LedgerStore:
                     last_error_from_ms=None,
                     last_error_to_ms=None,
                 )
+            ).rowcount
+            # Webhooks (issue 26): the day's completion and the recovery, in this same transaction.
+            on_commit(
+                conn, w, advanced=bool(advanced), failures_before=int(before or 0), cleared=bool(cleared), now_ms=now_ms
             )
         return bool(advanced)
 
@@ -305,6 +311,9 @@ class LedgerStore:
                     last_error_from_ms=window.from_ms if window else None,
                     last_error_to_ms=window.to_ms if window else None,
                 )
+            )
+            on_failure(
+                conn, export_id, dataset, failures=failures, error=sanitize_error(error), window=window, now_ms=now_ms
             )
             d = conn.execute(sa.select(export_datasets).where(active)).one()
         return dataset_state_of(d)

@@ -2,7 +2,8 @@
 
 Compacts old history (`store.compaction`) and prunes what only matters for a while: Idempotency-Key
 results older than a day (`store.idempotency`), connection tests older than the rate limit's window
-(`store.rate_limit`) and writer leases that lapsed more than a TTL ago (`store.lease`). Safe beside
+(`store.rate_limit`), writer leases that lapsed more than a TTL ago (`store.lease`) and webhook
+events, deliveries and their log older than 30 days (`store.webhooks`, once none is pending). Safe beside
 deliveries and idempotent: a second pass right after the first removes nothing. The CLI
 (`seqexport maintain`) and the Dagster schedule (`defs/maintenance.py`) both call `maintain`.
 """
@@ -20,6 +21,7 @@ from seqexport_dagster.store.idempotency import IdempotencyStore
 from seqexport_dagster.store.lease import LEASE_TTL_MS
 from seqexport_dagster.store.rate_limit import WINDOW_MS
 from seqexport_dagster.store.tables import connection_tests, export_leases
+from seqexport_dagster.store.webhooks import prune_webhook_events
 
 
 @dataclass(slots=True)
@@ -29,6 +31,7 @@ class MaintenanceReport:
     idempotency_keys: int = 0
     connection_tests: int = 0
     leases: int = 0
+    webhook_events: int = 0
 
     def as_dict(self) -> dict[str, int]:
         c = self.compaction
@@ -43,6 +46,7 @@ class MaintenanceReport:
             "idempotency_keys_removed": self.idempotency_keys,
             "connection_tests_removed": self.connection_tests,
             "leases_removed": self.leases,
+            "webhook_events_removed": self.webhook_events,
         }
 
 
@@ -66,9 +70,11 @@ def maintain(engine: sa.Engine, now_ms: int, *, progress: Advance = no_progress)
     report = MaintenanceReport(cutoff_ms=cutoff_for(now_ms))
     report.compaction = compact(engine, now_ms, progress=progress)
     report.idempotency_keys = IdempotencyStore(engine).prune(now_ms)
-    progress("pruning", 1, 3)
+    progress("pruning", 1, 4)
     report.connection_tests = prune_connection_tests(engine, now_ms)
-    progress("pruning", 2, 3)
+    progress("pruning", 2, 4)
     report.leases = prune_leases(engine, now_ms)
-    progress("pruning", 3, 3)
+    progress("pruning", 3, 4)
+    report.webhook_events = prune_webhook_events(engine, now_ms)
+    progress("pruning", 4, 4)
     return report

@@ -238,3 +238,70 @@ window_days = sa.Table(
     sa.Index("ux_window_days_key", "export_id", "dataset", "date", "location", unique=True),
     sa.Index("ix_window_days_dataset_date", "dataset", "date"),
 )
+
+# Webhooks per account (issue 26, migration 0011_webhooks; `seqexport_dagster.store.webhooks`).
+# An endpoint's secret is sealed like a bucket secret (`SecretBox`), bound to the endpoint's id,
+# URL and account; ``events`` is a comma-separated list of event types, or "*".
+webhook_endpoints = sa.Table(
+    "webhook_endpoints",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("account_id", sa.String(64), nullable=False),
+    sa.Column("url", sa.String(2048), nullable=False),
+    sa.Column("events", sa.String(512), nullable=False, server_default="*"),
+    sa.Column("description", sa.String(256), nullable=False, server_default=""),
+    sa.Column("secret_ciphertext", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("deleted_at", sa.BigInteger),
+    sa.Index("ix_webhook_endpoints_account", "account_id"),
+)
+
+# The outbox: one row per event, written in the transaction of the state change it reports.
+# ``dedup_key`` makes an event that must happen once (a dataset-day completing) unique.
+webhook_events = sa.Table(
+    "webhook_events",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("account_id", sa.String(64), nullable=False),
+    sa.Column("type", sa.String(64), nullable=False),
+    sa.Column("export_id", sa.String(40)),
+    sa.Column("dedup_key", sa.String(200)),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Index("ux_webhook_events_dedup", "dedup_key", unique=True),
+    sa.Index("ix_webhook_events_created", "created_at"),
+)
+
+# One row per (event, endpoint): fanned out with the event, in the same transaction.
+webhook_deliveries = sa.Table(
+    "webhook_deliveries",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("event_id", sa.String(40), nullable=False),
+    sa.Column("endpoint_id", sa.String(40), nullable=False),
+    sa.Column("account_id", sa.String(64), nullable=False),
+    # pending, delivered, failed (attempts used up), canceled (endpoint removed)
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("next_attempt_at", sa.BigInteger, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("finished_at", sa.BigInteger),
+    # The dispatcher's query: pending deliveries due now, oldest first.
+    sa.Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+    sa.Index("ix_webhook_deliveries_endpoint", "endpoint_id", "id"),
+    sa.Index("ix_webhook_deliveries_created", "created_at"),
+)
+
+# The delivery log: every attempt, with its answer's status code or the error (never the secret).
+webhook_attempts = sa.Table(
+    "webhook_attempts",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("delivery_id", sa.Integer, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("attempted_at", sa.BigInteger, nullable=False),
+    sa.Column("status_code", sa.Integer),
+    sa.Column("error", sa.String(512)),
+    sa.Column("duration_ms", sa.Integer, nullable=False, server_default="0"),
+    sa.Index("ix_webhook_attempts_delivery", "delivery_id", "attempt"),
+)

@@ -14,6 +14,8 @@
 5. After the quiet end, no active export shows an error.
 6. Backoff: between two counted failures of (export, dataset) at least min(frequency × 2^(n−1),
    6 h) passes, unless "export now" was pressed in between (one immediate attempt per press).
+7. Webhooks: ``dataset.day_complete`` once per dataset-day, never lost, never before the day's
+   objects exist (`webhook_oracle`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from seqexport_dagster.window import HOUR_MS, iso_ms
 from seqexport_dagster_tests.support.sim.bucket import MemoryBucket
 from seqexport_dagster_tests.support.sim.loaders import Loaded, SnowpipeLoader, WindowLoader
 from seqexport_dagster_tests.support.sim.model import Place, SimExport
+from seqexport_dagster_tests.support.sim.webhook_oracle import WebhookOracle
 from seqexport_dagster_tests.support.sim.world import World
 
 MAX_BACKOFF_MS = 6 * HOUR_MS
@@ -60,6 +63,7 @@ class Oracles:
     rows_checked: int = 0
     verified: int = 0
     known: Counter[str] = field(default_factory=Counter)
+    webhooks: WebhookOracle = field(default_factory=WebhookOracle)
 
     def poll(self, world: World, *, final: bool = False) -> None:
         for e in world.exports.values():
@@ -76,6 +80,7 @@ class Oracles:
             if verify:
                 found += self.verify(world, e, final=final)
         found += backoff(world)
+        found += self.webhooks.check(world, Violation)
         return found
 
     def check_end(self, world: World) -> list[Violation]:

@@ -1,0 +1,40 @@
+"""The webhook sensor: every 30 s, one bounded `webhook_dispatch.dispatch` call; wiring only.
+
+Events are recorded by the control plane in the transactions that cause them (the outbox); this
+sensor only sends what is due, so a daemon that was down sends the backlog when it is back. The
+tick says what it did in its skip reason; it never requests a run.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import dagster as dg
+
+from seqexport_dagster.defs.resources import ExporterResource
+from seqexport_dagster.store.webhooks import WebhookStore
+from seqexport_dagster.webhook_dispatch import DEFAULT_BUDGET_S, dispatch, pinned_sender
+
+WEBHOOK_TICK_SECONDS: Final = 30
+#: Per tick: at most this many sends, none started after `DEFAULT_BUDGET_S` (each has its own deadline).
+WEBHOOKS_PER_TICK: Final = 20
+
+
+@dg.sensor(
+    name="webhook_sensor",
+    minimum_interval_seconds=WEBHOOK_TICK_SECONDS,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Sends due account webhooks (signed, retried with backoff); never launches a run.",
+)
+def webhook_sensor(context: dg.SensorEvaluationContext, exporter: ExporterResource) -> dg.SkipReason:
+    control_plane = exporter.control_plane
+    store = WebhookStore(control_plane.engine(), control_plane.box())
+    report = dispatch(
+        store,
+        pinned_sender(exporter.operator.policy()),
+        exporter.clock.now_ms,
+        limit=WEBHOOKS_PER_TICK,
+        budget_s=DEFAULT_BUDGET_S,
+    )
+    words = ", ".join(f"{v} {k}" for k, v in report.as_dict().items() if v)
+    return dg.SkipReason(f"webhooks: {words}" if words else "webhooks: nothing due")

@@ -1,0 +1,60 @@
+"""The remote CLI's `webhooks_api.Webhooks`: the same methods over ``/v1/webhooks`` with the token.
+
+What can be checked here (events, description, the id's shape) is checked before anything is sent;
+the URL's rules are the server's (its operator policy decides whether local URLs are allowed).
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
+
+from seqexport_dagster import webhook_presentation as shapes
+from seqexport_dagster.store.webhooks import DeliveryRecord, NewEndpoint, WebhookEndpoint
+from seqexport_dagster.webhook import parse_events, validate_description
+from seqexport_dagster.webhook_dispatch import DispatchReport
+from seqexport_dagster.webhooks_api import validate_webhook_id
+
+if TYPE_CHECKING:
+    from seqexport_dagster.remote import RemoteExports
+
+
+class RemoteWebhooks:
+    def __init__(self, remote: RemoteExports) -> None:
+        self.remote = remote
+
+    def add(
+        self, *, account_id: str, url: str, events: str | Iterable[str] | None = None, description: str | None = None
+    ) -> NewEndpoint:
+        body: dict[str, Any] = {
+            "account_id": account_id,
+            "url": url,
+            "events": list(parse_events(events)),
+            "description": validate_description(description),
+        }
+        return shapes.new_webhook_from_json(self.remote._call("POST", "/v1/webhooks", json=body))
+
+    def list(self, account_id: str | None = None) -> list[WebhookEndpoint]:
+        params = {"account": account_id} if account_id else {}
+        return [shapes.webhook_from_json(w) for w in self.remote._call("GET", "/v1/webhooks", params=params)]
+
+    def get(self, webhook_id: str) -> WebhookEndpoint:
+        return shapes.webhook_from_json(self.remote._call("GET", f"/v1/webhooks/{validate_webhook_id(webhook_id)}"))
+
+    def remove(self, webhook_id: str) -> WebhookEndpoint:
+        path = f"/v1/webhooks/{validate_webhook_id(webhook_id)}"
+        return shapes.webhook_from_json(self.remote._call("DELETE", path))
+
+    def test(self, webhook_id: str) -> DeliveryRecord:
+        path = f"/v1/webhooks/{validate_webhook_id(webhook_id)}/test"
+        return shapes.delivery_from_json(self.remote._call("POST", path))
+
+    def deliveries(self, webhook_id: str, *, limit: int = 50) -> builtins.list[DeliveryRecord]:
+        path = f"/v1/webhooks/{validate_webhook_id(webhook_id)}/deliveries"
+        return [shapes.delivery_from_json(d) for d in self.remote._call("GET", path, params={"limit": limit})]
+
+    def dispatch(self, *, limit: int = 20) -> DispatchReport:
+        answer = self.remote._call("POST", "/v1/admin/webhooks/dispatch", params={"limit": limit})
+        return DispatchReport(**{f.name: int(answer[f.name]) for f in fields(DispatchReport)})

@@ -1,0 +1,149 @@
+"""Which state changes become webhook events, decided inside the transaction that makes them.
+
+- `on_commit`: a committed window that moved its dataset's position to a UTC midnight completed that
+  dataset-day at this export (windows never cross midnight and positions only move along the chain,
+  so every earlier window of the day is committed: its parts, and for the snapshot ``_SUCCESS``,
+  have landed). ``dataset.day_complete`` carries the day's objects, rows and bytes, once per
+  (export, dataset, day). A commit that clears a streak of at least `FAILING_AFTER` failures sends
+  ``export.recovered``.
+- `on_failure`: the failure that brings a dataset's consecutive failures to `FAILING_AFTER` sends
+  ``export.failing`` (once per streak: the count only grows until a commit resets it).
+- `on_status`: pause and delete.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from seqexport_dagster.keys import SNAPSHOT_DATASET, success_key
+from seqexport_dagster.store.outbox import (
+    DAY_COMPLETE,
+    EXPORT_DELETED,
+    EXPORT_FAILING,
+    EXPORT_PAUSED,
+    EXPORT_RECOVERED,
+    FAILING_AFTER,
+    emit,
+)
+from seqexport_dagster.store.records import COMMITTED, DELETED, PAUSED
+from seqexport_dagster.store.tables import exports, windows
+from seqexport_dagster.window import DAY_MS, day_of, day_start, iso_ms
+
+
+def _export(conn: sa.Connection, export_id: str) -> Any:
+    return conn.execute(
+        sa.select(exports.c.account_id, exports.c.bucket, exports.c.prefix, exports.c.provider).where(
+            exports.c.id == export_id
+        )
+    ).first()
+
+
+def on_commit(conn: sa.Connection, w: Any, *, advanced: bool, failures_before: int, cleared: bool, now_ms: int) -> None:
+    """``w`` is the committed window's row; ``cleared``: its commit reset the dataset's failures."""
+    e = _export(conn, w.export_id)
+    if e is None:
+        return
+    if cleared and failures_before >= FAILING_AFTER:
+        emit(
+            conn,
+            account_id=e.account_id,
+            kind=EXPORT_RECOVERED,
+            export_id=w.export_id,
+            now_ms=now_ms,
+            data={"export_id": w.export_id, "dataset": w.dataset, "failures": failures_before},
+        )
+    if advanced and w.to_ms % DAY_MS == 0:
+        _day_complete(conn, w, e, now_ms)
+
+
+def _day_complete(conn: sa.Connection, w: Any, e: Any, now_ms: int) -> None:
+    day = day_of(w.from_ms)
+    start = day_start(w.from_ms)
+    latest = (
+        sa.select(sa.func.max(windows.c.id).label("id"))
+        .where(
+            windows.c.export_id == w.export_id,
+            windows.c.dataset == w.dataset,
+            windows.c.from_ms >= start,
+            windows.c.from_ms < start + DAY_MS,
+            windows.c.status == COMMITTED,
+        )
+        .group_by(windows.c.from_ms, windows.c.to_ms)
+    ).subquery()
+    totals = conn.execute(
+        sa.select(
+            sa.func.count(),
+            sa.func.coalesce(sa.func.sum(windows.c.parts), 0),
+            sa.func.coalesce(sa.func.sum(windows.c.rows), 0),
+            sa.func.coalesce(sa.func.sum(windows.c.bytes), 0),
+            sa.func.min(windows.c.from_ms),
+        ).where(windows.c.id.in_(sa.select(latest.c.id)))
+    ).one()
+    folder = "/".join(p for p in (e.prefix, w.dataset, f"date={day.isoformat()}") if p) + "/"
+    data: dict[str, Any] = {
+        "export_id": w.export_id,
+        "dataset": w.dataset,
+        "date": day.isoformat(),
+        "bucket": e.bucket,
+        "prefix": e.prefix,
+        "folder": folder,
+        "from": iso_ms(int(totals[4]) if totals[4] is not None else w.from_ms),
+        "to": iso_ms(w.to_ms),
+        "windows": int(totals[0]),
+        "objects": int(totals[1]),
+        "rows": int(totals[2]),
+        "bytes": int(totals[3]),
+        "success_key": success_key(e.prefix, day) if w.dataset == SNAPSHOT_DATASET else None,
+    }
+    emit(
+        conn,
+        account_id=e.account_id,
+        kind=DAY_COMPLETE,
+        export_id=w.export_id,
+        now_ms=now_ms,
+        data=data,
+        dedup_key=f"day_complete:{w.export_id}:{w.dataset}:{day.isoformat()}",
+    )
+
+
+def on_failure(
+    conn: sa.Connection, export_id: str, dataset: str, *, failures: int, error: str, window: Any, now_ms: int
+) -> None:
+    if failures != FAILING_AFTER:
+        return
+    e = _export(conn, export_id)
+    if e is None:
+        return
+    emit(
+        conn,
+        account_id=e.account_id,
+        kind=EXPORT_FAILING,
+        export_id=export_id,
+        now_ms=now_ms,
+        data={
+            "export_id": export_id,
+            "dataset": dataset,
+            "failures": failures,
+            "error": error,
+            "window": None if window is None else {"from": iso_ms(window.from_ms), "to": iso_ms(window.to_ms)},
+        },
+    )
+
+
+def on_status(conn: sa.Connection, export_id: str, status: str, now_ms: int) -> None:
+    kinds: dict[str, str] = {PAUSED: EXPORT_PAUSED, DELETED: EXPORT_DELETED}
+    if status not in kinds:
+        return
+    e = _export(conn, export_id)
+    if e is None:
+        return
+    emit(
+        conn,
+        account_id=e.account_id,
+        kind=kinds[status],
+        export_id=export_id,
+        now_ms=now_ms,
+        data={"export_id": export_id, "status": status},
+    )

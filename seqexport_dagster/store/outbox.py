@@ -1,0 +1,99 @@
+"""The webhook outbox: an event is recorded in the transaction of the state change it reports.
+
+`emit` runs inside the caller's transaction (a window's commit, a failure, a pause or delete), so an
+event exists exactly when its change does: a process that dies after the commit still has the
+event, and one that dies before has neither. The event is fanned out in the same transaction, one
+pending delivery per endpoint of the account that takes its type; the dispatcher
+(`seqexport_dagster.webhook_dispatch`) sends them later, at least once.
+
+An event that must happen once (a dataset-day completing) carries a ``dedup_key``; a second emit
+with the same key is dropped (a dataset removed and added again the same day reaches that day's end
+twice).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any, Final
+
+import sqlalchemy as sa
+
+from seqexport_dagster.store.tables import webhook_deliveries, webhook_endpoints, webhook_events
+from seqexport_dagster.window import iso_ms
+
+EXPORT_FAILING: Final = "export.failing"
+EXPORT_RECOVERED: Final = "export.recovered"
+EXPORT_PAUSED: Final = "export.paused"
+EXPORT_DELETED: Final = "export.deleted"
+DAY_COMPLETE: Final = "dataset.day_complete"
+WEBHOOK_TEST: Final = "webhook.test"
+#: What an endpoint may subscribe to (the test event goes to the endpoint tested, whatever it takes).
+EVENT_TYPES: Final = (EXPORT_FAILING, EXPORT_RECOVERED, EXPORT_PAUSED, EXPORT_DELETED, DAY_COMPLETE)
+#: ``export.failing`` is sent when a dataset's consecutive failures reach this count.
+FAILING_AFTER: Final = 3
+PENDING, DELIVERED, FAILED, CANCELED = "pending", "delivered", "failed", "canceled"
+
+
+def new_event_id() -> str:
+    return f"evt_{secrets.token_hex(12)}"
+
+
+def event_body(event_id: str, account_id: str, kind: str, created_at: int, data: dict[str, Any]) -> str:
+    """The exact bytes every attempt sends (the signature covers them): fixed when the event is made."""
+    envelope = {"id": event_id, "type": kind, "created_at": iso_ms(created_at), "account_id": account_id, "data": data}
+    return json.dumps(envelope, separators=(",", ":"), sort_keys=False)
+
+
+def subscribes(events: str, kind: str) -> bool:
+    return events == "*" or kind in events.split(",")
+
+
+def emit(
+    conn: sa.Connection,
+    *,
+    account_id: str,
+    kind: str,
+    data: dict[str, Any],
+    now_ms: int,
+    export_id: str | None = None,
+    dedup_key: str | None = None,
+    endpoint_id: str | None = None,
+) -> str | None:
+    """Record one event and its deliveries in ``conn``'s transaction; the event id, or None when
+    ``dedup_key`` was already used. ``endpoint_id``: only that endpoint (a test send)."""
+    if dedup_key is not None:
+        seen = conn.execute(sa.select(webhook_events.c.id).where(webhook_events.c.dedup_key == dedup_key)).first()
+        if seen is not None:
+            return None
+    event_id = new_event_id()
+    conn.execute(
+        webhook_events.insert().values(
+            id=event_id,
+            account_id=account_id,
+            type=kind,
+            export_id=export_id,
+            dedup_key=dedup_key,
+            body=event_body(event_id, account_id, kind, now_ms, data),
+            created_at=now_ms,
+        )
+    )
+    e = webhook_endpoints.c
+    query = sa.select(e.id, e.events).where(e.account_id == account_id, e.deleted_at.is_(None))
+    if endpoint_id is not None:
+        query = query.where(e.id == endpoint_id)
+    for endpoint in conn.execute(query).all():
+        if endpoint_id is None and not subscribes(endpoint.events, kind):
+            continue
+        conn.execute(
+            webhook_deliveries.insert().values(
+                event_id=event_id,
+                endpoint_id=endpoint.id,
+                account_id=account_id,
+                status=PENDING,
+                attempts=0,
+                next_attempt_at=now_ms,
+                created_at=now_ms,
+            )
+        )
+    return event_id

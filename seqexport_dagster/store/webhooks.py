@@ -1,0 +1,370 @@
+"""Webhook endpoints, deliveries and the delivery log in the control plane (issue 26).
+
+An endpoint's signing secret is sealed with the credential keys (`SecretBox`), bound to the
+endpoint's id, URL and account, as a bucket secret is bound to its export and destination: copied
+onto another row it does not open. It is returned in clear once, by `WebhookStore.add_endpoint`,
+and opened again only in memory by the dispatcher (`endpoint_secret`).
+
+The dispatcher's work is bounded: `due_deliveries` reads at most ``limit`` pending deliveries due
+now (index ``ix_webhook_deliveries_due``), and `claim` pushes a delivery's next attempt out before
+it is sent, so a second dispatcher running at the same moment skips it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Final
+
+import sqlalchemy as sa
+
+from seqexport_dagster.errors import NotFound, SecretKeyError
+from seqexport_dagster.store.crypto import SealBinding, SecretBox
+from seqexport_dagster.store.database import translate_errors
+from seqexport_dagster.store.outbox import CANCELED, DELIVERED, FAILED, PENDING, WEBHOOK_TEST, emit
+from seqexport_dagster.store.records import RotationReport
+from seqexport_dagster.store.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
+from seqexport_dagster.window import DAY_MS
+
+#: Webhook events, deliveries and their attempts are kept this long (`prune`, `seqexport maintain`).
+WEBHOOK_RETENTION_MS: Final = 30 * DAY_MS
+MAX_ERROR_CHARS: Final = 500
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookEndpoint:
+    id: str
+    account_id: str
+    url: str
+    events: tuple[str, ...]  # ("*",): every type
+    description: str
+    created_at: int
+    deleted_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class NewEndpoint:
+    """An endpoint just added, with its secret: the only time the secret is shown."""
+
+    endpoint: WebhookEndpoint
+    secret: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    attempt: int
+    attempted_at: int
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRecord:
+    id: int
+    event_id: str
+    event_type: str
+    endpoint_id: str
+    account_id: str
+    status: str
+    attempts: int
+    next_attempt_at: int | None
+    created_at: int
+    finished_at: int | None
+    log: tuple[AttemptRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DueDelivery:
+    """What the dispatcher needs to send one delivery: the body as recorded, never re-rendered."""
+
+    id: int
+    event_id: str
+    event_type: str
+    endpoint_id: str
+    attempts: int
+    next_attempt_at: int
+    body: str
+
+
+def new_endpoint_id() -> str:
+    return f"whk_{secrets.token_hex(8)}"
+
+
+def new_secret() -> str:
+    return f"whsec_{secrets.token_urlsafe(32)}"
+
+
+def endpoint_binding(endpoint_id: str, url: str, account_id: str) -> SealBinding:
+    """Bound like a bucket secret: the secret only ever signs for this endpoint, URL and account."""
+    return SealBinding(endpoint_id, "webhook", url, account_id, None)
+
+
+def _endpoint_of(r: sa.Row[tuple[object, ...]] | sa.RowMapping) -> WebhookEndpoint:
+    m = r._mapping if isinstance(r, sa.Row) else r
+    return WebhookEndpoint(
+        id=m["id"],
+        account_id=m["account_id"],
+        url=m["url"],
+        events=tuple(str(m["events"]).split(",")),
+        description=m["description"],
+        created_at=m["created_at"],
+        deleted_at=m["deleted_at"],
+    )
+
+
+class WebhookStore:
+    def __init__(self, engine: sa.Engine, box: SecretBox) -> None:
+        self.engine = engine
+        self.box = box
+
+    @translate_errors
+    def add_endpoint(
+        self, *, account_id: str, url: str, events: tuple[str, ...], description: str, now_ms: int
+    ) -> NewEndpoint:
+        endpoint_id = new_endpoint_id()
+        secret = new_secret()
+        sealed = self.box.encrypt(secret, endpoint_binding(endpoint_id, url, account_id))
+        with self.engine.begin() as conn:
+            conn.execute(
+                webhook_endpoints.insert().values(
+                    id=endpoint_id,
+                    account_id=account_id,
+                    url=url,
+                    events=",".join(events),
+                    description=description,
+                    secret_ciphertext=sealed,
+                    created_at=now_ms,
+                )
+            )
+        return NewEndpoint(self.get_endpoint(endpoint_id), secret)
+
+    @translate_errors
+    def get_endpoint(self, endpoint_id: str, *, include_deleted: bool = False) -> WebhookEndpoint:
+        e = webhook_endpoints.c
+        with self.engine.connect() as conn:
+            r = conn.execute(sa.select(webhook_endpoints).where(e.id == endpoint_id)).first()
+        if r is None or (r.deleted_at is not None and not include_deleted):
+            raise NotFound(f"webhook {endpoint_id!r} not found")
+        return _endpoint_of(r)
+
+    @translate_errors
+    def list_endpoints(self, account_id: str | None) -> list[WebhookEndpoint]:
+        e = webhook_endpoints.c
+        query = sa.select(webhook_endpoints).where(e.deleted_at.is_(None)).order_by(e.created_at, e.id)
+        if account_id is not None:
+            query = query.where(e.account_id == account_id)
+        with self.engine.connect() as conn:
+            return [_endpoint_of(r) for r in conn.execute(query).all()]
+
+    @translate_errors
+    def remove_endpoint(self, endpoint_id: str, now_ms: int) -> WebhookEndpoint:
+        """Stop sending to it: its pending deliveries are canceled; its delivery log stays readable."""
+        self.get_endpoint(endpoint_id)
+        with self.engine.begin() as conn:
+            conn.execute(
+                webhook_endpoints.update()
+                .where(webhook_endpoints.c.id == endpoint_id, webhook_endpoints.c.deleted_at.is_(None))
+                .values(deleted_at=now_ms)
+            )
+            d = webhook_deliveries.c
+            conn.execute(
+                webhook_deliveries.update()
+                .where(d.endpoint_id == endpoint_id, d.status == PENDING)
+                .values(status=CANCELED, finished_at=now_ms)
+            )
+        return self.get_endpoint(endpoint_id, include_deleted=True)
+
+    @translate_errors
+    def endpoint_secret(self, endpoint: WebhookEndpoint) -> str:
+        """The signing secret, decrypted in memory only (the dispatcher signs with it)."""
+        with self.engine.connect() as conn:
+            sealed = conn.execute(
+                sa.select(webhook_endpoints.c.secret_ciphertext).where(webhook_endpoints.c.id == endpoint.id)
+            ).scalar_one()
+        return self.box.decrypt(sealed, endpoint_binding(endpoint.id, endpoint.url, endpoint.account_id))
+
+    @translate_errors
+    def rotate_secrets(self, report: RotationReport) -> RotationReport:
+        """Re-seal every endpoint's secret with the primary key (``seqexport rotate-keys``), into
+        ``report``: after it the old key may be dropped without losing a webhook."""
+        e = webhook_endpoints.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(e.id, e.account_id, e.url, e.secret_ciphertext)).all()
+        for r in rows:
+            if not self.box.needs_rotation(r.secret_ciphertext):
+                continue
+            try:
+                sealed = self.box.reseal(r.secret_ciphertext, endpoint_binding(r.id, r.url, r.account_id))
+            except SecretKeyError as exc:
+                report.failed.append((r.id, exc.message))
+                continue
+            with self.engine.begin() as conn:
+                conn.execute(
+                    webhook_endpoints.update()
+                    .where(e.id == r.id, e.secret_ciphertext == r.secret_ciphertext)
+                    .values(secret_ciphertext=sealed)
+                )
+            report.resealed += 1
+        return report
+
+    @translate_errors
+    def enqueue_test(self, endpoint: WebhookEndpoint, now_ms: int) -> int:
+        """A ``webhook.test`` event for this endpoint alone; returns its delivery's id."""
+        with self.engine.begin() as conn:
+            event_id = emit(
+                conn,
+                account_id=endpoint.account_id,
+                kind=WEBHOOK_TEST,
+                data={"webhook_id": endpoint.id, "message": "test event from Sequenzy Data Exports"},
+                now_ms=now_ms,
+                endpoint_id=endpoint.id,
+            )
+            d = webhook_deliveries.c
+            return int(conn.execute(sa.select(d.id).where(d.event_id == event_id)).scalar_one())
+
+    @translate_errors
+    def due_deliveries(self, now_ms: int, limit: int, *, delivery_id: int | None = None) -> list[DueDelivery]:
+        d, ev = webhook_deliveries.c, webhook_events.c
+        query = (
+            sa.select(d.id, d.event_id, ev.type, d.endpoint_id, d.attempts, d.next_attempt_at, ev.body)
+            .select_from(webhook_deliveries.join(webhook_events, ev.id == d.event_id))
+            .where(d.status == PENDING, d.next_attempt_at <= now_ms)
+            .order_by(d.next_attempt_at, d.id)
+            .limit(limit)
+        )
+        if delivery_id is not None:
+            query = query.where(d.id == delivery_id)
+        with self.engine.connect() as conn:
+            return [DueDelivery(*r) for r in conn.execute(query).all()]
+
+    @translate_errors
+    def claim(self, delivery: DueDelivery, until_ms: int) -> bool:
+        """Take the delivery for one attempt (next attempt pushed to ``until_ms`` meanwhile); False if
+        another dispatcher took it first. A dispatcher that dies mid-send leaves it due at ``until_ms``."""
+        d = webhook_deliveries.c
+        with self.engine.begin() as conn:
+            taken = conn.execute(
+                webhook_deliveries.update()
+                .where(d.id == delivery.id, d.status == PENDING, d.next_attempt_at == delivery.next_attempt_at)
+                .values(next_attempt_at=until_ms)
+            ).rowcount
+        return bool(taken)
+
+    @translate_errors
+    def cancel(self, delivery: DueDelivery, now_ms: int) -> None:
+        """The endpoint was removed after the event: nothing is sent."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                webhook_deliveries.update()
+                .where(webhook_deliveries.c.id == delivery.id, webhook_deliveries.c.status == PENDING)
+                .values(status=CANCELED, finished_at=now_ms)
+            )
+
+    @translate_errors
+    def record_attempt(
+        self,
+        delivery: DueDelivery,
+        *,
+        now_ms: int,
+        status_code: int | None,
+        error: str | None,
+        duration_ms: int,
+        delivered: bool,
+        next_attempt_at: int | None,
+    ) -> None:
+        """One line of the delivery log, and the delivery's new state, in one transaction.
+        ``next_attempt_at`` None and not delivered: the attempts are used up (failed)."""
+        attempt = delivery.attempts + 1
+        if delivered:
+            values: dict[str, object] = {"status": DELIVERED, "finished_at": now_ms}
+        elif next_attempt_at is None:
+            values = {"status": FAILED, "finished_at": now_ms}
+        else:
+            values = {"next_attempt_at": next_attempt_at}
+        with self.engine.begin() as conn:
+            conn.execute(
+                webhook_attempts.insert().values(
+                    delivery_id=delivery.id,
+                    attempt=attempt,
+                    attempted_at=now_ms,
+                    status_code=status_code,
+                    error=None if error is None else error[:MAX_ERROR_CHARS],
+                    duration_ms=duration_ms,
+                )
+            )
+            conn.execute(
+                webhook_deliveries.update()
+                .where(webhook_deliveries.c.id == delivery.id)
+                .values(attempts=attempt, **values)
+            )
+
+    @translate_errors
+    def deliveries(self, endpoint_id: str, *, limit: int = 50, delivery_id: int | None = None) -> list[DeliveryRecord]:
+        """The endpoint's newest deliveries with their attempts: the delivery log."""
+        d, ev, a = webhook_deliveries.c, webhook_events.c, webhook_attempts.c
+        query = (
+            sa.select(
+                d.id,
+                d.event_id,
+                ev.type,
+                d.endpoint_id,
+                d.account_id,
+                d.status,
+                d.attempts,
+                d.next_attempt_at,
+                d.created_at,
+                d.finished_at,
+            )
+            .select_from(webhook_deliveries.join(webhook_events, ev.id == d.event_id))
+            .where(d.endpoint_id == endpoint_id)
+            .order_by(d.id.desc())
+            .limit(limit)
+        )
+        if delivery_id is not None:
+            query = query.where(d.id == delivery_id)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+            logs: dict[int, list[AttemptRecord]] = {r.id: [] for r in rows}
+            if rows:
+                for x in conn.execute(
+                    sa.select(webhook_attempts).where(a.delivery_id.in_(list(logs))).order_by(a.delivery_id, a.attempt)
+                ):
+                    logs[x.delivery_id].append(
+                        AttemptRecord(x.attempt, x.attempted_at, x.status_code, x.error, x.duration_ms)
+                    )
+        return [
+            DeliveryRecord(
+                id=r.id,
+                event_id=r.event_id,
+                event_type=r.type,
+                endpoint_id=r.endpoint_id,
+                account_id=r.account_id,
+                status=r.status,
+                attempts=r.attempts,
+                next_attempt_at=r.next_attempt_at if r.status == PENDING else None,
+                created_at=r.created_at,
+                finished_at=r.finished_at,
+                log=tuple(logs[r.id]),
+            )
+            for r in rows
+        ]
+
+
+@translate_errors
+def prune_webhook_events(engine: sa.Engine, now_ms: int) -> int:
+    """Events older than the retention whose deliveries are all finished go, with their
+    deliveries and attempts; a delivery still pending keeps its event. Returns events removed."""
+    cutoff = now_ms - WEBHOOK_RETENTION_MS
+    d, ev, a = webhook_deliveries.c, webhook_events.c, webhook_attempts.c
+    pending = sa.select(d.id).where(d.event_id == ev.id, d.status == PENDING).exists()
+    with engine.begin() as conn:
+        old = [r[0] for r in conn.execute(sa.select(ev.id).where(ev.created_at < cutoff, sa.not_(pending)))]
+        removed = 0
+        for start in range(0, len(old), 500):
+            chunk = old[start : start + 500]
+            ids = sa.select(d.id).where(d.event_id.in_(chunk))
+            conn.execute(webhook_attempts.delete().where(a.delivery_id.in_(ids)))
+            conn.execute(webhook_deliveries.delete().where(d.event_id.in_(chunk)))
+            removed += int(conn.execute(webhook_events.delete().where(ev.id.in_(chunk))).rowcount or 0)
+    return removed

@@ -1,0 +1,105 @@
+"""Managing an account's webhooks: add (the secret is shown once), list, remove, test-send and the
+delivery log. The CLI, the HTTP API (through `tenancy.ScopedWebhooks`) and tests call this one class.
+
+Every method checks its input first (`webhook`: URL, events, description) and raises only from our
+error tree: `InvalidInput` naming the field, `NotFound` for an id that is not there, `ConflictError`
+past `MAX_ENDPOINTS_PER_ACCOUNT`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final
+
+import sqlalchemy as sa
+
+from seqexport_dagster.clock import wall_clock_ms
+from seqexport_dagster.destination.policy import OperatorPolicy
+from seqexport_dagster.errors import ConflictError, InvalidInput
+from seqexport_dagster.store.crypto import SecretBox
+from seqexport_dagster.store.webhooks import DeliveryRecord, NewEndpoint, WebhookEndpoint, WebhookStore
+from seqexport_dagster.validation import validate_account
+from seqexport_dagster.webhook import (
+    MAX_ENDPOINTS_PER_ACCOUNT,
+    parse_events,
+    validate_description,
+    validate_url,
+)
+from seqexport_dagster.webhook_dispatch import DispatchReport, Sender, dispatch, pinned_sender
+
+MAX_DELIVERIES_SHOWN: Final = 200
+
+
+@dataclass(frozen=True, slots=True)
+class TestResult:
+    delivery: DeliveryRecord
+
+
+def validate_webhook_id(webhook_id: str) -> str:
+    if not (webhook_id.startswith("whk_") and len(webhook_id) == 20 and webhook_id[4:].isalnum()):
+        raise InvalidInput("webhook_id", f"{webhook_id[:80]!r} is not a webhook id: ids look like whk_0123456789abcdef")
+    return webhook_id
+
+
+class Webhooks:
+    def __init__(
+        self,
+        engine: sa.Engine,
+        box: SecretBox,
+        policy: OperatorPolicy,
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
+        sender: Sender | None = None,
+    ) -> None:
+        self.store = WebhookStore(engine, box)
+        self.policy = policy
+        self.clock = clock
+        self.sender = sender or pinned_sender(policy)
+
+    def add(
+        self, *, account_id: str, url: str, events: str | Iterable[str] | None = None, description: str | None = None
+    ) -> NewEndpoint:
+        """Register ``url`` for ``events`` (default every type); the returned secret is shown once."""
+        validate_account(account_id)
+        checked = validate_url(url, self.policy)
+        kinds = parse_events(events)
+        note = validate_description(description)
+        if len(self.store.list_endpoints(account_id)) >= MAX_ENDPOINTS_PER_ACCOUNT:
+            raise ConflictError(
+                f"account {account_id} has {MAX_ENDPOINTS_PER_ACCOUNT} webhooks, the most allowed; remove one first"
+            )
+        return self.store.add_endpoint(
+            account_id=account_id, url=checked, events=kinds, description=note, now_ms=self.clock()
+        )
+
+    def list(self, account_id: str | None = None) -> list[WebhookEndpoint]:
+        if account_id is not None:
+            validate_account(account_id)
+        return self.store.list_endpoints(account_id)
+
+    def get(self, webhook_id: str) -> WebhookEndpoint:
+        return self.store.get_endpoint(validate_webhook_id(webhook_id))
+
+    def remove(self, webhook_id: str) -> WebhookEndpoint:
+        return self.store.remove_endpoint(validate_webhook_id(webhook_id), self.clock())
+
+    def deliveries(self, webhook_id: str, *, limit: int = 50) -> builtins.list[DeliveryRecord]:
+        if not 1 <= limit <= MAX_DELIVERIES_SHOWN:
+            raise InvalidInput("limit", f"{limit} is out of range: show 1 to {MAX_DELIVERIES_SHOWN} deliveries")
+        self.store.get_endpoint(validate_webhook_id(webhook_id), include_deleted=True)
+        return self.store.deliveries(webhook_id, limit=limit)
+
+    def test(self, webhook_id: str) -> DeliveryRecord:
+        """Send a ``webhook.test`` event to this endpoint now, once; a failure is retried like any event."""
+        endpoint = self.get(webhook_id)
+        delivery_id = self.store.enqueue_test(endpoint, self.clock())
+        dispatch(self.store, self.sender, self.clock, limit=1, delivery_id=delivery_id)
+        return self.store.deliveries(endpoint.id, delivery_id=delivery_id)[0]
+
+    def dispatch(self, *, limit: int = 20) -> DispatchReport:
+        """Operators: send the due deliveries of every account (what the Dagster sensor does)."""
+        if not 1 <= limit <= 1000:
+            raise InvalidInput("limit", f"{limit} is out of range: send 1 to 1000 deliveries per call")
+        return dispatch(self.store, self.sender, self.clock, limit=limit)
