@@ -105,13 +105,14 @@ def reconcile(
     if lateness_ms is not None:
         lookback_ms = lookback_for(export, lateness_ms)
     now = runner.clock()
-    since = now - lookback_ms
     wanted = set(datasets) if datasets is not None else set(EVENT_DATASETS)
     results: list[Reconciled] = []
     for state in export.datasets:
         if state.dataset not in wanted or state.dataset not in EVENT_DATASETS or failing_ahead(state):
             continue
-        kept = now - max(PRUNE_AFTER_MS, lookback_ms)  # the ledger holds ids of windows ending after this
+        since = since_for(export, state, now, lookback_ms, lateness_ms)
+        # The ledger holds ids of windows ending after this (and of every window a pass still owes).
+        kept = min(now - max(PRUNE_AFTER_MS, lookback_ms), since)
         runner.store.prune_part_ids(export_id, state.dataset, before_ms=kept)
         recent = runner.store.committed_since(export_id, state.dataset, since_ms=since, until_ms=state.position_ms)
         if thin:
@@ -135,7 +136,26 @@ def reconcile(
                 else None
             )
             results.append(Reconciled(state.dataset, window, len(late), report))
+        if lateness_ms is not None:
+            runner.store.mark_reconciled(export_id, state.dataset, now)
     return results
+
+
+def since_for(export: ExportRecord, state: DatasetState, now_ms: int, lookback_ms: int, lateness_ms: int | None) -> int:
+    """Where a pass at ``now_ms`` starts checking committed windows (those ending after it).
+
+    The lookback counts from the dataset's last complete scheduled pass (``reconciled_at``), not
+    only from now: a row that became visible at V after that pass carries ``recorded_at`` >=
+    V - lateness > reconciled_at - lateness, and every window that pass left unchecked (thinned:
+    `rechecked_now` always checks windows older than lateness + lag) ends after
+    reconciled_at - lateness - lag. So however long the passes stopped (the export paused, the
+    dataset failing at its position, a pass failing, a shorter frequency), the first complete
+    pass after sees every such window. Manual passes (no ``lateness_ms``) keep their own lookback.
+    """
+    since = now_ms - lookback_ms
+    if lateness_ms is None or state.reconciled_at is None:
+        return since
+    return min(since, state.reconciled_at - lateness_ms - export.lag_ms)
 
 
 def rechecked_now(export: ExportRecord, window: Window, now_ms: int, lookback_ms: int) -> bool:

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.ledger import LedgerStore
 from seqexport_dagster.store.records import COMMITTED, PART_INTENT, PartRecord, part_record_of
-from seqexport_dagster.store.tables import parts, windows
+from seqexport_dagster.store.tables import export_datasets, parts, windows
 from seqexport_dagster.store.window_days import read_window_days
 from seqexport_dagster.window import DAY_MS, Window
 
@@ -62,6 +62,21 @@ class LatePartsStore(LedgerStore):
                 .distinct()
             ).all()
         return sorted(Window(r.from_ms, r.to_ms) for r in rows)
+
+    @translate_errors
+    def mark_reconciled(self, export_id: str, dataset: str, at_ms: int) -> None:
+        """A scheduled reconciliation pass that started at ``at_ms`` checked every window of the
+        dataset it had to: the next pass reaches back from there (`reconcile.since_for`)."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                export_datasets.update()
+                .where(
+                    export_datasets.c.export_id == export_id,
+                    export_datasets.c.dataset == dataset,
+                    export_datasets.c.removed_at.is_(None),
+                )
+                .values(reconciled_at=at_ms)
+            )
 
     @translate_errors
     def parts_everywhere(

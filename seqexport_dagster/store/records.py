@@ -78,6 +78,8 @@ class DatasetState:
     last_error: str | None = None
     last_error_at: int | None = None
     last_error_window: Window | None = None
+    #: Start of the last complete scheduled reconciliation of this (event) dataset; None: never.
+    reconciled_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +223,7 @@ def dataset_state_of(d: Any) -> DatasetState:
         last_error=d.last_error,
         last_error_at=d.last_error_at,
         last_error_window=window,
+        reconciled_at=d.reconciled_at,
     )
 
 

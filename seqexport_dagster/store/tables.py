@@ -69,6 +69,9 @@ export_datasets = sa.Table(
     sa.Column("last_error_at", sa.BigInteger),
     sa.Column("last_error_from_ms", sa.BigInteger),
     sa.Column("last_error_to_ms", sa.BigInteger),
+    # Events (migration 0012_simfix): start of the last scheduled reconciliation pass that checked
+    # every window of the dataset; the next pass reaches back from there (`reconcile`).
+    sa.Column("reconciled_at", sa.BigInteger),
     sa.Index("ix_export_datasets_export", "export_id", "dataset"),
 )
 
