@@ -160,11 +160,17 @@ class Attempt:
         except AccessDenied as exc:
             if not (outcome_unknown or exc.outcome_unknown):
                 raise
-            try:
-                self.destination.put(connection_test_key(self.config.prefix, f"probe-{secrets.token_hex(8)}"), _PROBE)
-            except AccessDenied:
+            if not self._may_create():
                 raise exc from None  # the key may not create anything: truly denied
             return PutOutcome.EXISTED
+
+    def _may_create(self) -> bool:
+        """Whether the key may still create objects: a fresh probe write under ``_sequenzy/``."""
+        try:
+            self.destination.put(connection_test_key(self.config.prefix, f"probe-{secrets.token_hex(8)}"), _PROBE)
+        except AccessDenied:
+            return False
+        return True
 
     def write_manifest(self, key: str, body: bytes, replace: bool) -> PutOutcome:
         """A window's manifest (`manifest.write_manifest`): written like a part of unknown outcome."""
@@ -387,7 +393,12 @@ class Attempt:
             # Refused (a create-only key): the old object is still there, so is its record. Left as
             # the new intent, a later attempt would re-send it, take the 412 for "landed" and count
             # rows the object does not hold as delivered (sim seed 5000).
-            if not _outcome_unknown(exc):
+            # A 403 to a re-send (outcome unknown) from a key that may still create is a store that
+            # may not overwrite: the old object stands, as on the first refusal (sim seed 5000 on
+            # a create-only store without preconditions, after a 503).
+            if not _outcome_unknown(exc) or (
+                previous is not None and isinstance(exc, AccessDenied) and self._may_create()
+            ):
                 self._restore(window_id, part.number, previous)
             raise
         self.store.mark_part_landed(window_id, part.number, self.clock())

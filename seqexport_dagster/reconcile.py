@@ -44,7 +44,7 @@ from seqexport_dagster.batch import RETRY_DELAYS_S
 from seqexport_dagster.errors import ExportError, RunInterrupted
 from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.schema import EVENT_DATASETS
-from seqexport_dagster.store import ACTIVE, DatasetState, ExportRecord
+from seqexport_dagster.store import ACTIVE, LATE_PART, DatasetState, ExportRecord, PartRecord
 from seqexport_dagster.window import DAY_MS, Window, frequency_ms
 
 DEFAULT_LOOKBACK_MS = DAY_MS
@@ -129,9 +129,10 @@ def reconcile(
             here = found.get(export.location, [])
             elsewhere = [p for place, ps in found.items() if place != export.location for p in ps]
             late = runner.late_ids(export, state.dataset, window, [*here, *elsewhere])
-            pending = any(not p.landed for p in here) or window in owed
+            settle = unsettled(runner, export_id, state.dataset, window, export.location, here)
+            pending = any(not p.landed for p in here) or window in owed or settle
             report = (
-                _write(runner, export_id, state.dataset, window, run_id, retry_delays_s, sleep)
+                _write(runner, export_id, state.dataset, window, run_id, retry_delays_s, sleep, settle)
                 if late or pending
                 else None
             )
@@ -179,6 +180,21 @@ def rechecked_now(export: ExportRecord, window: Window, now_ms: int, lookback_ms
     return (now_ms // f - window.to_ms // f) % period == 0
 
 
+def unsettled(
+    runner: Runner, export_id: str, dataset: str, window: Window, location: str, here: list[PartRecord]
+) -> bool:
+    """Late parts landed here under an attempt that never committed (its worker died after the PUT).
+
+    Their rows count as delivered, so nothing else would come back to the window: without a commit
+    the ledger's rows for this place stay short of the bucket's, and the window's newest manifest
+    may not list them. One more attempt commits what is there (sim seed 5000)."""
+    attempts = [p.attempt for p in here if p.landed and p.kind == LATE_PART and p.attempt is not None]
+    if not attempts:
+        return False
+    last = runner.store.last_commit_id(export_id, dataset, window, location)
+    return last is None or max(attempts) > last
+
+
 def failing_ahead(state: DatasetState) -> bool:
     """The dataset is failing at its position (its due window), not on a window behind it: leave it
     to the due window's retry, so a success here does not hide that error."""
@@ -196,13 +212,16 @@ def _write(
     run_id: str | None,
     delays: Sequence[float],
     sleep: Callable[[float], None] | None,
+    settle: bool = False,
 ) -> WindowReport:
     """`Runner.write_window` with in-run retries of transient errors (each re-sends what is owed)."""
     for delay in delays:
         try:
-            return runner.counting(False).write_window(export_id, dataset, window, run_id=run_id, late_only=True)
+            return runner.counting(False).write_window(
+                export_id, dataset, window, run_id=run_id, late_only=True, settle=settle
+            )
         except ExportError as exc:
             if not exc.retryable or isinstance(exc, RunInterrupted):
                 raise
         (sleep or time.sleep)(delay)
-    return runner.counting(True).write_window(export_id, dataset, window, run_id=run_id, late_only=True)
+    return runner.counting(True).write_window(export_id, dataset, window, run_id=run_id, late_only=True, settle=settle)

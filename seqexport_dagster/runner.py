@@ -256,12 +256,15 @@ class Runner:
         run_id: str | None = None,
         replace: bool = False,
         late_only: bool = False,
+        settle: bool = False,
     ) -> WindowReport:
         """Write one window at the current location (`Attempt.deliver`) and commit it there.
 
         ``late_only`` (reconciliation): the window is committed somewhere; deliver what no landed
         part carries at any location, here, never a second full copy. A window delivered whole
         before a destination change gets its late rows here, as additional parts of the same name.
+        ``settle`` (reconciliation): late parts landed here under an attempt that never committed
+        (its worker died): this attempt commits them, and writes the manifest that lists them.
         """
 
         def write(attempt: Attempt, window_id: int, restarts: int) -> WindowReport:
@@ -279,7 +282,7 @@ class Runner:
             tally = attempt.deliver(
                 window_id, dataset, window, keys, replace=replace, committed=committed, elsewhere=elsewhere, fmt=fmt
             )
-            if tally.sent_parts or not committed:  # a committed window with nothing new has its manifest
+            if tally.sent_parts or not committed or settle:  # a committed window with nothing new has its manifest
                 write_manifest(
                     self.store,
                     attempt.write_manifest,

@@ -64,6 +64,22 @@ class LatePartsStore(LedgerStore):
         return sorted(Window(r.from_ms, r.to_ms) for r in rows)
 
     @translate_errors
+    def last_commit_id(self, export_id: str, dataset: str, window: Window, location: str) -> int | None:
+        """The id of the window's latest attempt committed at ``location`` (None: never committed there)."""
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                sa.select(sa.func.max(windows.c.id)).where(
+                    windows.c.export_id == export_id,
+                    windows.c.dataset == dataset,
+                    windows.c.from_ms == window.from_ms,
+                    windows.c.to_ms == window.to_ms,
+                    windows.c.location == location,
+                    windows.c.status == COMMITTED,
+                )
+            ).scalar()
+        return None if found is None else int(found)
+
+    @translate_errors
     def mark_reconciled(self, export_id: str, dataset: str, at_ms: int) -> None:
         """A scheduled reconciliation pass that started at ``at_ms`` checked every window of the
         dataset it had to: the next pass reaches back from there (`reconcile.since_for`)."""

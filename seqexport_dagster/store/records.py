@@ -183,6 +183,8 @@ class PartRecord:
     size: int
     md5: str | None
     ids: bytes | None  # `writer.pack_ids` form; None for legacy parts and once pruned
+    #: The window attempt that recorded the part (a later one may have re-sent it).
+    attempt: int | None = None
 
     @property
     def landed(self) -> bool:
@@ -193,7 +195,9 @@ def part_record_of(r: Any) -> PartRecord:
     last: tuple[str, ...] | None = None
     if r.last_id is not None:
         last = (r.last_recorded_at, r.last_id) if r.last_recorded_at is not None else (r.last_id,)
-    return PartRecord(r.part, r.key, r.kind, r.status, last, r.rows, r.bytes, r.md5, r.ids)
+    return PartRecord(
+        r.part, r.key, r.kind, r.status, last, r.rows, r.bytes, r.md5, r.ids, getattr(r, "window_id", None)
+    )
 
 
 @dataclass(slots=True)
