@@ -80,6 +80,34 @@ class LatePartsStore(LedgerStore):
         return None if found is None else int(found)
 
     @translate_errors
+    def mark_replacing(self, window_id: int) -> None:
+        """This attempt overwrites the window's parts (an operator's replace), before its first PUT."""
+        with self.engine.begin() as conn:
+            conn.execute(windows.update().where(windows.c.id == window_id).values(replacing=True))
+
+    @translate_errors
+    def replace_unfinished(self, export_id: str, dataset: str, window: Window, location: str) -> bool:
+        """Whether a replace of the window at ``location`` ended after overwriting and before its
+        commit (no attempt committed there since): its manifest was not written."""
+        here = sa.and_(
+            windows.c.export_id == export_id,
+            windows.c.dataset == dataset,
+            windows.c.from_ms == window.from_ms,
+            windows.c.to_ms == window.to_ms,
+            windows.c.location == location,
+        )
+        with self.engine.connect() as conn:
+            replaced = conn.execute(
+                sa.select(sa.func.max(windows.c.id)).where(here, windows.c.replacing.is_(True))
+            ).scalar()
+            if replaced is None:
+                return False
+            committed = conn.execute(
+                sa.select(sa.func.max(windows.c.id)).where(here, windows.c.status == COMMITTED)
+            ).scalar()
+        return committed is None or int(committed) < int(replaced)
+
+    @translate_errors
     def mark_reconciled(self, export_id: str, dataset: str, at_ms: int) -> None:
         """A scheduled reconciliation pass that started at ``at_ms`` checked every window of the
         dataset it had to: the next pass reaches back from there (`reconcile.since_for`)."""

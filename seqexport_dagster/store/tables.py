@@ -94,6 +94,8 @@ windows = sa.Table(
     sa.Column("started_at", sa.BigInteger, nullable=False),
     sa.Column("finished_at", sa.BigInteger),
     sa.Column("snapshot_taken_at", sa.BigInteger),
+    # An operator's replace overwrote parts in this attempt (migration 0012_simfix; `runner`).
+    sa.Column("replacing", sa.Boolean),
     sa.Index("ix_windows_export_dataset_from", "export_id", "dataset", "from_ms"),
     sa.Index("ix_windows_export_started", "export_id", "started_at"),
 )
