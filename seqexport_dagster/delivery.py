@@ -173,9 +173,21 @@ class Attempt:
             return PutOutcome.CREATED
         return self.create(key, body, outcome_unknown=True)
 
-    def overwrite(self, key: str, body: bytes) -> None:
-        """An operator's replace: the one write that may overwrite."""
-        self.guard()
+    def rewrite_unfinished(self, key: str, body: bytes, replace: bool) -> PutOutcome:
+        """A part or the manifest of a window whose replace ended before its commit (sim seed 1):
+        the object under that name may be the old one, so it is overwritten as the replace would
+        have. A key that may not overwrite had its part overwrites refused (their records put back:
+        the manifest is then the old one's bytes); it is created like a part of unknown outcome."""
+        try:
+            self.overwrite(key, body)
+        except AccessDenied:
+            return self.create(key, body, outcome_unknown=True)
+        return PutOutcome.CREATED
+
+    def overwrite(self, key: str, body: bytes, *, guarded: bool = False) -> None:
+        """An operator's replace: the one write that may overwrite (``guarded``: just checked)."""
+        if not guarded:
+            self.guard()
         try:
             self.destination.put(key, body, create_only=False)
         except AccessDenied as exc:
@@ -199,6 +211,7 @@ class Attempt:
         committed: bool,
         elsewhere: Sequence[PartRecord] = (),
         fmt: FileFormat = DEFAULT_FORMAT,
+        finish_replace: bool = False,
     ) -> Tally:
         """Bring the window's parts at the attempt's location up to the source, write-once.
 
@@ -210,6 +223,8 @@ class Attempt:
         change since). Their rows count as delivered. A window with no part of its own here (it was
         delivered whole before the move) gets only its late rows here, numbered on after every part
         it has anywhere, so its parts at both places together are numbered without a clash.
+        ``finish_replace``: a replace here ended before its commit; its parts of unknown outcome
+        are the replace's new cut and are sent as it would have (`rewrite_unfinished`).
         """
         account = self.export.account_id
         snapshot = dataset == SNAPSHOT_DATASET
@@ -232,7 +247,11 @@ class Attempt:
                 lo, hi = (boundary, p.last) if p.kind == RANGE_PART else (None, None)
                 rows = self._rows(dataset, account, window, lo, hi, wanted=set(unpack_ids(p.ids or b"")))
                 part = _one_part(writer, rows, p.number)
-                outcome = self.create(p.key, part.body, outcome_unknown=True)
+                outcome = (
+                    self.rewrite_unfinished(p.key, part.body, True)
+                    if finish_replace
+                    else self.create(p.key, part.body, outcome_unknown=True)
+                )
                 tally.resent += 1
                 tally.existed += outcome == PutOutcome.EXISTED
                 self.store.mark_part_landed(window_id, p.number, self.clock())
@@ -361,6 +380,7 @@ class Attempt:
         fmt: FileFormat,
     ) -> Tally:
         account = self.export.account_id
+        self.store.mark_replacing(window_id)  # before the first overwrite: see `runner.write_window`
         if dataset == SNAPSHOT_DATASET:
             batches = self.source.snapshot_batches(account)
         else:
@@ -380,9 +400,12 @@ class Attempt:
         return tally
 
     def _overwrite(self, window_id: int, key: str, part: Part, tally: Tally, previous: PartRecord | None) -> None:
+        # The guard's reads come before the new intent: a control-plane error there must not leave
+        # the new record over a part whose old object still stands (main's sim seed 5000).
+        self.guard()
         self._record_intent(window_id, key, part, RANGE_PART)
         try:
-            self.overwrite(key, part.body)
+            self.overwrite(key, part.body, guarded=True)
         except PermanentError as exc:
             # Refused (a create-only key): the old object is still there, so is its record. Left as
             # the new intent, a later attempt would re-send it, take the 412 for "landed" and count

@@ -44,7 +44,7 @@ from seqexport_dagster.batch import RETRY_DELAYS_S
 from seqexport_dagster.errors import ExportError, RunInterrupted
 from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.schema import EVENT_DATASETS
-from seqexport_dagster.store import ACTIVE, DatasetState, ExportRecord
+from seqexport_dagster.store import ACTIVE, LATE_PART, DatasetState, ExportRecord, PartRecord
 from seqexport_dagster.window import DAY_MS, Window, frequency_ms
 
 DEFAULT_LOOKBACK_MS = DAY_MS
@@ -105,13 +105,14 @@ def reconcile(
     if lateness_ms is not None:
         lookback_ms = lookback_for(export, lateness_ms)
     now = runner.clock()
-    since = now - lookback_ms
     wanted = set(datasets) if datasets is not None else set(EVENT_DATASETS)
     results: list[Reconciled] = []
     for state in export.datasets:
         if state.dataset not in wanted or state.dataset not in EVENT_DATASETS or failing_ahead(state):
             continue
-        kept = now - max(PRUNE_AFTER_MS, lookback_ms)  # the ledger holds ids of windows ending after this
+        since = since_for(export, state, now, lookback_ms, lateness_ms)
+        # The ledger holds ids of windows ending after this (and of every window a pass still owes).
+        kept = min(now - max(PRUNE_AFTER_MS, lookback_ms), since)
         runner.store.prune_part_ids(export_id, state.dataset, before_ms=kept)
         recent = runner.store.committed_since(export_id, state.dataset, since_ms=since, until_ms=state.position_ms)
         if thin:
@@ -128,14 +129,34 @@ def reconcile(
             here = found.get(export.location, [])
             elsewhere = [p for place, ps in found.items() if place != export.location for p in ps]
             late = runner.late_ids(export, state.dataset, window, [*here, *elsewhere])
-            pending = any(not p.landed for p in here) or window in owed
+            settle = unsettled(runner, export_id, state.dataset, window, export.location, here)
+            pending = any(not p.landed for p in here) or window in owed or settle
             report = (
-                _write(runner, export_id, state.dataset, window, run_id, retry_delays_s, sleep)
+                _write(runner, export_id, state.dataset, window, run_id, retry_delays_s, sleep, settle)
                 if late or pending
                 else None
             )
             results.append(Reconciled(state.dataset, window, len(late), report))
+        if lateness_ms is not None:
+            runner.store.mark_reconciled(export_id, state.dataset, now)
     return results
+
+
+def since_for(export: ExportRecord, state: DatasetState, now_ms: int, lookback_ms: int, lateness_ms: int | None) -> int:
+    """Where a pass at ``now_ms`` starts checking committed windows (those ending after it).
+
+    The lookback counts from the dataset's last complete scheduled pass (``reconciled_at``), not
+    only from now: a row that became visible at V after that pass carries ``recorded_at`` >=
+    V - lateness > reconciled_at - lateness, and every window that pass left unchecked (thinned:
+    `rechecked_now` always checks windows older than lateness + lag) ends after
+    reconciled_at - lateness - lag. So however long the passes stopped (the export paused, the
+    dataset failing at its position, a pass failing, a shorter frequency), the first complete
+    pass after sees every such window. Manual passes (no ``lateness_ms``) keep their own lookback.
+    """
+    since = now_ms - lookback_ms
+    if lateness_ms is None or state.reconciled_at is None:
+        return since
+    return min(since, state.reconciled_at - lateness_ms - export.lag_ms)
 
 
 def rechecked_now(export: ExportRecord, window: Window, now_ms: int, lookback_ms: int) -> bool:
@@ -159,6 +180,21 @@ def rechecked_now(export: ExportRecord, window: Window, now_ms: int, lookback_ms
     return (now_ms // f - window.to_ms // f) % period == 0
 
 
+def unsettled(
+    runner: Runner, export_id: str, dataset: str, window: Window, location: str, here: list[PartRecord]
+) -> bool:
+    """Late parts landed here under an attempt that never committed (its worker died after the PUT).
+
+    Their rows count as delivered, so nothing else would come back to the window: without a commit
+    the ledger's rows for this place stay short of the bucket's, and the window's newest manifest
+    may not list them. One more attempt commits what is there (sim seed 5000)."""
+    attempts = [p.attempt for p in here if p.landed and p.kind == LATE_PART and p.attempt is not None]
+    if not attempts:
+        return False
+    last = runner.store.last_commit_id(export_id, dataset, window, location)
+    return last is None or max(attempts) > last
+
+
 def failing_ahead(state: DatasetState) -> bool:
     """The dataset is failing at its position (its due window), not on a window behind it: leave it
     to the due window's retry, so a success here does not hide that error."""
@@ -176,13 +212,16 @@ def _write(
     run_id: str | None,
     delays: Sequence[float],
     sleep: Callable[[float], None] | None,
+    settle: bool = False,
 ) -> WindowReport:
     """`Runner.write_window` with in-run retries of transient errors (each re-sends what is owed)."""
     for delay in delays:
         try:
-            return runner.counting(False).write_window(export_id, dataset, window, run_id=run_id, late_only=True)
+            return runner.counting(False).write_window(
+                export_id, dataset, window, run_id=run_id, late_only=True, settle=settle
+            )
         except ExportError as exc:
             if not exc.retryable or isinstance(exc, RunInterrupted):
                 raise
         (sleep or time.sleep)(delay)
-    return runner.counting(True).write_window(export_id, dataset, window, run_id=run_id, late_only=True)
+    return runner.counting(True).write_window(export_id, dataset, window, run_id=run_id, late_only=True, settle=settle)

@@ -256,12 +256,15 @@ class Runner:
         run_id: str | None = None,
         replace: bool = False,
         late_only: bool = False,
+        settle: bool = False,
     ) -> WindowReport:
         """Write one window at the current location (`Attempt.deliver`) and commit it there.
 
         ``late_only`` (reconciliation): the window is committed somewhere; deliver what no landed
         part carries at any location, here, never a second full copy. A window delivered whole
         before a destination change gets its late rows here, as additional parts of the same name.
+        ``settle`` (reconciliation): late parts landed here under an attempt that never committed
+        (its worker died): this attempt commits them, and writes the manifest that lists them.
         """
 
         def write(attempt: Attempt, window_id: int, restarts: int) -> WindowReport:
@@ -276,13 +279,30 @@ class Runner:
             def keys(n: int) -> str:
                 return part_key(attempt.config.prefix, dataset, window, n, fmt)
 
-            tally = attempt.deliver(
-                window_id, dataset, window, keys, replace=replace, committed=committed, elsewhere=elsewhere, fmt=fmt
+            # A replace that overwrote parts here and ended before its commit (sim seed 1): the
+            # parts it left at intent and the manifest under the window's name may be the old objects;
+            # finish them as the replace would have.
+            half_replaced = (
+                committed
+                and not replace
+                and self.store.replace_unfinished(export_id, dataset, window, attempt.location)
             )
-            if tally.sent_parts or not committed:  # a committed window with nothing new has its manifest
+            tally = attempt.deliver(
+                window_id,
+                dataset,
+                window,
+                keys,
+                replace=replace,
+                committed=committed,
+                elsewhere=elsewhere,
+                fmt=fmt,
+                finish_replace=half_replaced,
+            )
+            # A committed window with nothing new has its manifest.
+            if tally.sent_parts or not committed or settle or half_replaced:
                 write_manifest(
                     self.store,
-                    attempt.write_manifest,
+                    attempt.rewrite_unfinished if half_replaced else attempt.write_manifest,
                     export_id=export_id,
                     prefix=attempt.config.prefix,
                     location=attempt.location,

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.ledger import LedgerStore
 from seqexport_dagster.store.records import COMMITTED, PART_INTENT, PartRecord, part_record_of
-from seqexport_dagster.store.tables import parts, windows
+from seqexport_dagster.store.tables import export_datasets, parts, windows
 from seqexport_dagster.store.window_days import read_window_days
 from seqexport_dagster.window import DAY_MS, Window
 
@@ -62,6 +62,65 @@ class LatePartsStore(LedgerStore):
                 .distinct()
             ).all()
         return sorted(Window(r.from_ms, r.to_ms) for r in rows)
+
+    @translate_errors
+    def last_commit_id(self, export_id: str, dataset: str, window: Window, location: str) -> int | None:
+        """The id of the window's latest attempt committed at ``location`` (None: never committed there)."""
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                sa.select(sa.func.max(windows.c.id)).where(
+                    windows.c.export_id == export_id,
+                    windows.c.dataset == dataset,
+                    windows.c.from_ms == window.from_ms,
+                    windows.c.to_ms == window.to_ms,
+                    windows.c.location == location,
+                    windows.c.status == COMMITTED,
+                )
+            ).scalar()
+        return None if found is None else int(found)
+
+    @translate_errors
+    def mark_replacing(self, window_id: int) -> None:
+        """This attempt overwrites the window's parts (an operator's replace), before its first PUT."""
+        with self.engine.begin() as conn:
+            conn.execute(windows.update().where(windows.c.id == window_id).values(replacing=True))
+
+    @translate_errors
+    def replace_unfinished(self, export_id: str, dataset: str, window: Window, location: str) -> bool:
+        """Whether a replace of the window at ``location`` ended after overwriting and before its
+        commit (no attempt committed there since): its manifest was not written."""
+        here = sa.and_(
+            windows.c.export_id == export_id,
+            windows.c.dataset == dataset,
+            windows.c.from_ms == window.from_ms,
+            windows.c.to_ms == window.to_ms,
+            windows.c.location == location,
+        )
+        with self.engine.connect() as conn:
+            replaced = conn.execute(
+                sa.select(sa.func.max(windows.c.id)).where(here, windows.c.replacing.is_(True))
+            ).scalar()
+            if replaced is None:
+                return False
+            committed = conn.execute(
+                sa.select(sa.func.max(windows.c.id)).where(here, windows.c.status == COMMITTED)
+            ).scalar()
+        return committed is None or int(committed) < int(replaced)
+
+    @translate_errors
+    def mark_reconciled(self, export_id: str, dataset: str, at_ms: int) -> None:
+        """A scheduled reconciliation pass that started at ``at_ms`` checked every window of the
+        dataset it had to: the next pass reaches back from there (`reconcile.since_for`)."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                export_datasets.update()
+                .where(
+                    export_datasets.c.export_id == export_id,
+                    export_datasets.c.dataset == dataset,
+                    export_datasets.c.removed_at.is_(None),
+                )
+                .values(reconciled_at=at_ms)
+            )
 
     @translate_errors
     def parts_everywhere(

@@ -78,6 +78,8 @@ class DatasetState:
     last_error: str | None = None
     last_error_at: int | None = None
     last_error_window: Window | None = None
+    #: Start of the last complete scheduled reconciliation of this (event) dataset; None: never.
+    reconciled_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +183,8 @@ class PartRecord:
     size: int
     md5: str | None
     ids: bytes | None  # `writer.pack_ids` form; None for legacy parts and once pruned
+    #: The window attempt that recorded the part (a later one may have re-sent it).
+    attempt: int | None = None
 
     @property
     def landed(self) -> bool:
@@ -191,7 +195,9 @@ def part_record_of(r: Any) -> PartRecord:
     last: tuple[str, ...] | None = None
     if r.last_id is not None:
         last = (r.last_recorded_at, r.last_id) if r.last_recorded_at is not None else (r.last_id,)
-    return PartRecord(r.part, r.key, r.kind, r.status, last, r.rows, r.bytes, r.md5, r.ids)
+    return PartRecord(
+        r.part, r.key, r.kind, r.status, last, r.rows, r.bytes, r.md5, r.ids, getattr(r, "window_id", None)
+    )
 
 
 @dataclass(slots=True)
@@ -221,6 +227,7 @@ def dataset_state_of(d: Any) -> DatasetState:
         last_error=d.last_error,
         last_error_at=d.last_error_at,
         last_error_window=window,
+        reconciled_at=d.reconciled_at,
     )
 
 

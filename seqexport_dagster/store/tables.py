@@ -69,6 +69,9 @@ export_datasets = sa.Table(
     sa.Column("last_error_at", sa.BigInteger),
     sa.Column("last_error_from_ms", sa.BigInteger),
     sa.Column("last_error_to_ms", sa.BigInteger),
+    # Events (migration 0012_simfix): start of the last scheduled reconciliation pass that checked
+    # every window of the dataset; the next pass reaches back from there (`reconcile`).
+    sa.Column("reconciled_at", sa.BigInteger),
     sa.Index("ix_export_datasets_export", "export_id", "dataset"),
 )
 
@@ -91,6 +94,8 @@ windows = sa.Table(
     sa.Column("started_at", sa.BigInteger, nullable=False),
     sa.Column("finished_at", sa.BigInteger),
     sa.Column("snapshot_taken_at", sa.BigInteger),
+    # An operator's replace overwrote parts in this attempt (migration 0012_simfix; `runner`).
+    sa.Column("replacing", sa.Boolean),
     sa.Index("ix_windows_export_dataset_from", "export_id", "dataset", "from_ms"),
     sa.Index("ix_windows_export_started", "export_id", "started_at"),
 )

@@ -40,9 +40,12 @@ DB_CALLS: Final = (
     "fail_window",
     "committed_at",
     "destination_config",
+    "mark_reconciled",
 )
 #: Of those, the writes whose answer may be lost after they committed.
-DB_WRITES: Final = frozenset({"start_window", "record_part_intent", "mark_part_landed", "commit_window", "fail_window"})
+DB_WRITES: Final = frozenset(
+    {"start_window", "record_part_intent", "mark_part_landed", "commit_window", "fail_window", "mark_reconciled"}
+)
 
 
 @dataclass

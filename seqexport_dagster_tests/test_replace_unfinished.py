@@ -1,0 +1,99 @@
+"""A replace that overwrote some parts and ended before its commit is finished by the next attempt
+as the replace would have (simulator seed 1: a manifest ``through-NNNN`` re-sent create-only with
+the new parts' body over the old one, on a store without preconditions).
+
+The window has two parts (its range part and a late part). The replace re-cuts it: part 0000 holds
+every row now and 0001 becomes an empty part; 0000 is overwritten, then every send of 0001 fails.
+The next attempt (a backfill without replace) re-sends 0001: create-only, an ordinary store's 412
+would keep the *old* 0001 (its rows then twice in the bucket, and the ledger short of them) and
+the manifest would keep describing the old parts. Finished as the replace, the bucket holds each
+row once and the newest manifest lists the parts as they are. Through the real runner, ledger and
+reconciliation into moto behind the fault proxy, read back as a loader and as ``verify`` does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import hashlib
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
+from seqexport_dagster.errors import ExportError
+from seqexport_dagster.reconcile import reconcile
+from seqexport_dagster.window import HOUR_MS, MINUTE_MS
+from seqexport_dagster_tests.support.bucket_audit import read_objects, source_ids
+from seqexport_dagster_tests.support.faults import proxy as fp
+from seqexport_dagster_tests.support.faults.scene import s3_export, s3_runner
+from seqexport_dagster_tests.support.world import DAY0, World
+from seqexport_dagster_tests.test_reconcile_horizon import late_rows
+
+DAY = dt.date(2026, 9, 30)
+
+
+@pytest.fixture
+def proxy(moto: Any) -> Iterator[fp.FaultProxy]:
+    server = fp.FaultProxy(moto.port, write_once=False)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(autouse=True)
+def no_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time, "sleep", lambda _s: None)
+
+
+def test_a_replace_that_ended_before_its_commit_is_finished_as_a_replace(
+    world: World, moto: Any, proxy: fp.FaultProxy
+) -> None:
+    generate_account(world.source_engine, "acme", DAY0 - HOUR_MS, DAY0 + 4 * HOUR_MS, scale=Scale(30, 20, 0, 0))
+    s3 = moto.admin_client()
+    export = s3_export(world, s3, proxy, datasets=("email_events",), frequency="1h")
+    runner = s3_runner(world, part_limit=500)
+    world.clock.now_ms = DAY0 + 3 * HOUR_MS + 3 * MINUTE_MS
+    runner.run_day(export.id, "email_events", DAY)
+    (first,) = world.store.ledger(export.id)  # the backlog, as one window
+    w = first.window
+    insert_rows(world.source_engine, "email_events", late_rows(w, 3, "late"))
+    world.clock.now_ms += HOUR_MS
+    reconcile(runner, export.id)
+    old = world.store.window_parts(export.id, "email_events", w, export.location)
+    assert [p.rows for p in old] == [first.rows, 3]
+
+    # The replace: 0000 is overwritten with every row, then every send of 0001 fails.
+    fault = proxy.add(fp.internal_error(match=old[1].key.rsplit("/", 1)[-1], times=None))
+    world.clock.now_ms += HOUR_MS
+    with pytest.raises(ExportError):
+        runner.run_day(export.id, "email_events", DAY, rewrite=True, replace=True)
+    assert world.store.replace_unfinished(export.id, "email_events", w, export.location)
+
+    proxy.remove(fault)
+    world.clock.now_ms += HOUR_MS
+    runner.run_day(export.id, "email_events", DAY, rewrite=True)
+    assert not world.store.replace_unfinished(export.id, "email_events", w, export.location)
+
+    objects = read_objects(s3, export.bucket, export.prefix)
+    found: Counter[str] = Counter()
+    for key, body in objects.items():
+        if key.startswith("email_events/") and key.endswith(".jsonl.gz"):
+            found.update(json.loads(line)["id"] for line in gzip.decompress(body).splitlines())
+    position = world.store.get_export(export.id).dataset_state("email_events")
+    assert position is not None
+    assert set(found) == source_ids(world.source_engine, "email_events", "acme", (DAY0, position.position_ms))
+    assert max(found.values()) == 1, "every row once"
+    parts = world.store.window_parts(export.id, "email_events", w, export.location)
+    assert [p.rows for p in parts] == [first.rows + 3, 0]
+    (newest,) = [k for k in objects if k.startswith("_sequenzy/manifests/") and k.endswith("through-0001.json")]
+    manifest = json.loads(objects[newest])
+    in_bucket = {k: hashlib.md5(b, usedforsecurity=False).hexdigest() for k, b in objects.items()}
+    assert [(p["rows"], p["md5"]) for p in manifest["parts"]] == [
+        (p.rows, in_bucket[p.key.removeprefix(f"{export.prefix}/")]) for p in parts
+    ], "the newest manifest describes the parts in the bucket"
