@@ -12,7 +12,7 @@ if it ends before its commit, the next attempt at that place writes the window's
 replace would have, since the manifest already there under that name describes the old parts.
 
 Revision ID: 0012_simfix
-Revises: 0010_peers (the integrator chains it after 0011_webhooks)
+Revises: 0011_webhooks
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0012_simfix"
-down_revision = "0010_peers"
+down_revision = "0011_webhooks"
 
 
 def upgrade() -> None:
