@@ -37,6 +37,7 @@ from seqexport_dagster import planner
 from seqexport_dagster.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, BatchReport, run_verdict
 from seqexport_dagster.defs.health import DATASET_CHECK, check_evaluation, day_metadata
 from seqexport_dagster.defs.resources import ExporterResource
+from seqexport_dagster.defs.run_failure import shown_without_stack
 from seqexport_dagster.errors import ExportFailed, sanitize_error
 from seqexport_dagster.reconcile import Reconciled, reconcile
 from seqexport_dagster.run_summary import DatasetSummary, failures, summarize
@@ -217,15 +218,18 @@ def log_outcomes(
 
 def fail_run(context: dg.AssetExecutionContext, report: BatchReport, accounts: Mapping[str, str]) -> NoReturn:
     """Every export of the run failed: the run fails, leading with the customer message and the
-    next retry, with no stack trace (`errors.ExportFailed`; a bug of ours keeps its stack)."""
+    next retry, with no stack trace on the step nor on the run (`defs.run_failure`; a bug of ours
+    keeps its stack)."""
     found = failures(report, accounts)
     first = found[0]
     others = f"\n{len(found) - 1} more failed dataset(s): see the observations above" if len(found) > 1 else ""
     tags = {**NO_RUN_RETRY, ERROR_TAG: sanitize_error(first.message, 200), RETRY_TAG: first.retry}
     context.instance.add_run_tags(context.run.run_id, tags)
-    raise ExportFailed(
-        f"{first.message}\nExport {first.export_id} (account {first.account_id}), {first.dataset}: "
-        f"{first.retry}.{others}"
+    raise shown_without_stack(
+        ExportFailed(
+            f"{first.message}\nExport {first.export_id} (account {first.account_id}), {first.dataset}: "
+            f"{first.retry}.{others}"
+        )
     )
 
 
