@@ -102,11 +102,15 @@ def test_snapshot_waits_for_day_end_plus_lag_and_the_sensor_completes_the_day(h)
     assert {k.path[-1] for k in request.asset_selection} == {*EVENTS, "subscribers"}
     assert outcome.results[0].success
     assert (h.world.root / "bucket" / "subscribers" / "date=2026-09-30" / "_SUCCESS").exists()
-    # The next tick sees every export's day finished and turns the day green, with totals.
-    h.tick()
+    # The next tick sees every export's day finished and turns the day green, with totals, in a
+    # small run of its own that targets the day (`defs.day_cells`), all datasets of the day in one.
+    cells = h.tick()
+    (cell_run,) = cells.cell_results
+    assert cell_run.success and cell_run.dagster_run.tags["dagster/partition"] == "2026-09-30"
+    assert cell_run.dagster_run.tags["seqexport/trigger"] == "cells"
     (mat,) = h.materializations("email_events")
     assert mat.asset_materialization.partition == "2026-09-30"
-    assert mat.run_id == "", "a runless materialization, reported by the sensor"
+    assert mat.run_id == cell_run.run_id
     meta = mat.asset_materialization.metadata
     assert meta["exports_complete"].value == 1 and meta["windows"].value == 2  # catch-up, then 18:00-24:00
     assert meta["rows"].value == h.world.source.count_window("email_events", "acme", Window(DAY0, DAY0 + DAY_MS))
