@@ -29,7 +29,6 @@ datasets it writes). Its body is wiring over one core call, `BatchRunner.run`:
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, NoReturn
 
@@ -41,9 +40,10 @@ from seqexport_dagster.defs.day_cells import CELLS, cell_events
 from seqexport_dagster.defs.health import DATASET_CHECK, check_evaluation
 from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.defs.run_failure import shown_without_stack
+from seqexport_dagster.defs.run_tags import named_tags
 from seqexport_dagster.errors import ExportFailed, sanitize_error
 from seqexport_dagster.reconcile import Reconciled, reconcile
-from seqexport_dagster.run_summary import DatasetSummary, failures, summarize
+from seqexport_dagster.run_summary import LISTED, DatasetSummary, failures, summarize
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.store import ACTIVE, ControlPlane, run_log
@@ -68,12 +68,6 @@ RETRY_TAG: Final = "seqexport/retry"
 #: Dagster's run-retry tags, set on a run we fail on purpose: the scheduler retries it (backoff), so
 #: run_retries must not, and must not log that it does not ("Not retrying since ...").
 NO_RUN_RETRY: Final = {"dagster/max_retries": "0", "dagster/retry_on_asset_or_op_failure": "true"}
-_TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-def tag_safe(value: str) -> str:
-    """An id as a tag key segment (Dagster allows letters, digits, ``_.-`` and 63 characters)."""
-    return _TAG_UNSAFE.sub("_", value)[:63]
 
 
 def run_trigger(tags: Mapping[str, str], export_now: Iterable[str] = ()) -> Callable[[str], str]:
@@ -97,14 +91,21 @@ class DeliveryConfig(dg.Config):
     deadline_seconds: float = Field(default=DEFAULT_DEADLINE_S, gt=0, description="Per export, per run")
 
 
-def summary_observation(partition: str, summary: DatasetSummary) -> dg.AssetObservation:
-    """The run's one event per dataset: what it delivered, and its failures by name."""
+def summary_observation(
+    partition: str, summary: DatasetSummary, accounts: Mapping[str, str] | None = None
+) -> dg.AssetObservation:
+    """The run's one event per dataset: what it delivered, its accounts, and its failures by name
+    (each with its account; the failing accounts are listed too, at most `run_summary.LISTED`)."""
+    failing = sorted({f.account_id for f in summary.failures})
+    carried = {(accounts or {}).get(e, "-") for e in summary.exports}
     return dg.AssetObservation(
         asset_key=summary.dataset,
         partition=partition,
         metadata={
             "exports": len(summary.exports),
             "exports_failed": summary.failed_exports,
+            "accounts": len(carried),
+            "failing_accounts": ", ".join(failing[:LISTED]) or "-",
             "windows": summary.windows,
             "rows": summary.rows,
             "files": summary.files,
@@ -159,6 +160,9 @@ def deliver(
         run = context.instance.get_run_by_id(run_id)
         return run is not None and run.is_finished
 
+    if not scheduled:
+        # A run launched by hand or by a backfill names its exports and accounts as the scheduler's do.
+        context.instance.add_run_tags(context.run.run_id, named_tags((e, accounts.get(e, "-")) for e in export_ids))
     batch = exporter.batch(
         holder=context.run.run_id,
         workers=config.workers,
@@ -183,7 +187,7 @@ def deliver(
     summaries = summarize(report, datasets, accounts, reconciled)
     log_outcomes(context, report, summaries)
     for summary in summaries.values():
-        yield summary_observation(context.partition_key, summary)
+        yield summary_observation(context.partition_key, summary, accounts)
     yield from recorded_cells(store, datasets, day, scheduled, reconciled)
     yield from health_results(context, store)
     verdict = run_verdict(report)

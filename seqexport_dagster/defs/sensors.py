@@ -38,7 +38,6 @@ from seqexport_dagster.defs.assets import (
     OP_NAME,
     SCHEDULED,
     TRIGGER_TAG,
-    tag_safe,
 )
 from seqexport_dagster.defs.day_cells import CELLS, cell_requests, completed_days
 from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK, STATUS_JOB, status_job
@@ -50,24 +49,19 @@ from seqexport_dagster.defs.health import (
 )
 from seqexport_dagster.defs.partitions import EXPORTS
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
+from seqexport_dagster.defs.run_tags import (
+    EXPORT_TAG_PREFIX,
+    TAG_VALUE,
+    account_tag,
+    export_tag,
+    named_tags,
+)
 from seqexport_dagster.idle import idle_reason
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store import ACTIVE, DELETED, ExportRecord
 from seqexport_dagster.store.fleet import changed_since, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
 
-#: Run tags (issue 23: bounded whatever the number of exports in the run). A run of at most
-#: `NAMED_IN_TAGS` exports names each (``export/<id>``); of at most `NAMED_IN_TAGS` accounts, each
-#: (``account/<id>``). Every run carries ``shard/<n>`` for each export shard in it (`planner.shard_of`;
-#: at most `planner.SHARDS`, usually one or two), which ``export_status`` shows per export, so the
-#: Runs page filters any export's runs by its shard whatever the size of the batch.
-EXPORT_TAG_PREFIX: Final = "export/"
-ACCOUNT_TAG_PREFIX: Final = "account/"
-SHARD_TAG_PREFIX: Final = "shard/"
-EXPORTS_COUNT_TAG: Final = "seqexport/exports"
-ACCOUNTS_COUNT_TAG: Final = "seqexport/accounts"
-TAG_VALUE: Final = "yes"
-NAMED_IN_TAGS: Final = 5
 #: On a status run: the health it records ("failing": the run fails, red; "ok": green).
 HEALTH_TAG: Final = "seqexport/health"
 IN_FLIGHT: Final = [
@@ -86,18 +80,6 @@ MAX_STATUS_PER_TICK: Final = 100
 OK_KEY: Final = f"{ACTIVE}:0"
 #: Between the cursor's words and its state.
 WHY_SEPARATOR: Final = " | "
-
-
-def export_tag(export_id: str) -> str:
-    return EXPORT_TAG_PREFIX + tag_safe(export_id)
-
-
-def account_tag(account_id: str) -> str:
-    return ACCOUNT_TAG_PREFIX + tag_safe(account_id)
-
-
-def shard_tag(export_id: str) -> str:
-    return f"{SHARD_TAG_PREFIX}{planner.shard_of(export_id)}"
 
 
 def run_exports(run: dg.DagsterRun) -> list[str]:
@@ -119,16 +101,10 @@ def busy_exports(instance: dg.DagsterInstance) -> set[str]:
 
 def run_tags(items: tuple[planner.WorkItem, ...]) -> dict[str, str]:
     """At most 2 × `NAMED_IN_TAGS` + `planner.SHARDS` + 4 tags, whatever the number of exports."""
-    accounts = sorted({i.account_id for i in items})
-    tags = {TRIGGER_TAG: SCHEDULED, EXPORTS_COUNT_TAG: str(len(items)), ACCOUNTS_COUNT_TAG: str(len(accounts))}
+    tags = {TRIGGER_TAG: SCHEDULED, **named_tags([(i.export_id, i.account_id) for i in items])}
     now = sum(1 for i in items if i.export_now)
     if now:
         tags[EXPORT_NOW_TAG] = str(now)
-    if len(items) <= NAMED_IN_TAGS:
-        tags |= {export_tag(i.export_id): TAG_VALUE for i in items}
-    if len(accounts) <= NAMED_IN_TAGS:
-        tags |= {account_tag(a): TAG_VALUE for a in accounts}
-    tags |= {shard_tag(i.export_id): TAG_VALUE for i in items}
     return tags
 
 
