@@ -251,12 +251,11 @@ class ExportFailed(Exception):
     """A run's exports failed for the reason in the message (customer-readable), which is an outcome
     the scheduler retries after its backoff, not a bug: it is shown without a traceback.
 
-    Dagster 1.13 shows a user-code error as its wrapper's message, then this exception's own
-    message and its stack, which `traceback.TracebackException` reads through ``__traceback__``;
-    this class answers None there, so the run page shows ``ExportFailed: <message>`` and no stack
-    (Python itself keeps and uses the real traceback; only code that asks for it sees none). A
-    `dg.Failure` would not do: Dagster formats it from ``sys.exc_info()``, with the stack of
-    Dagster's own frames. Our bugs are ordinary exceptions and keep their stack trace.
+    The Dagster wiring raises it as an already-serialized error with no stack (`defs.run_failure`), so
+    the run page shows ``ExportFailed: <message>`` on the step's row and on the run's. Anywhere else
+    (a traceback printed by Python code that asks for it) this class answers None for
+    ``__traceback__`` too: Python itself keeps and uses the real one. Our bugs are ordinary exceptions
+    and keep their stack trace.
 
     ``__module__`` is "builtins" so the first line reads ``ExportFailed: <message>``, not a class path.
     """

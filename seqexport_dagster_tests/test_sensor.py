@@ -109,11 +109,15 @@ def test_snapshot_waits_for_day_end_plus_lag_and_the_sensor_completes_the_day(h)
     assert {k.path[-1] for k in request.asset_selection} == {*EVENTS, "subscribers"}
     assert outcome.results[0].success
     assert (h.world.root / "bucket" / "subscribers" / "date=2026-09-30" / "_SUCCESS").exists()
-    # The next tick sees every export's day finished and turns the day green, with totals.
-    h.tick()
+    # The next tick sees every export's day finished and turns the day green, with totals, in a
+    # small run of its own that targets the day (`defs.day_cells`), all datasets of the day in one.
+    cells = h.tick()
+    (cell_run,) = cells.cell_results
+    assert cell_run.success and cell_run.dagster_run.tags["dagster/partition"] == "2026-09-30"
+    assert cell_run.dagster_run.tags["seqexport/trigger"] == "cells"
     (mat,) = h.materializations("email_events")
     assert mat.asset_materialization.partition == "2026-09-30"
-    assert mat.run_id == "", "a runless materialization, reported by the sensor"
+    assert mat.run_id == cell_run.run_id
     meta = mat.asset_materialization.metadata
     assert meta["exports_complete"].value == 1 and meta["windows"].value == 2  # catch-up, then 18:00-24:00
     assert meta["rows"].value == h.world.source.count_window("email_events", "acme", Window(DAY0, DAY0 + DAY_MS))
@@ -139,9 +143,9 @@ def test_backoff_of_a_15_minute_export_then_export_now_skips_the_wait(h):
         # status and the history agree), leading with the customer's message, without a stack.
         assert not result.success
         (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-        cause = failure.step_failure_data.error.cause
-        assert cause.message.startswith("ExportFailed: cannot write") and cause.stack == []
-        assert "(account acme)" in cause.message
+        error = failure.step_failure_data.error
+        assert error.message.startswith("ExportFailed: cannot write") and error.stack == [] and error.cause is None
+        assert "(account acme)" in error.message
         state = h.world.store.get_export(export.id).dataset_state("email_events")
         assert state.last_error and "cannot write" in state.last_error
         waits.append((state.next_retry_at - h.world.clock()) // MINUTE_MS)
@@ -329,9 +333,12 @@ def test_the_check_and_the_status_asset_name_the_failing_export_and_its_error(h)
     assert status_run.dagster_run.tags["dagster/partition"] == bad.id
     assert status_run.dagster_run.tags["account/globex"] == "yes"
     (failure,) = [e for e in status_run.all_events if e.event_type_value == "STEP_FAILURE"]
-    cause = failure.step_failure_data.error.cause
+    cause = failure.step_failure_data.error
     assert (
-        cause.stack == [] and "cannot write" in cause.message and f"Export {bad.id} (account globex)" in cause.message
+        cause.stack == []
+        and cause.cause is None
+        and "cannot write" in cause.message
+        and f"Export {bad.id} (account globex)" in cause.message
     )
     checks = {e.asset_key.path[-1]: e for e in events if isinstance(e, dg.AssetCheckEvaluation)}
     assert checks["export_status"].check_name == "no_failing_exports"

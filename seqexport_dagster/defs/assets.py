@@ -19,33 +19,36 @@ datasets it writes). Its body is wiring over one core call, `BatchRunner.run`:
   paused or deleted ends canceled, as Dagster's terminate does (`batch.run_verdict`);
 - every (export, dataset) the run takes on is in the run log with its trigger (scheduled, export
   now, backfill, manual: `run_trigger`), day and end state, for `seqexport history`;
-- a day's cell turns green when every active export has finished it: the sensor materializes it
-  for scheduled work; a backfill run materializes the days it re-delivered once they are complete.
+- a day's cell turns green when every active export has finished it, always inside a run that
+  targeted the day, so Dagster's partition status and the cell agree (`defs.day_cells`): the
+  sensor's small "cells" runs for scheduled work; a backfill or manual run for its day whenever the
+  day is complete after it (even if the run then fails); a run that appended late rows, for the
+  days they went to, with the new counters.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, NoReturn
 
 import dagster as dg
 from pydantic import Field
 
-from seqexport_dagster import planner
 from seqexport_dagster.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, BatchReport, run_verdict
-from seqexport_dagster.defs.health import DATASET_CHECK, check_evaluation, day_metadata
+from seqexport_dagster.defs.day_cells import CELLS, cell_events
+from seqexport_dagster.defs.health import DATASET_CHECK, check_evaluation
 from seqexport_dagster.defs.resources import ExporterResource
+from seqexport_dagster.defs.run_failure import shown_without_stack
+from seqexport_dagster.defs.run_tags import named_tags
 from seqexport_dagster.errors import ExportFailed, sanitize_error
 from seqexport_dagster.reconcile import Reconciled, reconcile
-from seqexport_dagster.run_summary import DatasetSummary, failures, summarize
+from seqexport_dagster.run_summary import LISTED, DatasetSummary, failures, summarize
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.store import ACTIVE, ControlPlane, run_log
-from seqexport_dagster.store.fleet import day_totals
 from seqexport_dagster.store.run_log import RunLog
-from seqexport_dagster.window import parse_date_key
+from seqexport_dagster.window import day_of, parse_date_key
 
 #: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) deliver what the day lacks.
 TRIGGER_TAG: Final = "seqexport/trigger"
@@ -65,12 +68,6 @@ RETRY_TAG: Final = "seqexport/retry"
 #: Dagster's run-retry tags, set on a run we fail on purpose: the scheduler retries it (backoff), so
 #: run_retries must not, and must not log that it does not ("Not retrying since ...").
 NO_RUN_RETRY: Final = {"dagster/max_retries": "0", "dagster/retry_on_asset_or_op_failure": "true"}
-_TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-def tag_safe(value: str) -> str:
-    """An id as a tag key segment (Dagster allows letters, digits, ``_.-`` and 63 characters)."""
-    return _TAG_UNSAFE.sub("_", value)[:63]
 
 
 def run_trigger(tags: Mapping[str, str], export_now: Iterable[str] = ()) -> Callable[[str], str]:
@@ -94,14 +91,21 @@ class DeliveryConfig(dg.Config):
     deadline_seconds: float = Field(default=DEFAULT_DEADLINE_S, gt=0, description="Per export, per run")
 
 
-def summary_observation(partition: str, summary: DatasetSummary) -> dg.AssetObservation:
-    """The run's one event per dataset: what it delivered, and its failures by name."""
+def summary_observation(
+    partition: str, summary: DatasetSummary, accounts: Mapping[str, str] | None = None
+) -> dg.AssetObservation:
+    """The run's one event per dataset: what it delivered, its accounts, and its failures by name
+    (each with its account; the failing accounts are listed too, at most `run_summary.LISTED`)."""
+    failing = sorted({f.account_id for f in summary.failures})
+    carried = {(accounts or {}).get(e, "-") for e in summary.exports}
     return dg.AssetObservation(
         asset_key=summary.dataset,
         partition=partition,
         metadata={
             "exports": len(summary.exports),
             "exports_failed": summary.failed_exports,
+            "accounts": len(carried),
+            "failing_accounts": ", ".join(failing[:LISTED]) or "-",
             "windows": summary.windows,
             "rows": summary.rows,
             "files": summary.files,
@@ -119,7 +123,7 @@ def summary_observation(partition: str, summary: DatasetSummary) -> dg.AssetObse
 
 def deliver(
     context: dg.AssetExecutionContext, config: DeliveryConfig, exporter: ExporterResource
-) -> Iterator[dg.MaterializeResult[Any] | dg.AssetCheckResult | dg.AssetObservation]:
+) -> Iterator[dg.AssetMaterialization | dg.AssetCheckResult | dg.AssetObservation]:
     day = parse_date_key(context.partition_key)
     datasets = [key.path[-1] for key in context.selected_asset_keys]
     scheduled = context.run.tags.get(TRIGGER_TAG) == SCHEDULED
@@ -147,12 +151,18 @@ def deliver(
     if not datasets:  # only the checks were selected
         yield from health_results(context, store)
         return
+    if context.run.tags.get(TRIGGER_TAG) == CELLS:  # the sensor's record of completed days
+        yield from cell_events(store.engine, records, [(d, day) for d in datasets])
+        return
 
     def holder_ended(run_id: str) -> bool:
         """A lease held by a run that has ended (its worker died, run monitoring failed it)."""
         run = context.instance.get_run_by_id(run_id)
         return run is not None and run.is_finished
 
+    if not scheduled:
+        # A run launched by hand or by a backfill names its exports and accounts as the scheduler's do.
+        context.instance.add_run_tags(context.run.run_id, named_tags((e, accounts.get(e, "-")) for e in export_ids))
     batch = exporter.batch(
         holder=context.run.run_id,
         workers=config.workers,
@@ -177,9 +187,8 @@ def deliver(
     summaries = summarize(report, datasets, accounts, reconciled)
     log_outcomes(context, report, summaries)
     for summary in summaries.values():
-        yield summary_observation(context.partition_key, summary)
-    if not scheduled:
-        yield from completed_days(store, datasets, day, report)
+        yield summary_observation(context.partition_key, summary, accounts)
+    yield from recorded_cells(store, datasets, day, scheduled, reconciled)
     yield from health_results(context, store)
     verdict = run_verdict(report)
     if verdict == run_log.FAILED:
@@ -217,15 +226,18 @@ def log_outcomes(
 
 def fail_run(context: dg.AssetExecutionContext, report: BatchReport, accounts: Mapping[str, str]) -> NoReturn:
     """Every export of the run failed: the run fails, leading with the customer message and the
-    next retry, with no stack trace (`errors.ExportFailed`; a bug of ours keeps its stack)."""
+    next retry, with no stack trace on the step nor on the run (`defs.run_failure`; a bug of ours
+    keeps its stack)."""
     found = failures(report, accounts)
     first = found[0]
     others = f"\n{len(found) - 1} more failed dataset(s): see the observations above" if len(found) > 1 else ""
     tags = {**NO_RUN_RETRY, ERROR_TAG: sanitize_error(first.message, 200), RETRY_TAG: first.retry}
     context.instance.add_run_tags(context.run.run_id, tags)
-    raise ExportFailed(
-        f"{first.message}\nExport {first.export_id} (account {first.account_id}), {first.dataset}: "
-        f"{first.retry}.{others}"
+    raise shown_without_stack(
+        ExportFailed(
+            f"{first.message}\nExport {first.export_id} (account {first.account_id}), {first.dataset}: "
+            f"{first.retry}.{others}"
+        )
     )
 
 
@@ -240,17 +252,18 @@ def cancel_run(context: dg.AssetExecutionContext, report: BatchReport) -> NoRetu
     raise dg.DagsterExecutionInterruptedError(why)
 
 
-def completed_days(
-    store: Any, datasets: list[str], day: dt.date, report: BatchReport
-) -> Iterator[dg.MaterializeResult[Any]]:
-    """After a re-delivery: the day's cell, for each dataset every active export has finished."""
-    exports = store.list_exports()
-    for dataset in datasets:
-        through = planner.dataset_complete_through(exports, dataset)
-        failed = any(ds == dataset for o in report.outcomes.values() for ds, _ in o.errors)
-        if through is not None and through >= day and not failed:
-            totals = day_totals(store.engine, dataset, [day])[day]
-            yield dg.MaterializeResult(asset_key=dataset, metadata={**day_metadata(totals), "redelivered": True})
+def recorded_cells(
+    store: ControlPlane, datasets: list[str], day: dt.date, scheduled: bool, reconciled: list[tuple[str, Reconciled]]
+) -> list[dg.AssetMaterialization]:
+    """The day cells this run records (`defs.day_cells`), before it fails if it does: after a
+    re-delivery, the run's day of each dataset that is complete; after late rows were appended,
+    each complete day they went to, with its new counters."""
+    records = store.list_exports()
+    late = [(r.dataset, day_of(r.window.from_ms)) for _, r in reconciled if r.report is not None]
+    if scheduled:
+        return cell_events(store.engine, records, late, late_rows=True)
+    redelivered = cell_events(store.engine, records, [(d, day) for d in datasets], redelivered=True)
+    return redelivered + cell_events(store.engine, records, [x for x in late if x[1] != day], late_rows=True)
 
 
 def dataset_specs(days: dg.PartitionsDefinition[Any]) -> list[dg.AssetSpec]:

@@ -8,7 +8,7 @@ would read check results is not in open source (`dagster_asset_health_queries_su
 So, on a change of health only, the scheduler sensor launches a small run of `STATUS_JOB` for that
 one export's partition:
 - failing: the run fails with `errors.ExportFailed`, its message the export's last error, account,
-  failure count and next retry (no stack trace); the partition turns red and its page says why;
+  failure count and next retry (no stack trace, on the step nor on the run: `defs.run_failure`); the partition turns red and its page says why;
 - healthy again (or paused, deleted): the run materializes the partition with the status metadata:
   green.
 An export that has never failed has no run and stays grey. Between changes the sensor records the
@@ -25,6 +25,7 @@ import dagster as dg
 from seqexport_dagster.defs.health import STATUS_ASSET, STATUS_CHECK, status_check_evaluation, status_metadata
 from seqexport_dagster.defs.partitions import exports_partitions
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
+from seqexport_dagster.defs.run_failure import shown_without_stack
 from seqexport_dagster.errors import ExportFailed
 from seqexport_dagster.health import FAILING, export_health
 from seqexport_dagster.schema import DATASETS
@@ -41,9 +42,11 @@ def record_status(context: dg.AssetExecutionContext, control_plane: ControlPlane
     health = export_health(export, now)
     if health.health == FAILING:
         retry = f"retries at {iso_ms(health.next_retry_at)}" if health.next_retry_at is not None else "retries soon"
-        raise ExportFailed(
-            f"{health.last_error_dataset}: {health.last_error}\n"
-            f"Export {export.id} (account {export.account_id}) is failing: {health.failures} failure(s); {retry}."
+        raise shown_without_stack(
+            ExportFailed(
+                f"{health.last_error_dataset}: {health.last_error}\n"
+                f"Export {export.id} (account {export.account_id}) is failing: {health.failures} failure(s); {retry}."
+            )
         )
     return dg.MaterializeResult(metadata=status_metadata(export, now))
 

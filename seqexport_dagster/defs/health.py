@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import zlib
 from collections.abc import Iterable
 from typing import Any, Final
@@ -12,7 +11,6 @@ import dagster as dg
 from seqexport_dagster.health import export_health, failing_exports
 from seqexport_dagster.planner import shard_of
 from seqexport_dagster.store import ExportRecord
-from seqexport_dagster.store.fleet import DayTotals
 from seqexport_dagster.window import iso_ms
 
 STATUS_ASSET: Final = "export_status"
@@ -21,20 +19,6 @@ DATASET_CHECK: Final = "exports_healthy"
 STATUS_CHECK: Final = "no_failing_exports"
 #: The check lists at most this many failing exports by name (the count is always complete).
 LISTED: Final = 50
-
-
-def day_metadata(totals: DayTotals) -> dict[str, Any]:
-    return {
-        "exports_complete": totals.exports,
-        "windows": totals.windows,
-        "rows": totals.rows,
-        "files": totals.files,
-        "bytes": totals.bytes,
-    }
-
-
-def day_event(dataset: str, day: dt.date, totals: DayTotals) -> dg.AssetMaterialization:
-    return dg.AssetMaterialization(asset_key=dataset, partition=day.isoformat(), metadata=day_metadata(totals))
 
 
 def status_metadata(export: ExportRecord, now_ms: int) -> dict[str, Any]:

@@ -11,9 +11,9 @@ Each tick:
    lease, batched by day and shard (`planner.batch`), one run per batch; the run's config lists its
    exports, and its tags are bounded whatever their number (`run_tags`: its shards, and each export
    and account when there are at most `NAMED_IN_TAGS`);
-3. materializes each dataset's days that every active export has now finished (the cursor keeps
-   how far each dataset is green; at most `MAX_DAYS_PER_TICK` per tick, so a first tick after an
-   upgrade catches up over a few ticks);
+3. requests a small run recording each dataset's days that every active export has now finished
+   (`defs.day_cells`; the cursor keeps how far each dataset is green; at most
+   `day_cells.MAX_DAYS_PER_TICK` days per tick, so a first tick after an upgrade catches up);
 4. records the status of exports whose health changed, plus a rotating slice of all of them (each
    export every `ROTATION` ticks), at most `MAX_STATUS_PER_TICK` observations a tick, and a status
    run for each export that starts or stops failing (`status_events`, `defs.export_status`);
@@ -23,7 +23,6 @@ Each tick:
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import zlib
 from dataclasses import dataclass, field
@@ -39,37 +38,30 @@ from seqexport_dagster.defs.assets import (
     OP_NAME,
     SCHEDULED,
     TRIGGER_TAG,
-    tag_safe,
 )
+from seqexport_dagster.defs.day_cells import CELLS, cell_requests, completed_days
 from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK, STATUS_JOB, status_job
 from seqexport_dagster.defs.health import (
     check_evaluation,
-    day_event,
     failing_digest,
     status_check_evaluation,
     status_event,
 )
 from seqexport_dagster.defs.partitions import EXPORTS
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
+from seqexport_dagster.defs.run_tags import (
+    EXPORT_TAG_PREFIX,
+    TAG_VALUE,
+    account_tag,
+    export_tag,
+    named_tags,
+)
 from seqexport_dagster.idle import idle_reason
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store import ACTIVE, DELETED, ExportRecord
-from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
+from seqexport_dagster.store.fleet import changed_since, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
-from seqexport_dagster.window import day_of
 
-#: Run tags (issue 23: bounded whatever the number of exports in the run). A run of at most
-#: `NAMED_IN_TAGS` exports names each (``export/<id>``); of at most `NAMED_IN_TAGS` accounts, each
-#: (``account/<id>``). Every run carries ``shard/<n>`` for each export shard in it (`planner.shard_of`;
-#: at most `planner.SHARDS`, usually one or two), which ``export_status`` shows per export, so the
-#: Runs page filters any export's runs by its shard whatever the size of the batch.
-EXPORT_TAG_PREFIX: Final = "export/"
-ACCOUNT_TAG_PREFIX: Final = "account/"
-SHARD_TAG_PREFIX: Final = "shard/"
-EXPORTS_COUNT_TAG: Final = "seqexport/exports"
-ACCOUNTS_COUNT_TAG: Final = "seqexport/accounts"
-TAG_VALUE: Final = "yes"
-NAMED_IN_TAGS: Final = 5
 #: On a status run: the health it records ("failing": the run fails, red; "ok": green).
 HEALTH_TAG: Final = "seqexport/health"
 IN_FLIGHT: Final = [
@@ -81,7 +73,6 @@ IN_FLIGHT: Final = [
 ]
 EXPORT_JOB: Final = "export_job"
 TICK_SECONDS: Final = 30
-MAX_DAYS_PER_TICK: Final = 31
 #: Each export's status is recorded at least every ROTATION ticks (6 h), and on every change of health.
 ROTATION: Final = 720
 #: Status events per tick at most (the daemon stores a tick's asset events one by one, ~30-100 ms each).
@@ -94,18 +85,6 @@ WHY_SEPARATOR: Final = " | "
 def in_rotation(export_id: str, tick: int) -> bool:
     """Whether tick ``tick`` records this export's unchanged status (once every `ROTATION` ticks)."""
     return zlib.crc32(export_id.encode()) % ROTATION == tick % ROTATION
-
-
-def export_tag(export_id: str) -> str:
-    return EXPORT_TAG_PREFIX + tag_safe(export_id)
-
-
-def account_tag(account_id: str) -> str:
-    return ACCOUNT_TAG_PREFIX + tag_safe(account_id)
-
-
-def shard_tag(export_id: str) -> str:
-    return f"{SHARD_TAG_PREFIX}{planner.shard_of(export_id)}"
 
 
 def run_exports(run: dg.DagsterRun) -> list[str]:
@@ -127,16 +106,10 @@ def busy_exports(instance: dg.DagsterInstance) -> set[str]:
 
 def run_tags(items: tuple[planner.WorkItem, ...]) -> dict[str, str]:
     """At most 2 × `NAMED_IN_TAGS` + `planner.SHARDS` + 4 tags, whatever the number of exports."""
-    accounts = sorted({i.account_id for i in items})
-    tags = {TRIGGER_TAG: SCHEDULED, EXPORTS_COUNT_TAG: str(len(items)), ACCOUNTS_COUNT_TAG: str(len(accounts))}
+    tags = {TRIGGER_TAG: SCHEDULED, **named_tags([(i.export_id, i.account_id) for i in items])}
     now = sum(1 for i in items if i.export_now)
     if now:
         tags[EXPORT_NOW_TAG] = str(now)
-    if len(items) <= NAMED_IN_TAGS:
-        tags |= {export_tag(i.export_id): TAG_VALUE for i in items}
-    if len(accounts) <= NAMED_IN_TAGS:
-        tags |= {account_tag(a): TAG_VALUE for a in accounts}
-    tags |= {shard_tag(i.export_id): TAG_VALUE for i in items}
     return tags
 
 
@@ -289,30 +262,6 @@ def status_events(
     return [status_event(export, now_ms) for export in chosen], runs
 
 
-def day_events(control_plane: Any, records: list[ExportRecord], cursor: Cursor) -> list[dg.AssetMaterialization]:
-    """Days every active export has finished since the last tick, per dataset, with their totals."""
-    events = []
-    for dataset in DATASETS:
-        through = planner.dataset_complete_through(records, dataset)
-        starts = [s.added_at for e in records for s in e.datasets if s.dataset == dataset]
-        if through is None or not starts:
-            continue
-        first = day_of(min(starts))
-        done = cursor.through.get(dataset)
-        start = max(first, dt.date.fromisoformat(done) + dt.timedelta(days=1)) if done else first
-        days: list[dt.date] = []
-        day = start
-        while day <= through and len(days) < MAX_DAYS_PER_TICK:
-            days.append(day)
-            day += dt.timedelta(days=1)
-        if not days:
-            continue
-        totals = day_totals(control_plane.engine, dataset, days)
-        events += [day_event(dataset, d, totals[d]) for d in days]
-        cursor.through[dataset] = days[-1].isoformat()
-    return events
-
-
 def evaluate(
     instance: dg.DagsterInstance, control_plane: ControlPlaneResource, now_ms: int, cursor_text: str | None
 ) -> dg.SensorResult:
@@ -327,7 +276,9 @@ def evaluate(
     items = planner.due_work(records, now_ms, busy=busy, unfinished=unfinished_attempts(engine))
     requests = [run_request(b) for b in planner.batch(items)]
 
-    events: list[Any] = day_events(store, records, cursor)
+    events: list[Any] = []
+    # Completed days are recorded by small runs of their own (`defs.day_cells`), after the deliveries.
+    cells = cell_requests(EXPORT_JOB, completed_days(records, cursor.through), {**NO_RUN_RETRY, TRIGGER_TAG: CELLS})
     changed, watermark = changed_since(engine, cursor.since_ms if cursor.since_ms is not None else -1)
     observations, status_runs = status_events(records, cursor, now_ms, new=set(new), changed=changed)
     events += observations
@@ -338,6 +289,7 @@ def evaluate(
         events.append(status_check_evaluation(records, DATASETS))
     cursor.failing, cursor.since_ms, cursor.tick = digest, watermark, cursor.tick + 1
     # Issue 17: a tick that requests nothing says why (nothing due, paused, retries at <time> (attempt n)).
+    requests += cells
     why = None if requests else idle_reason(records, now_ms, busy=busy)
     cursor.why = attention_first(why) if why else f"{len(requests)} run(s) requested"
     return dg.SensorResult(

@@ -270,11 +270,14 @@ def run_demo_dagster(
             cursor = outcome.cursor
             if not outcome.requested:
                 break
-            for request, result in zip(outcome.requested, outcome.results, strict=True):
-                datasets = ", ".join(k.path[-1] for k in request.asset_selection or [])
+            # The delivery runs (status runs and the runs recording completed days are not listed).
+            for result in outcome.results:
+                run = result.dagster_run
+                datasets = ", ".join(sorted(k.path[-1] for k in run.asset_selection or []))
                 status = "ok" if result.success else "FAILED"
-                exports = request.tags.get("seqexport/exports", "?")
-                progress(f"run {result.run_id[:8]} {request.partition_key}  {exports} export(s)  {datasets}: {status}")
+                exports = run.tags.get("seqexport/exports", "?")
+                day = run.tags.get("dagster/partition", "?")
+                progress(f"run {result.run_id[:8]} {day}  {exports} export(s)  {datasets}: {status}")
             summary.runs += len(outcome.results)
             advance("catching up through Dagster (runs)", summary.runs, None)
     for export in world.exports:

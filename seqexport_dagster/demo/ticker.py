@@ -3,7 +3,8 @@
 `tick` evaluates the real scheduler sensor against a real instance (with the cursor of the last
 tick), applies its partition requests and asset events, skips run keys already used (as the daemon
 does), and executes each requested run with `execute_in_process` on the same instance (delivery
-runs in ``results``, status runs in ``status_results``). Runs,
+runs in ``results``, status runs in ``status_results``, the runs recording completed days in
+``cell_results``). Runs,
 materializations, observations, check evaluations and partitions land in that instance's storage,
 so ``dagster dev`` on the same ``DAGSTER_HOME`` shows them afterwards.
 """
@@ -16,6 +17,8 @@ from typing import Any
 
 import dagster as dg
 
+from seqexport_dagster.defs.assets import TRIGGER_TAG
+from seqexport_dagster.defs.day_cells import CELLS
 from seqexport_dagster.defs.export_status import STATUS_JOB
 from seqexport_dagster.defs.sensors import EXPORT_JOB, scheduler_sensor
 
@@ -31,6 +34,8 @@ class TickOutcome:
     #: The status runs (`export_status_job`: one per export that started or stopped failing; a
     #: failing export's fails on purpose, which turns its ``export_status`` partition red).
     status_results: list[dg.ExecuteInProcessResult] = field(default_factory=list)
+    #: The runs that record completed days (`defs.day_cells`), after the deliveries.
+    cell_results: list[dg.ExecuteInProcessResult] = field(default_factory=list)
     registered: list[str] = field(default_factory=list)
     asset_events: list[Any] = field(default_factory=list)
     cursor: str | None = None
@@ -91,7 +96,13 @@ def tick(
         if console_log_level:
             # Only the console logger's level: the event log in the instance keeps everything.
             run_config["loggers"] = {"console": {"config": {"log_level": console_log_level}}}
-        results = outcome.status_results if request.job_name == STATUS_JOB else outcome.results
+        results = (
+            outcome.status_results
+            if request.job_name == STATUS_JOB
+            else outcome.cell_results
+            if request.tags.get(TRIGGER_TAG) == CELLS
+            else outcome.results
+        )
         results.append(
             job.execute_in_process(
                 run_config=run_config,

@@ -53,21 +53,27 @@ def unfinished_attempts(engine: sa.Engine) -> dict[tuple[str, str], Window]:
         return {(r.export_id, r.dataset): Window(r.from_ms, r.to_ms) for r in conn.execute(query)}
 
 
-def day_totals(engine: sa.Engine, dataset: str, days: Iterable[dt.date]) -> dict[dt.date, DayTotals]:
-    """Totals of each day's folder of one dataset, over every export (one query per day)."""
+def day_totals(
+    engine: sa.Engine, dataset: str, days: Iterable[dt.date], export_ids: Iterable[str] | None = None
+) -> dict[dt.date, DayTotals]:
+    """Totals of each day's folder of one dataset, over every export or only ``export_ids`` (one
+    query per day)."""
     w = windows
+    only = None if export_ids is None else sorted(set(export_ids))
     out: dict[dt.date, DayTotals] = {}
     with engine.connect() as conn:
         for day in days:
+            if only == []:
+                out[day] = DayTotals(0, 0, 0, 0, 0)
+                continue
             start = day_start_ms(day)
+            conditions = [w.c.dataset == dataset, w.c.from_ms >= start, w.c.from_ms < start + DAY_MS]
+            conditions.append(w.c.status == COMMITTED)
+            if only is not None:
+                conditions.append(w.c.export_id.in_(only))
             latest = (
                 sa.select(sa.func.max(w.c.id).label("id"))
-                .where(
-                    w.c.dataset == dataset,
-                    w.c.from_ms >= start,
-                    w.c.from_ms < start + DAY_MS,
-                    w.c.status == COMMITTED,
-                )
+                .where(*conditions)
                 .group_by(w.c.export_id, w.c.from_ms, w.c.to_ms)
             ).subquery()
             r = conn.execute(
