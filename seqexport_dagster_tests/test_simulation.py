@@ -49,9 +49,12 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
 }
 
 
-#: Seeds whose findings are not fixed yet (none: every finding so far is fixed, see REGRESSION_SEEDS;
-#: seeds 1, 3, 5, 200, 201, 5000 and the PostgreSQL seed 11 were here until branch simfix).
-OPEN_FINDINGS: set[int] = set()
+#: Seeds whose findings are not fixed yet (seeds 1, 3, 5, 200, 201 and the PostgreSQL seed 11 were
+#: here until branch simfix and now hold strictly). Seed 5000, after simfix's replace changes gave it
+#: a new history: late rows of a window continued at the new prefix after a move not loaded by the
+#: window loader (e1), two late rows lost on e13, and a subscribers day replaced on a store without
+#: preconditions whose ledger rows differ from the bucket's (138 vs 83): not yet diagnosed.
+OPEN_FINDINGS = {5000}
 
 
 def _seeds(seeds: object) -> list[object]:

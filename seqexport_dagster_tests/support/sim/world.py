@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,6 +44,7 @@ from seqexport_dagster_tests.support.sim.bucket import KINDS, Buckets, SimCrash,
 from seqexport_dagster_tests.support.sim.faults import FaultyLeases, Rates, SimFaults, faulty_store
 from seqexport_dagster_tests.support.sim.model import Failure, Op, Place, SimExport, Stint
 from seqexport_dagster_tests.support.sim.source import SimSource
+from seqexport_dagster_tests.support.sim.templates import TEMPLATES, template
 from seqexport_dagster_tests.support.world import DAY0, Clock
 
 FREQUENCIES = ("15m", "1h", "6h", "6h", "24h", "24h", "24h")
@@ -98,13 +100,19 @@ class World:
         self.start_ms = self.clock()
         self.end_ms = self.start_ms + int(days * DAY_MS)
         self.lateness_ms = lateness_ms or rng.choice((2, 6, 6, 24)) * HOUR_MS
-        self.engine = create_engine(control_url or f"sqlite:///{root / 'control.db'}")
-        self.source_engine = create_engine(source_url or f"sqlite:///{root / 'source.db'}")
-        create_source_tables(self.source_engine)
         self.keyspec = new_key_spec("k0")
         self.box = SecretBox.parse(self.keyspec)
+        if control_url is None and TEMPLATES:
+            shutil.copy(template("control"), root / "control.db")  # an empty migrated database
+        if source_url is None and TEMPLATES:
+            shutil.copy(template("source"), root / "source.db")
+        self.engine = create_engine(control_url or f"sqlite:///{root / 'control.db'}")
+        self.source_engine = create_engine(source_url or f"sqlite:///{root / 'source.db'}")
+        if source_url is not None or not TEMPLATES:
+            create_source_tables(self.source_engine)
         self.store = ControlPlane(self.engine, self.box)
-        self.store.migrate()
+        if control_url is not None or not TEMPLATES:
+            self.store.migrate()
         self.reader = SourceReader(self.source_engine)
         self.policy = OperatorPolicy(allow_local=True)
         self.faults = SimFaults(random.Random(rng.random()), self.clock, Rates.draw(rng, level))
