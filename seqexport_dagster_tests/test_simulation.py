@@ -16,8 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from seqexport_dagster.file_format import FORMATS, extension, format_of_key
+from seqexport_dagster.part_writers import empty_body
+from seqexport_dagster.schema import DATASETS
 from seqexport_dagster_tests.support.sim import world as sim_world
 from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_412, ORDINARY, Buckets
+from seqexport_dagster_tests.support.sim.loaders import ids_of
 from seqexport_dagster_tests.support.sim.oracles import Oracles
 from seqexport_dagster_tests.support.sim.run import SimResult, simulate
 from seqexport_dagster_tests.support.sim.world import World
@@ -88,22 +92,34 @@ def test_ci_seeds_cover_every_operation_and_fault() -> None:
     for seed in CI_SEEDS:
         ops += ci_result(seed).ops
         faults += ci_result(seed).faults
-    # "revoke key" is a fault (counted below); "delete" is drawn too rarely by these seeds (open).
-    expected_ops = set(sim_world.OPERATIONS) - {"revoke key", "delete"}
+    # "revoke key" is a fault (counted below).
+    expected_ops = (set(sim_world.OPERATIONS) | set(sim_world.MORE_OPERATIONS)) - {"revoke key"}
     assert expected_ops <= set(ops), f"never drawn: {expected_ops - set(ops)}"
     expected_faults = {"5xx", "reset", "lost", "slow", "crash", "key revoked", "db error", "db answer lost"}
     assert expected_faults <= set(faults), f"never injected: {expected_faults - set(faults)}"
     assert sum(ci_result(s).crashes for s in CI_SEEDS) > 0
 
 
+def test_ci_seeds_write_parquet_and_verify_reads_it() -> None:
+    """Issue 27 in the simulator: Parquet exports among the CI seeds, and every oracle reads them."""
+    formats: Counter[str] = Counter()
+    verified: Counter[str] = Counter()
+    for seed in CI_SEEDS:
+        formats += ci_result(seed).formats
+        verified += ci_result(seed).verified_parts
+    assert formats["parquet"] > 0 and formats["jsonl.gz"] > 0, formats
+    assert verified["parquet"] > 0 and verified["jsonl.gz"] > 0, verified
+
+
 def test_a_seed_is_reproducible() -> None:
     first, second = simulate(3, days=1), simulate(3, days=1)
-    assert (first.rows, first.runs, first.ops, first.faults, first.export_days) == (
+    assert (first.rows, first.runs, first.ops, first.faults, first.export_days, first.formats) == (
         second.rows,
         second.runs,
         second.ops,
         second.faults,
         second.export_days,
+        second.formats,
     )
 
 
@@ -137,7 +153,7 @@ def test_oracles_see_a_duplicate_a_loss_and_a_replacement(tmp_path: Path) -> Non
         assert oracles.check_end(world) == []
         e = next(iter(world.exports.values()))
         bucket = world.buckets.get(e.place.bucket)
-        parts = sorted(k for k, b in bucket.objects.items() if "-0000.jsonl.gz" in k and "_events" in k and len(b) > 40)
+        parts = sorted(k for k, b in bucket.objects.items() if "-0000." in k and "_events" in k and ids_of(k, b))
         assert len(parts) >= 2, "the world wrote no event rows"
         copy_of, lost = parts[0], parts[1]
         bucket.objects[copy_of.replace("-0000.", "-0007.")] = bucket.objects[copy_of]  # a duplicate part
@@ -147,6 +163,54 @@ def test_oracles_see_a_duplicate_a_loss_and_a_replacement(tmp_path: Path) -> Non
         assert {"row loaded twice", "row lost", "history", "object"} <= found, found
     finally:
         world.dispose()
+
+
+def test_oracles_see_a_window_split_across_formats_a_wrong_format_and_a_write_after_delete(tmp_path: Path) -> None:
+    world, oracles = _quiet_world(tmp_path)
+    try:
+        assert oracles.check_end(world) == []
+        first, second = list(world.exports.values())[:2]
+        bucket = world.buckets.get(first.place.bucket)
+        key = sorted(k for k in bucket.objects if "-0000." in k and "_events" in k)[0]
+        fmt = format_of_key(key)
+        assert fmt is not None
+        other = next(f for f in FORMATS if f != fmt)
+        dataset = DATASETS[key.rsplit("/", 1)[-1].split("-", 1)[0]]
+        stem = key.rsplit("-", 1)[0]
+        bucket.objects[f"{stem}-0009{extension(other)}"] = empty_body(other, dataset)  # the window split
+        second.formats = [(t, next(f for f in FORMATS if f != was)) for t, was in second.formats]
+        world.api.delete(first.export_id)
+        first.deleted_at = world.clock()
+        world.clock.advance(60_000)
+        body = empty_body(fmt, dataset)
+        bucket.send(
+            f"{stem}-0008{extension(fmt)}", body, conditional=True, plain=False, seq=10**6, now_ms=world.clock()
+        )
+        found = {(v.invariant, v.export) for v in Oracles().check_day(world, verify=False)}
+        assert ("window split across formats", first.name) in found, found
+        assert ("format", second.name) in found, found
+        assert ("written after delete", first.name) in found, found
+    finally:
+        world.dispose()
+
+
+def test_a_format_leaves_a_seeds_history_as_it_was() -> None:
+    """Formats and format changes come from a stream of their own and change bytes only: a seed
+    runs the same history whether its exports write Parquet or not (what keeps the regression
+    seeds what they were)."""
+    main = tuple(sim_world.OPERATIONS)
+    both = simulate(8, days=1, only=(*main, "change format"))
+    jsonl = simulate(8, days=1, only=main, formats=("jsonl.gz",))
+    assert both.formats["parquet"] > 0 and both.ops["change format"] > 0, (both.formats, both.ops)
+    assert jsonl.formats == Counter({"jsonl.gz": sum(both.formats.values())})
+    assert both.ok and jsonl.ok, (both.summary(), jsonl.summary())
+    assert (both.rows, both.runs, both.faults, both.export_days, both.ops - Counter({"change format": 99})) == (
+        jsonl.rows,
+        jsonl.runs,
+        jsonl.faults,
+        jsonl.export_days,
+        jsonl.ops,
+    )
 
 
 def test_stores_answer_as_their_provider() -> None:
