@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exports", type=int, default=None, help="exports per world (default 2 to 5)")
     parser.add_argument("--frequencies", default="", help="comma-separated frequencies to draw from")
     parser.add_argument("--formats", default="", help="comma-separated file formats to draw from (default both)")
+    parser.add_argument("--more", default=None, help="comma-separated of 'change format,delete' to draw ('' none)")
     parser.add_argument("--export-days", type=float, default=None, help="budget mode: also stop after this many")
     parser.add_argument("--first-seed", type=int, default=None, help="budget mode: start here (default random)")
     args = parser.parse_args(argv)
@@ -39,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         kw["frequencies"] = tuple(f.strip() for f in args.frequencies.split(","))
     if args.formats:
         kw["formats"] = tuple(f.strip() for f in args.formats.split(","))
+    if args.more is not None:
+        kw["more"] = tuple(o.strip() for o in args.more.split(",") if o.strip())
     if args.only:
         kw["only"] = tuple(o.strip() for o in args.only.split(","))
     if args.seed is not None:

@@ -56,8 +56,15 @@ class Loaded:
     """Per (dataset, id): the objects a loader loaded it from."""
 
     rows: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    #: Objects named like a part that the loader could not read (a customer's load would fail).
+    unreadable: list[str] = field(default_factory=list)
 
-    def add(self, dataset: str, ids: list[str], where: str) -> None:
+    def add(self, dataset: str, key: str, body: bytes, where: str) -> None:
+        try:
+            ids = ids_of(key, body)
+        except Exception as exc:  # whatever the decoder raises, the load fails
+            self.unreadable.append(f"{where}: {type(exc).__name__}: {str(exc)[:80]}")
+            return
         for i in ids:
             self.rows[(dataset, i)].append(where)
 
@@ -84,7 +91,7 @@ class SnowpipeLoader:
                 if parsed is None or parsed.is_success:
                     continue
                 self.seen.add((place.bucket, key))
-                loaded.add(parsed.dataset, ids_of(key, body), f"s3://{place.bucket}/{key}")
+                loaded.add(parsed.dataset, key, body, f"s3://{place.bucket}/{key}")
 
 
 @dataclass
@@ -155,4 +162,4 @@ class WindowLoader:
         if key in chain.loaded_parts:
             return
         chain.loaded_parts.add(key)
-        loaded.add(dataset, ids_of(key, body), f"s3://{place.bucket}/{key}")
+        loaded.add(dataset, key, body, f"s3://{place.bucket}/{key}")

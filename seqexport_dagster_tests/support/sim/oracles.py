@@ -86,6 +86,7 @@ class Oracles:
         found = [Violation("object", "-", v) for v in world.buckets.violations()]
         for e in world.exports.values():
             found += duplicates(e, "snowpipe", self.snowpipe.by_export[e.name])
+            found += [Violation("unreadable part", e.name, u) for u in self.snowpipe.by_export[e.name].unreadable]
             found += duplicates(e, "window loader", self.windows.by_export[e.name])
             found += history_vs_bucket(world, e)
             found += file_formats(e, world, self.landed(world, e))

@@ -132,6 +132,8 @@ def _command(seed: int, days: float, world_kw: dict[str, Any]) -> str:
         extra += f" --frequencies {','.join(world_kw['frequencies'])}"
     if world_kw.get("formats"):
         extra += f" --formats {','.join(world_kw['formats'])}"
+    if "more" in world_kw:
+        extra += f" --more '{','.join(world_kw['more'])}'"
     if world_kw.get("only"):
         extra += f" --only '{','.join(world_kw['only'])}'"
     return f"PYTHONPATH=. python -m seqexport_dagster_tests.support.sim --seed {seed} --days {days:g}{extra}"

@@ -15,7 +15,11 @@ The file format of each export (gzip JSONL or Parquet), format changes and delet
 streams of their own (``Random(f"{seed}/format")``, ``Random(f"{seed}/delete")``), added after the
 world's first seeds had found bugs: the main stream draws exactly what it drew before, so a seed's
 history is the same as before up to its first delete (a format changes bytes, never what is sent
-when, so it leaves the history as it was).
+when, so it leaves the history as it was); ``more`` leaves deletes out for the seeds that predate
+them.
+
+Size: the world's state and every operation on it stay together, so the order of draws from each
+stream reads in one place.
 """
 
 from __future__ import annotations
@@ -105,6 +109,7 @@ class World:
         exports: int | None = None,
         frequencies: Sequence[str] = FREQUENCIES,
         formats: Sequence[str] = FORMATS,
+        more: Sequence[str] = MORE_OPERATIONS,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -112,6 +117,7 @@ class World:
         self.format_rng = random.Random(f"{seed}/format")
         self.delete_rng = random.Random(f"{seed}/delete")
         self.formats = tuple(formats)
+        self.more = set(more)  # of MORE_OPERATIONS, those drawn (seeds older than them pin theirs)
         self.clock = Clock(DAY0 + rng.randrange(0, DAY_MS))
         self.start_ms = self.clock()
         self.end_ms = self.start_ms + int(days * DAY_MS)
@@ -291,7 +297,7 @@ class World:
         delete = self.delete_rng.random() < DELETE_RATE
         for op, drawn, rng in (("change format", change, self.format_rng), ("delete", delete, self.delete_rng)):
             live = self.live()
-            if not drawn or not live or (self.only and op not in self.only):
+            if not drawn or not live or op not in self.more or (self.only and op not in self.only):
                 continue
             if (op == "change format" and len(self.formats) < 2) or (op == "delete" and len(live) < 2):
                 continue  # a world keeps one export at least
