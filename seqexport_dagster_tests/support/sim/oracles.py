@@ -313,8 +313,8 @@ def file_formats(e: SimExport, world: World, landed: dict[str, dict[str, int]]) 
         for (dataset, window), by_format in groups.items():
             where = f"{place.source}: {dataset} {window}"
             if len(by_format) > 1:
-                keys = ", ".join(sorted(k.rsplit("/", 1)[-1] for ks in by_format.values() for k in ks))
-                out.append(Violation("window split across formats", e.name, f"{where}: {keys}"))
+                names = ", ".join(sorted(k.rsplit("/", 1)[-1] for ks in by_format.values() for k in ks))
+                out.append(Violation("window split across formats", e.name, f"{where}: {names}"))
                 continue
             first_attempt = started.get((dataset, window.from_ms, window.to_ms))
             if first_attempt is None:  # its ledger rows were compacted: the split check above only
