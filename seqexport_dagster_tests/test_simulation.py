@@ -2,6 +2,10 @@
 the regression seeds of the bugs it found, one seed on PostgreSQL, and checks that the oracles can
 fail (a planted duplicate, a deleted object, a replaced one) and that a seed is reproducible.
 
+Every seed's exports write gzip JSONL or Parquet (drawn), with format changes at random times, and
+seeds 9 and 12 delete an export (see `PREDATES_DELETE` for the older seeds); the oracles check one
+format per window and nothing written after a delete.
+
 A failing seed's message carries the one-line command that reproduces it and a trace of the row
 or object behind the broken invariant. The simulator itself: `support/sim` (its docstring says
 what is real and what is simulated).
