@@ -3,7 +3,9 @@
 Every scenario drives the real runner against a real moto server through the fault proxy (or kills a
 real worker process, or takes a real database away), lets the next attempt run the way the scheduler
 would (after the backoff the control plane computed), and then audits the bucket as a customer's
-loader reads it. The module prints the scenario table at the end of the run.
+loader reads it. Each runs on a plain and a write-once bucket, and every scenario that writes parts
+runs with a gzip JSONL export and with a Parquet one (issue 27). The module prints the scenario
+table at the end of the run.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import sqlalchemy as sa
 
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.errors import AccessDenied, ClockSkew, ExportError, RetryableError
+from seqexport_dagster.file_format import FORMATS, FileFormat, extension, parse_format
 from seqexport_dagster.keys import part_key
 from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.store.crypto import new_key_spec
@@ -81,6 +84,12 @@ def s3(moto: Any) -> Any:
     return moto.admin_client()
 
 
+@pytest.fixture(params=FORMATS)
+def fmt(request: pytest.FixtureRequest) -> FileFormat:
+    """The export's file format: the same faults, names (but the extension) and guarantees for both."""
+    return parse_format(request.param)
+
+
 def seed(world: World, account: str = "acme") -> None:
     generate_account(world.source_engine, account, DAY0 - HOUR_MS, DAY0 + 6 * HOUR_MS, scale=SCALE)
 
@@ -115,7 +124,9 @@ def assert_failing(world: World, export_id: str, dataset: str, *, contains: str,
         assert state.last_error_window == window
 
 
-def record(name: str, faults: str, report: Any, watch: Stopwatch, backoff_ms: int | None = None) -> None:
+def record(
+    name: str, faults: str, report: Any, watch: Stopwatch, backoff_ms: int | None = None, fmt: FileFormat = "jsonl.gz"
+) -> None:
     proxy = _CURRENT.get("proxy")
     _OUTCOMES.append(
         Outcome(
@@ -130,6 +141,7 @@ def record(name: str, faults: str, report: Any, watch: Stopwatch, backoff_ms: in
             kept=report.extra,
             overwrites=len(proxy.overwrites) if proxy is not None else 0,
             recognised=len(proxy.precondition_hits) if proxy is not None else 0,
+            file_format=fmt,
         )
     )
 
@@ -147,10 +159,10 @@ W12 = Window(DAY0 + HOUR_MS, DAY0 + 2 * HOUR_MS)
     ],
 )
 def test_persistent_store_fault_fails_the_window_then_the_retry_rewrites_it(
-    world: World, s3: Any, proxy: fp.FaultProxy, name: str, make: Any, error: type[Exception]
+    world: World, s3: Any, proxy: fp.FaultProxy, fmt: FileFormat, name: str, make: Any, error: type[Exception]
 ) -> None:
     seed(world)
-    export = s3_export(world, s3, proxy, datasets=("email_events", "sms_events"))
+    export = s3_export(world, s3, proxy, datasets=("email_events", "sms_events"), file_format=fmt)
     # Two botocore attempts instead of the default three keep the suite fast; the transient test
     # below runs the production setting.
     runner = s3_runner(world, part_limit=PART_LIMIT, max_attempts=2)
@@ -177,17 +189,21 @@ def test_persistent_store_fault_fails_the_window_then_the_retry_rewrites_it(
     report = audit_export(world.store, world.source_engine, s3, export.id)
     report.assert_clean()
     assert report.datasets["email_events"].expected > 0
-    record(f"S3 {name}", f"{name} ×∞ on part 0001 of a window", report, watch, wait)
+    assert_format(proxy, fmt)
+    record(f"S3 {name}", f"{name} ×∞ on part 0001 of a window", report, watch, wait, fmt)
 
 
-def test_transient_faults_are_absorbed_inside_the_run(world: World, s3: Any, proxy: fp.FaultProxy) -> None:
+def test_transient_faults_are_absorbed_inside_the_run(
+    world: World, s3: Any, proxy: fp.FaultProxy, fmt: FileFormat
+) -> None:
     seed(world)
-    export = s3_export(world, s3, proxy)
+    export = s3_export(world, s3, proxy, file_format=fmt)
     runner = s3_runner(world, part_limit=PART_LIMIT)
     world.clock.now_ms = DAY0 + 3 * HOUR_MS + 3 * MINUTE_MS
-    proxy.add(fp.slow_down(match="-0000.jsonl.gz", times=1))
-    proxy.add(fp.internal_error(match="-0001.jsonl.gz", times=1))
-    proxy.add(fp.request_timeout(match="-0002.jsonl.gz", times=1))
+    ext = extension(fmt)
+    proxy.add(fp.slow_down(match=f"-0000{ext}", times=1))
+    proxy.add(fp.internal_error(match=f"-0001{ext}", times=1))
+    proxy.add(fp.request_timeout(match=f"-0002{ext}", times=1))
     proxy.add(fp.reset(match="sms_events-", times=2))
     proxy.add(fp.delay(0.05, method="PUT", times=None))
     watch = Stopwatch()
@@ -197,12 +213,15 @@ def test_transient_faults_are_absorbed_inside_the_run(world: World, s3: Any, pro
     watch.stop()
     report = audit_export(world.store, world.source_engine, s3, export.id)
     report.assert_clean()
-    record("S3 transient mix", "SlowDown, 500, RequestTimeout, 2 resets, +50 ms/PUT", report, watch)
+    assert_format(proxy, fmt)
+    record("S3 transient mix", "SlowDown, 500, RequestTimeout, 2 resets, +50 ms/PUT", report, watch, fmt=fmt)
 
 
-def test_response_slower_than_the_read_timeout_is_retried(world: World, s3: Any, proxy: fp.FaultProxy) -> None:
+def test_response_slower_than_the_read_timeout_is_retried(
+    world: World, s3: Any, proxy: fp.FaultProxy, fmt: FileFormat
+) -> None:
     seed(world)
-    export = s3_export(world, s3, proxy, datasets=("custom_events",))
+    export = s3_export(world, s3, proxy, datasets=("custom_events",), file_format=fmt)
     runner = s3_runner(world, part_limit=PART_LIMIT, read_timeout=0.5)
     world.clock.now_ms = DAY0 + 2 * HOUR_MS + 3 * MINUTE_MS
     # The store receives the upload, then answers too late: the object exists but the client saw a
@@ -223,13 +242,16 @@ def test_response_slower_than_the_read_timeout_is_retried(world: World, s3: Any,
     watch.stop()
     report = audit_export(world.store, world.source_engine, s3, export.id)
     report.assert_clean()
-    record("S3 slow responses", "1 s responses vs 0.5 s read timeout ×3", report, watch, wait)
+    assert_format(proxy, fmt)
+    record("S3 slow responses", "1 s responses vs 0.5 s read timeout ×3", report, watch, wait, fmt)
 
 
-def test_revoked_credentials_fail_permanently_until_access_returns(world: World, s3: Any, proxy: fp.FaultProxy) -> None:
+def test_revoked_credentials_fail_permanently_until_access_returns(
+    world: World, s3: Any, proxy: fp.FaultProxy, fmt: FileFormat
+) -> None:
     seed(world)
     both = ("email_events", "custom_events")
-    export = s3_export(world, s3, proxy, datasets=both)
+    export = s3_export(world, s3, proxy, datasets=both, file_format=fmt)
     runner = s3_runner(world, part_limit=PART_LIMIT)
     world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
     assert run_all(runner, export.id, both) == {}
@@ -253,7 +275,8 @@ def test_revoked_credentials_fail_permanently_until_access_returns(world: World,
     watch.stop()
     report = audit_export(world.store, world.source_engine, s3, export.id)
     report.assert_clean()
-    record("S3 access revoked", "403 AccessDenied for 2 attempts, then granted", report, watch, waits)
+    assert_format(proxy, fmt)
+    record("S3 access revoked", "403 AccessDenied for 2 attempts, then granted", report, watch, waits, fmt)
     with pytest.raises(AccessDenied):  # and it is the permanent branch of the tree
         proxy.add(fp.access_denied())
         world.clock.advance(HOUR_MS)
@@ -285,6 +308,12 @@ def test_clock_skew_fails_fast_with_a_clear_error(world: World, s3: Any, proxy: 
 
 def s3_bucket(world: World, export_id: str) -> str:
     return world.store.destination_config(export_id)[0].bucket
+
+
+def assert_format(proxy: fp.FaultProxy, fmt: FileFormat) -> None:
+    """Every part the scenario sent is in the export's format (the audit read them all back)."""
+    parts = [r.path for r in proxy.puts() if "/_sequenzy/" not in r.path and not r.path.endswith("/_SUCCESS")]
+    assert parts and all(p.endswith(extension(fmt)) for p in parts), parts[:5]
 
 
 # Process faults ---------------------------------------------------------------------------------
@@ -349,15 +378,17 @@ def run_killed_worker(
     proxy.wait_idle()
 
 
-def test_worker_killed_mid_window_then_rerun(keyed_world: tuple[World, str], s3: Any, proxy: fp.FaultProxy) -> None:
+def test_worker_killed_mid_window_then_rerun(
+    keyed_world: tuple[World, str], s3: Any, proxy: fp.FaultProxy, fmt: FileFormat
+) -> None:
     world, spec = keyed_world
     seed(world)
-    export = s3_export(world, s3, proxy, datasets=("email_events",))
+    export = s3_export(world, s3, proxy, datasets=("email_events",), file_format=fmt)
     world.clock.now_ms = DAY0 + 3 * HOUR_MS + 3 * MINUTE_MS
     watch = Stopwatch()
     run_killed_worker(world, spec, proxy, export.id, "email_events", DAY, "email_events-")
     assert proxy.puts("email_events-")  # the run got as far as its first PUT
-    run_killed_worker(world, spec, proxy, export.id, "email_events", DAY, "-0004.jsonl.gz")
+    run_killed_worker(world, spec, proxy, export.id, "email_events", DAY, f"-0004{extension(fmt)}")
     state = world.store.get_export(export.id).dataset_state("email_events")
     assert state is not None and state.position_ms == DAY0  # nothing committed by the killed runs
     # The second worker's attempt closed the first one's as lost; its own is left running.
@@ -367,13 +398,16 @@ def test_worker_killed_mid_window_then_rerun(keyed_world: tuple[World, str], s3:
     watch.stop()
     report = audit_export(world.store, world.source_engine, s3, export.id)
     report.assert_clean()
-    record("SIGKILL mid-window", "worker killed at part 0000, then at part 0004", report, watch)
+    assert_format(proxy, fmt)
+    record("SIGKILL mid-window", "worker killed at part 0000, then at part 0004", report, watch, fmt=fmt)
 
 
-def test_worker_killed_mid_snapshot_then_rerun(keyed_world: tuple[World, str], s3: Any, proxy: fp.FaultProxy) -> None:
+def test_worker_killed_mid_snapshot_then_rerun(
+    keyed_world: tuple[World, str], s3: Any, proxy: fp.FaultProxy, fmt: FileFormat
+) -> None:
     world, spec = keyed_world
     seed(world)
-    export = s3_export(world, s3, proxy, datasets=("subscribers",))
+    export = s3_export(world, s3, proxy, datasets=("subscribers",), file_format=fmt)
     world.clock.now_ms = DAY0 + DAY_MS + 3 * MINUTE_MS
     watch = Stopwatch()
     run_killed_worker(world, spec, proxy, export.id, "subscribers", DAY, "subscribers-0002")
@@ -386,7 +420,8 @@ def test_worker_killed_mid_snapshot_then_rerun(keyed_world: tuple[World, str], s
     report = audit_export(world.store, world.source_engine, s3, export.id, put_order=order)
     report.assert_clean()
     assert report.datasets["subscribers"].expected == SCALE.subscribers
-    record("SIGKILL mid-snapshot", "worker killed at part 0002 of 5", report, watch)
+    assert_format(proxy, fmt)
+    record("SIGKILL mid-snapshot", "worker killed at part 0002 of 5", report, watch, fmt=fmt)
 
 
 def pg_admin(sql: str) -> None:
@@ -410,19 +445,20 @@ def give_back(url: str) -> None:
 
 
 @pytest.mark.postgres
-def test_control_plane_unavailable_mid_window(pg_world: World, s3: Any, proxy: fp.FaultProxy) -> None:
+def test_control_plane_unavailable_mid_window(pg_world: World, s3: Any, proxy: fp.FaultProxy, fmt: FileFormat) -> None:
     world = pg_world
     seed(world)
-    export = s3_export(world, s3, proxy, datasets=("email_events",))
+    export = s3_export(world, s3, proxy, datasets=("email_events",), file_format=fmt)
     runner = s3_runner(world, part_limit=PART_LIMIT)
     world.clock.now_ms = DAY0 + 3 * HOUR_MS + 3 * MINUTE_MS
-    proxy.add(fp.call(lambda: take_away(world.control_url), match="-0003.jsonl.gz"))
+    ext = extension(fmt)
+    proxy.add(fp.call(lambda: take_away(world.control_url), match=f"-0003{ext}"))
     watch = Stopwatch()
     try:
         with pytest.raises(RetryableError, match="control-plane database unavailable"):
             runner.run_day(export.id, "email_events", DAY)
         # The part whose PUT took the database away landed; nothing after it was sent.
-        assert [r.path.rsplit("-", 1)[-1] for r in proxy.puts()][-1] == "0003.jsonl.gz"
+        assert [r.path.rsplit("-", 1)[-1] for r in proxy.puts()][-1] == f"0003{ext}"
     finally:
         give_back(world.control_url)
     state = world.store.get_export(export.id).dataset_state("email_events")
@@ -431,7 +467,8 @@ def test_control_plane_unavailable_mid_window(pg_world: World, s3: Any, proxy: f
     watch.stop()
     report = audit_export(world.store, world.source_engine, s3, export.id)
     report.assert_clean()
-    record("control plane down", "PostgreSQL control plane gone at part 0003", report, watch)
+    assert_format(proxy, fmt)
+    record("control plane down", "PostgreSQL control plane gone at part 0003", report, watch, fmt=fmt)
 
 
 @pytest.mark.postgres
@@ -472,19 +509,19 @@ def delete_rows(world: World, dataset: str, ids: list[str]) -> None:
 
 
 def test_rows_deleted_between_attempts_retry_resumes_without_rewriting(
-    keyed_world: tuple[World, str], s3: Any, proxy: fp.FaultProxy
+    keyed_world: tuple[World, str], s3: Any, proxy: fp.FaultProxy, fmt: FileFormat
 ) -> None:
     world, spec = keyed_world
     seed(world)
-    export = s3_export(world, s3, proxy, datasets=("email_events",))
+    export = s3_export(world, s3, proxy, datasets=("email_events",), file_format=fmt)
     world.clock.now_ms = DAY0 + 3 * HOUR_MS + 3 * MINUTE_MS
     window = Window(DAY0, DAY0 + 3 * HOUR_MS)
     watch = Stopwatch()
     # The worker dies with the PUT of part 0005 in flight: it lands, the worker never learns of it.
-    run_killed_worker(world, spec, proxy, export.id, "email_events", DAY, "-0005.jsonl.gz")
+    run_killed_worker(world, spec, proxy, export.id, "email_events", DAY, f"-0005{extension(fmt)}")
     landed = set(proxy.put_keys_in_order(s3_bucket(world, export.id)))
     assert not proxy.errors, (proxy.errors, proxy.log[-3:])
-    assert part_key("sequenzy", "email_events", window, 5) in landed
+    assert part_key("sequenzy", "email_events", window, 5, fmt) in landed
     # Then the earliest 150 rows of the window are erased, among them every row of the part that
     # landed unannounced. The retry sends that part again (the store says it exists: nothing is
     # replaced), leaves parts 0000-0004 as they are, and continues after part 0005's boundary.
@@ -502,12 +539,15 @@ def test_rows_deleted_between_attempts_retry_resumes_without_rewriting(
     # Delivered rows stay delivered: the erased ones remain in the parts that carried them.
     report.assert_clean(allow_extra=True)
     assert report.extra == 150
-    record("rows deleted between attempts", "kill with part 0005 in flight, 150 rows erased", report, watch)
+    assert_format(proxy, fmt)
+    record("rows deleted between attempts", "kill with part 0005 in flight, 150 rows erased", report, watch, fmt=fmt)
 
 
-def test_late_rows_are_missed_then_appended_as_new_parts(world: World, s3: Any, proxy: fp.FaultProxy) -> None:
+def test_late_rows_are_missed_then_appended_as_new_parts(
+    world: World, s3: Any, proxy: fp.FaultProxy, fmt: FileFormat
+) -> None:
     seed(world)
-    export = s3_export(world, s3, proxy, datasets=("email_events", "custom_events"))
+    export = s3_export(world, s3, proxy, datasets=("email_events", "custom_events"), file_format=fmt)
     runner = s3_runner(world, part_limit=PART_LIMIT)
     for hour in (1, 2, 3):
         world.clock.now_ms = DAY0 + hour * HOUR_MS + 3 * MINUTE_MS
@@ -538,14 +578,15 @@ def test_late_rows_are_missed_then_appended_as_new_parts(world: World, s3: Any, 
     report.assert_clean()
     state = world.store.get_export(export.id).dataset_state("email_events")
     assert state is not None and state.position_ms == DAY0 + 3 * HOUR_MS  # positions untouched
-    record("late rows + reconcile", "60 rows recorded inside an exported window", report, watch)
+    assert_format(proxy, fmt)
+    record("late rows + reconcile", "60 rows recorded inside an exported window", report, watch, fmt=fmt)
 
 
 def test_answer_lost_after_the_part_landed_is_recognised_not_rewritten(
-    world: World, s3: Any, proxy: fp.FaultProxy
+    world: World, s3: Any, proxy: fp.FaultProxy, fmt: FileFormat
 ) -> None:
     seed(world)
-    export = s3_export(world, s3, proxy, datasets=("email_events",))
+    export = s3_export(world, s3, proxy, datasets=("email_events",), file_format=fmt)
     runner = s3_runner(world, part_limit=PART_LIMIT)
     world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
     runner.run_day(export.id, "email_events", DAY)
@@ -561,7 +602,8 @@ def test_answer_lost_after_the_part_landed_is_recognised_not_rewritten(
     assert w12.sent.existed == 1 and w12.sent.parts == w12.parts - 1
     audit = audit_export(world.store, world.source_engine, s3, export.id)
     audit.assert_clean()
-    record("answer lost", "part 0001 landed, its answer reset", audit, watch)
+    assert_format(proxy, fmt)
+    record("answer lost", "part 0001 landed, its answer reset", audit, watch, fmt=fmt)
 
 
 @pytest.mark.parametrize("write_once", [False, True], ids=["plain", "write-once"])

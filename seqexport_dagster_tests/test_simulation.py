@@ -2,6 +2,10 @@
 the regression seeds of the bugs it found, one seed on PostgreSQL, and checks that the oracles can
 fail (a planted duplicate, a deleted object, a replaced one) and that a seed is reproducible.
 
+Every seed's exports write gzip JSONL or Parquet (drawn), with format changes at random times, and
+seeds 9 and 12 delete an export (see `PREDATES_DELETE` for the older seeds); the oracles check one
+format per window and nothing written after a delete.
+
 A failing seed's message carries the one-line command that reproduces it and a trace of the row
 or object behind the broken invariant. The simulator itself: `support/sim` (its docstring says
 what is real and what is simulated).
@@ -16,21 +20,28 @@ from pathlib import Path
 
 import pytest
 
+from seqexport_dagster.file_format import FORMATS, extension, format_of_key
+from seqexport_dagster.part_writers import empty_body
+from seqexport_dagster.schema import DATASETS
 from seqexport_dagster_tests.support.sim import world as sim_world
 from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_412, ORDINARY, Buckets
+from seqexport_dagster_tests.support.sim.loaders import ids_of
 from seqexport_dagster_tests.support.sim.oracles import Oracles
 from seqexport_dagster_tests.support.sim.run import SimResult, simulate
 from seqexport_dagster_tests.support.sim.world import World
 from seqexport_dagster_tests.support.world import postgres_database
 
-#: Seeds CI runs (2 simulated days each, then the quiet end); together they cover every operation
-#: and fault (`test_ci_seeds_cover_every_operation_and_fault`).
-CI_SEEDS = (1, 2, 3, 5, 6, 7, 8)
+#: Seeds CI runs (1.5 simulated days each, then the quiet end); together they cover every operation
+#: and fault (`test_ci_seeds_cover_every_operation_and_fault`), and both formats. 9 and 12 draw deletes.
+CI_SEEDS = (1, 2, 3, 5, 6, 7, 8, 9, 12)
+#: The world of the seeds that predate deletes: Parquet and format changes (their own stream, bytes
+#: only) but no delete, so each runs the history its findings were reported on.
+PREDATES_DELETE: dict[str, object] = {"more": ("change format",)}
 #: Seeds that found a bug, each with the world that found it (see the report in docs/operators.md).
 REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # sim seed 4: a scheduled run retried a dataset in backoff because a batch neighbour needed it;
     # and an answer past the deadline forgot a part that had landed (cut again under its name).
-    4: {},
+    4: PREDATES_DELETE,
     # The three holes of issue 22, each found on 7837f0d (fixed on branch holes): late rows of a
     # window committed before a move lost (100, 101: moves only, no faults); late rows lost while a
     # revoked key kept their part at intent (200, 201); export now bypassing backoff (203).
@@ -45,7 +56,7 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # stands); and a late part that landed under an attempt whose worker died was never committed.
     # Seeds 3, 200, 201 and PostgreSQL 11 (simfix): late rows lost while the dataset failed at its
     # position longer than the lookback (the horizon now counts from the last complete pass).
-    5000: {"days": 3, "exports": 14, "frequencies": ("6h", "24h", "24h", "1h")},
+    5000: {"days": 3, "exports": 14, "frequencies": ("6h", "24h", "24h", "1h"), **PREDATES_DELETE},
 }
 
 
@@ -68,7 +79,7 @@ def _seeds(seeds: object) -> list[object]:
 
 @functools.cache
 def ci_result(seed: int) -> SimResult:
-    return simulate(seed, days=1.5)
+    return simulate(seed, days=1.5, **(PREDATES_DELETE if seed <= 8 else {}))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("seed", _seeds(CI_SEEDS))
@@ -92,28 +103,40 @@ def test_ci_seeds_cover_every_operation_and_fault() -> None:
     for seed in CI_SEEDS:
         ops += ci_result(seed).ops
         faults += ci_result(seed).faults
-    # "revoke key" is a fault (counted below); "delete" is drawn too rarely by these seeds (open).
-    expected_ops = set(sim_world.OPERATIONS) - {"revoke key", "delete"}
+    # "revoke key" is a fault (counted below).
+    expected_ops = (set(sim_world.OPERATIONS) | set(sim_world.MORE_OPERATIONS)) - {"revoke key"}
     assert expected_ops <= set(ops), f"never drawn: {expected_ops - set(ops)}"
     expected_faults = {"5xx", "reset", "lost", "slow", "crash", "key revoked", "db error", "db answer lost"}
     assert expected_faults <= set(faults), f"never injected: {expected_faults - set(faults)}"
     assert sum(ci_result(s).crashes for s in CI_SEEDS) > 0
 
 
+def test_ci_seeds_write_parquet_and_verify_reads_it() -> None:
+    """Issue 27 in the simulator: Parquet exports among the CI seeds, and every oracle reads them."""
+    formats: Counter[str] = Counter()
+    verified: Counter[str] = Counter()
+    for seed in CI_SEEDS:
+        formats += ci_result(seed).formats
+        verified += ci_result(seed).verified_parts
+    assert formats["parquet"] > 0 and formats["jsonl.gz"] > 0, formats
+    assert verified["parquet"] > 0 and verified["jsonl.gz"] > 0, verified
+
+
 def test_a_seed_is_reproducible() -> None:
     first, second = simulate(3, days=1), simulate(3, days=1)
-    assert (first.rows, first.runs, first.ops, first.faults, first.export_days) == (
+    assert (first.rows, first.runs, first.ops, first.faults, first.export_days, first.formats) == (
         second.rows,
         second.runs,
         second.ops,
         second.faults,
         second.export_days,
+        second.formats,
     )
 
 
 def test_a_seed_on_postgresql(tmp_path: Path) -> None:
     with postgres_database() as control, postgres_database() as source:
-        result = simulate(11, tmp_path, days=1, control_url=control, source_url=source)
+        result = simulate(11, tmp_path, days=1, control_url=control, source_url=source, **PREDATES_DELETE)  # type: ignore[arg-type]
     assert result.ok, result.summary()
     assert result.rows_checked > 0
 
@@ -137,7 +160,11 @@ def test_oracles_see_a_duplicate_a_loss_and_a_replacement(tmp_path: Path) -> Non
         assert oracles.check_end(world) == []
         e = next(iter(world.exports.values()))
         bucket = world.buckets.get(e.place.bucket)
-        parts = sorted(k for k, b in bucket.objects.items() if "-0000.jsonl.gz" in k and "_events" in k and len(b) > 40)
+        parts = sorted(
+            k
+            for k, b in bucket.objects.items()
+            if "-0000." in k and "_events/" in k and format_of_key(k) and ids_of(k, b)
+        )
         assert len(parts) >= 2, "the world wrote no event rows"
         copy_of, lost = parts[0], parts[1]
         bucket.objects[copy_of.replace("-0000.", "-0007.")] = bucket.objects[copy_of]  # a duplicate part
@@ -145,8 +172,58 @@ def test_oracles_see_a_duplicate_a_loss_and_a_replacement(tmp_path: Path) -> Non
         bucket.send(parts[-1], gzip.compress(b""), conditional=False, plain=False, seq=0, now_ms=world.clock())
         found = {v.invariant for v in Oracles().check_end(world)}
         assert {"row loaded twice", "row lost", "history", "object"} <= found, found
+        if parts[-1].endswith(".parquet"):  # an empty gzip under a Parquet name: no loader can read it
+            assert "unreadable part" in found, found
     finally:
         world.dispose()
+
+
+def test_oracles_see_a_window_split_across_formats_a_wrong_format_and_a_write_after_delete(tmp_path: Path) -> None:
+    world, oracles = _quiet_world(tmp_path)
+    try:
+        assert oracles.check_end(world) == []
+        first, second = list(world.exports.values())[:2]
+        bucket = world.buckets.get(first.place.bucket)
+        key = sorted(k for k in bucket.objects if "-0000." in k and "_events/" in k and format_of_key(k))[0]
+        fmt = format_of_key(key)
+        assert fmt is not None
+        other = next(f for f in FORMATS if f != fmt)
+        dataset = DATASETS[key.rsplit("/", 1)[-1].split("-", 1)[0]]
+        stem = key.rsplit("-", 1)[0]
+        bucket.objects[f"{stem}-0009{extension(other)}"] = empty_body(other, dataset)  # the window split
+        second.formats = [(t, next(f for f in FORMATS if f != was)) for t, was in second.formats]
+        world.api.delete(first.export_id)
+        first.deleted_at = world.clock()
+        world.clock.advance(60_000)
+        body = empty_body(fmt, dataset)
+        bucket.send(
+            f"{stem}-0008{extension(fmt)}", body, conditional=True, plain=False, seq=10**6, now_ms=world.clock()
+        )
+        found = {(v.invariant, v.export) for v in Oracles().check_day(world, verify=False)}
+        assert ("window split across formats", first.name) in found, found
+        assert ("format", second.name) in found, found
+        assert ("written after delete", first.name) in found, found
+    finally:
+        world.dispose()
+
+
+def test_a_format_leaves_a_seeds_history_as_it_was() -> None:
+    """Formats and format changes come from a stream of their own and change bytes only: a seed
+    runs the same history whether its exports write Parquet or not (what keeps the regression
+    seeds what they were)."""
+    main = tuple(sim_world.OPERATIONS)
+    both = simulate(8, days=1, only=(*main, "change format"))
+    jsonl = simulate(8, days=1, only=main, formats=("jsonl.gz",))
+    assert both.formats["parquet"] > 0 and both.ops["change format"] > 0, (both.formats, both.ops)
+    assert jsonl.formats == Counter({"jsonl.gz": sum(both.formats.values())})
+    assert both.ok and jsonl.ok, (both.summary(), jsonl.summary())
+    assert (both.rows, both.runs, both.faults, both.export_days, both.ops - Counter({"change format": 99})) == (
+        jsonl.rows,
+        jsonl.runs,
+        jsonl.faults,
+        jsonl.export_days,
+        jsonl.ops,
+    )
 
 
 def test_stores_answer_as_their_provider() -> None:

@@ -94,6 +94,7 @@ class Outcome:
     kept: int = 0  # rows erased from the source after their part landed, still in that file
     overwrites: int = 0  # PUTs without precondition to a name that existed
     recognised: int = 0  # PUTs answered 412: a part an earlier send had landed
+    file_format: str = "jsonl.gz"  # the export's part format: jsonl.gz or parquet
 
 
 class Stopwatch:
@@ -115,6 +116,7 @@ def format_table(outcomes: list[Outcome]) -> str:
     head = (
         "scenario",
         "bucket",
+        "format",
         "faults injected",
         "expected",
         "found",
@@ -129,6 +131,7 @@ def format_table(outcomes: list[Outcome]) -> str:
         (
             o.scenario,
             o.bucket,
+            o.file_format,
             o.faults,
             str(o.expected),
             str(o.found - o.kept),

@@ -1,9 +1,11 @@
 """A seeded deterministic simulator of Data Exports (issue 22): one seed, one reproducible world.
 
 Real: the planner (`planner.due_work`, `planner.batch`), the batch runs (`BatchRunner.run`), the
-window and snapshot runner, delivery and the part ledger, reconciliation, the writer lease, the
-control plane and the source (SQLite files, or PostgreSQL when given URLs), `api.Exports` for
-operations, `backfill.backfill`, and `verify` (`verify_bucket`, with and without the ledger).
+window and snapshot runner, delivery and the part ledger, both part writers (gzip JSONL and
+Parquet: each export's format is drawn, and changed at random times), reconciliation, the writer
+lease, the control plane and the source (SQLite files, or PostgreSQL when given URLs),
+`api.Exports` for operations (delete included), `backfill.backfill`, and `verify` (`verify_bucket`,
+with and without the ledger, reading both formats).
 
 Simulated: the object store (`bucket`: in-memory buckets with each provider's create-only and
 precondition semantics, reached through the product's destination factory, botocore's three sends

@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated operations to draw from")
     parser.add_argument("--exports", type=int, default=None, help="exports per world (default 2 to 5)")
     parser.add_argument("--frequencies", default="", help="comma-separated frequencies to draw from")
+    parser.add_argument("--formats", default="", help="comma-separated file formats to draw from (default both)")
+    parser.add_argument("--more", default=None, help="comma-separated of 'change format,delete' to draw ('' none)")
     parser.add_argument("--export-days", type=float, default=None, help="budget mode: also stop after this many")
     parser.add_argument("--first-seed", type=int, default=None, help="budget mode: start here (default random)")
     args = parser.parse_args(argv)
@@ -36,12 +38,17 @@ def main(argv: list[str] | None = None) -> int:
         kw["exports"] = args.exports
     if args.frequencies:
         kw["frequencies"] = tuple(f.strip() for f in args.frequencies.split(","))
+    if args.formats:
+        kw["formats"] = tuple(f.strip() for f in args.formats.split(","))
+    if args.more is not None:
+        kw["more"] = tuple(o.strip() for o in args.more.split(",") if o.strip())
     if args.only:
         kw["only"] = tuple(o.strip() for o in args.only.split(","))
     if args.seed is not None:
         result = simulate(args.seed, days=args.days, **kw)  # type: ignore[arg-type]
         say(result.summary())
         say(f"  operations: {dict(result.ops)}\n  faults: {dict(result.faults)}")
+        say(f"  formats: {dict(result.formats)}, parts verify read: {dict(result.verified_parts)}")
         return 0 if result.ok else 1
     seed = args.first_seed if args.first_seed is not None else random.SystemRandom().randrange(10**6, 10**9)
     began, results = time.monotonic(), []
@@ -63,6 +70,8 @@ def totals(results: list[SimResult]) -> str:
     failing = [r.seed for r in results if not r.ok]
     ops = sum((r.ops for r in results), Counter())
     faults = sum((r.faults for r in results), Counter())
+    formats = sum((r.formats for r in results), Counter())
+    verified = sum((r.verified_parts for r in results), Counter())
     return "\n".join(
         [
             f"{len(results)} seeds, {days:.0f} export-days in {cpu:.0f} CPU-s: {days / cpu:.2f} export-days per CPU-second",
@@ -70,6 +79,7 @@ def totals(results: list[SimResult]) -> str:
             f"runs {sum(r.runs for r in results)}, worker crashes {sum(r.crashes for r in results)}",
             f"operations: {dict(ops)}",
             f"faults: {dict(faults)}",
+            f"exports by format: {dict(formats)}; parts verify read, by format: {dict(verified)}",
             f"found: {dict(found) or 'nothing'}" + (f" (seeds {failing})" if failing else ""),
         ]
     )

@@ -45,10 +45,17 @@ class SimExport:
     replaced_days: set[str] = field(default_factory=set)
     #: A backfill ran after a move: see `oracles.Oracles.verify` (verify's view of that place).
     backfilled_after_move: bool = False
+    #: (since ms, format): the export's file format from each time on (create, then every change).
+    formats: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def place(self) -> Place:
         return self.places[-1]
+
+    def formats_between(self, first_ms: int, last_ms: int) -> set[str]:
+        """Every format the export had at some time in [first_ms, last_ms]."""
+        at_first = [f for t, f in self.formats if t <= first_ms][-1:] or [self.formats[0][1]]
+        return set(at_first) | {f for t, f in self.formats if first_ms < t <= last_ms}
 
     def stint(self, dataset: str) -> Stint | None:
         open_ = [s for s in self.stints if s.dataset == dataset and s.ended_at is None]

@@ -16,11 +16,18 @@
    6 h) passes, unless "export now" was pressed in between (one immediate attempt per press).
 7. Webhooks: ``dataset.day_complete`` once per dataset-day, never lost, never before the day's
    objects exist (`webhook_oracle`).
+8. Formats: every part of a window (a snapshot day) at a location has one format, and it is one
+   the export had between the window's first attempt and its first part's landing: a change
+   takes effect at the next window, a window already started keeps its format.
+9. Delete: from the delete on, nothing reaches the export's locations and no attempt starts; what
+   it had delivered stays (rule 4), and it owes the rows of its windows up to its position at the
+   delete (rule 1), as docs/cli.md and docs/customers.md promise ("files stay").
 """
 
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import hashlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -28,13 +35,16 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from seqexport_dagster.file_format import format_of_key
+from seqexport_dagster.keys import parse_key
 from seqexport_dagster.schema import EVENT_DATASETS
-from seqexport_dagster.store.tables import parts
+from seqexport_dagster.store.records import snapshot_window
+from seqexport_dagster.store.tables import parts, windows
 from seqexport_dagster.verify.bucket import Bucket, StoredObject
 from seqexport_dagster.verify.checks import verify_bucket
-from seqexport_dagster.window import HOUR_MS, iso_ms
+from seqexport_dagster.window import HOUR_MS, Window, day_start_ms, iso_ms
 from seqexport_dagster_tests.support.sim.bucket import MemoryBucket
-from seqexport_dagster_tests.support.sim.loaders import Loaded, SnowpipeLoader, WindowLoader
+from seqexport_dagster_tests.support.sim.loaders import Loaded, SnowpipeLoader, WindowLoader, relative
 from seqexport_dagster_tests.support.sim.model import Place, SimExport
 from seqexport_dagster_tests.support.sim.webhook_oracle import WebhookOracle
 from seqexport_dagster_tests.support.sim.world import World
@@ -62,8 +72,13 @@ class Oracles:
     windows: WindowLoader = field(default_factory=WindowLoader)
     rows_checked: int = 0
     verified: int = 0
+    #: Parts `verify` read, by format (Parquet goes through `verify.parquet_rows`).
+    verified_parts: Counter[str] = field(default_factory=Counter)
     known: Counter[str] = field(default_factory=Counter)
     webhooks: WebhookOracle = field(default_factory=WebhookOracle)
+    #: bucket -> key -> when the first send reached it; and how many of its writes were read.
+    first_writes: dict[str, dict[str, int]] = field(default_factory=dict)
+    writes_read: Counter[str] = field(default_factory=Counter)
 
     def poll(self, world: World, *, final: bool = False) -> None:
         for e in world.exports.values():
@@ -75,8 +90,11 @@ class Oracles:
         found = [Violation("object", "-", v) for v in world.buckets.violations()]
         for e in world.exports.values():
             found += duplicates(e, "snowpipe", self.snowpipe.by_export[e.name])
+            found += [Violation("unreadable part", e.name, u) for u in self.snowpipe.by_export[e.name].unreadable]
             found += duplicates(e, "window loader", self.windows.by_export[e.name])
             found += history_vs_bucket(world, e)
+            found += file_formats(e, world, self.landed(world, e))
+            found += after_delete(world, e)
             if verify:
                 found += self.verify(world, e, final=final)
         found += backoff(world)
@@ -97,6 +115,18 @@ class Oracles:
         found += errors_after_quiet(world)
         return found
 
+    def landed(self, world: World, e: SimExport) -> dict[str, dict[str, int]]:
+        """For each bucket of ``e``: key -> when the first send reached the store (read incrementally)."""
+        out = {}
+        for name in {p.bucket for p in e.places}:
+            bucket = world.buckets.get(name)
+            first = self.first_writes.setdefault(name, {})
+            for w in bucket.writes[self.writes_read[name] :]:
+                first.setdefault(w.key, w.at_ms)
+            self.writes_read[name] = len(bucket.writes)
+            out[name] = first
+        return out
+
     def verify(self, world: World, e: SimExport, *, final: bool) -> list[Violation]:
         """Every location of the export; ``not_in_ledger`` (a window still being written) only at the end."""
         found: list[Violation] = []
@@ -115,6 +145,7 @@ class Oracles:
             for ledger in modes:
                 report = verify_bucket(view, ledger=ledger, workers=1)
                 self.verified += 1
+                self.verified_parts.update(f for f in map(format_of_key, (o.key for o in view.list())) if f)
                 for p in report.problems:
                     if p.kind == "gap" and p.dataset in restarted:
                         continue
@@ -258,4 +289,91 @@ def backoff(world: World) -> list[Violation]:
                         f"failure {before.failures}; backoff allows a retry only after {wait // 60_000} min",
                     )
                 )
+    return out
+
+
+def file_formats(e: SimExport, world: World, landed: dict[str, dict[str, int]]) -> list[Violation]:
+    """Rule 7 of the module docstring, from the bucket, the simulator's own record of the export's
+    formats, and the ledger's first attempt of each window (any location)."""
+    t = windows
+    with world.engine.connect() as conn:
+        started = {
+            (r.dataset, r.from_ms, r.to_ms): r.first
+            for r in conn.execute(
+                sa.select(t.c.dataset, t.c.from_ms, t.c.to_ms, sa.func.min(t.c.started_at).label("first"))
+                .where(t.c.export_id == e.export_id)
+                .group_by(t.c.dataset, t.c.from_ms, t.c.to_ms)
+            )
+        }
+    out = []
+    for place in e.places:
+        groups: dict[tuple[str, Window], dict[str, list[str]]] = {}
+        for key in world.buckets.get(place.bucket).objects:
+            rel = relative(place, key)
+            parsed = parse_key(rel) if rel is not None else None
+            if parsed is None or parsed.format is None:
+                continue
+            window = parsed.window or snapshot_window(day_start_ms(dt.date.fromisoformat(parsed.date)))
+            groups.setdefault((parsed.dataset, window), {}).setdefault(parsed.format, []).append(key)
+        for (dataset, window), by_format in groups.items():
+            where = f"{place.source}: {dataset} {window}"
+            if len(by_format) > 1:
+                names = ", ".join(sorted(k.rsplit("/", 1)[-1] for ks in by_format.values() for k in ks))
+                out.append(Violation("window split across formats", e.name, f"{where}: {names}"))
+                continue
+            first_attempt = started.get((dataset, window.from_ms, window.to_ms))
+            if first_attempt is None:  # its ledger rows were compacted: the split check above only
+                continue
+            ((fmt, keys),) = by_format.items()
+            first_landed = min(landed[place.bucket].get(k, 0) for k in keys)
+            allowed = e.formats_between(first_attempt, first_landed)
+            if fmt not in allowed:
+                out.append(
+                    Violation(
+                        "format",
+                        e.name,
+                        f"{where} is in {fmt}; between its first attempt ({iso_ms(first_attempt)}) and its "
+                        f"first part's landing ({iso_ms(first_landed)}) the export's format was {sorted(allowed)}",
+                    )
+                )
+    return out
+
+
+def after_delete(world: World, e: SimExport) -> list[Violation]:
+    """Rule 8 of the module docstring: nothing written and no attempt started from the delete on."""
+    if e.deleted_at is None:
+        return []
+    out = []
+    for place in e.places:
+        head = place.prefix + "/"
+        late = [w for w in world.buckets.get(place.bucket).writes if w.at_ms >= e.deleted_at and w.key.startswith(head)]
+        if late:
+            out.append(
+                Violation(
+                    "written after delete",
+                    e.name,
+                    f"{len(late)} send(s) reached {place.source} after the delete at {iso_ms(e.deleted_at)}, the "
+                    f"first at {iso_ms(late[0].at_ms)}: {late[0].key}",
+                )
+            )
+    t = windows
+    with world.engine.connect() as conn:
+        started = conn.execute(
+            sa.select(t.c.dataset, t.c.from_ms, t.c.to_ms, t.c.started_at)
+            .where(t.c.export_id == e.export_id, t.c.started_at >= e.deleted_at)
+            .order_by(t.c.started_at)
+        ).all()
+    if started:
+        first = started[0]
+        out.append(
+            Violation(
+                "worked after delete",
+                e.name,
+                f"{len(started)} window attempt(s) started after the delete at {iso_ms(e.deleted_at)}, the first "
+                f"{first.dataset} {Window(first.from_ms, first.to_ms)} at {iso_ms(first.started_at)}",
+            )
+        )
+    status = world.store.get_export(e.export_id).status
+    if status != "deleted":
+        out.append(Violation("worked after delete", e.name, f"status is {status} after the delete"))
     return out

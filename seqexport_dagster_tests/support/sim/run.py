@@ -28,6 +28,9 @@ class SimResult:
     runs: int = 0
     crashes: int = 0
     ops: Counter[str] = field(default_factory=Counter)
+    #: Exports created, by file format; parts that `verify` (the oracle) read, by file format.
+    formats: Counter[str] = field(default_factory=Counter)
+    verified_parts: Counter[str] = field(default_factory=Counter)
     faults: Counter[str] = field(default_factory=Counter)
     violations: list[Violation] = field(default_factory=list)
     traces: list[str] = field(default_factory=list)
@@ -42,7 +45,8 @@ class SimResult:
         head = (
             f"seed {self.seed}: {self.export_days:.1f} export-days, {self.rows} rows ({self.rows_checked} checked), "
             f"{self.runs} runs, {self.crashes} crashes, {sum(self.faults.values())} faults, "
-            f"{sum(self.ops.values())} operations, {self.cpu_s:.1f} CPU-s: "
+            f"{sum(self.ops.values())} operations, {self.formats['parquet']} of {sum(self.formats.values())} exports "
+            f"in Parquet, {self.cpu_s:.1f} CPU-s: "
         )
         if self.ok:
             return head + "ok"
@@ -77,11 +81,16 @@ def simulate(
             before = world.clock()
             world.clock.advance(world.rng.randrange(4 * MINUTE_MS, 16 * MINUTE_MS))
             quiet = before >= end_ms
-            if not quiet and world.clock() >= end_ms:
+            crossing = not quiet and world.clock() >= end_ms
+            if crossing:
                 world.quiet()
             world.source.feed(world.accounts, world.clock(), before) if not quiet else None
+            if not quiet:  # before the main stream's operation: a backfill then writes in the new format
+                world.operate_more()
             if not quiet and world.rng.random() < 0.06:
                 world.operate()
+            if crossing:  # a pause or a revoked key drawn in this step must not outlast the quiet end
+                world.quiet()
             world.tick()
             result.export_days += len([e for e in world.live()]) * (world.clock() - before) / DAY_MS
             if world.clock() >= next_day:
@@ -97,6 +106,8 @@ def simulate(
         result.runs, result.crashes = world.runs, world.crashes
         result.ops = Counter(op.what.split(" ", 1)[0] if op.what.startswith("create") else op.what for op in world.ops)
         result.faults = Counter(world.faults.injected)
+        result.formats = Counter(e.formats[0][1] for e in world.exports.values())
+        result.verified_parts = Counter(oracles.verified_parts)
         result.violations = _unique(result.violations)
         firsts = {v.invariant: v for v in reversed(result.violations)}
         result.traces = [trace(world, v) for v in list(firsts.values())[:4]]
@@ -119,6 +130,10 @@ def _command(seed: int, days: float, world_kw: dict[str, Any]) -> str:
     extra = "".join(f" --{k.replace('_', '-')} {v}" for k, v in world_kw.items() if isinstance(v, int | float | str))
     if world_kw.get("frequencies"):
         extra += f" --frequencies {','.join(world_kw['frequencies'])}"
+    if world_kw.get("formats"):
+        extra += f" --formats {','.join(world_kw['formats'])}"
+    if "more" in world_kw:
+        extra += f" --more '{','.join(world_kw['more'])}'"
     if world_kw.get("only"):
         extra += f" --only '{','.join(world_kw['only'])}'"
     return f"PYTHONPATH=. python -m seqexport_dagster_tests.support.sim --seed {seed} --days {days:g}{extra}"

@@ -10,6 +10,16 @@ and `backfill.backfill` (what the CLI and HTTP API call); a backfill with replac
 
 Time is the world's `Clock`; in-run retry sleeps advance it. One worker thread per run, so the
 order of every call (and of every draw from the world's `random.Random`) is fixed by the seed.
+
+The file format of each export (gzip JSONL or Parquet), format changes and deletes are drawn from
+streams of their own (``Random(f"{seed}/format")``, ``Random(f"{seed}/delete")``), added after the
+world's first seeds had found bugs: the main stream draws exactly what it drew before, so a seed's
+history is the same as before up to its first delete (a format changes bytes, never what is sent
+when, so it leaves the history as it was); ``more`` leaves deletes out for the seeds that predate
+them.
+
+Size: the world's state and every operation on it stay together, so the order of draws from each
+stream reads in one place.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from seqexport_dagster.backfill import backfill
 from seqexport_dagster.batch import BatchRunner, ExportOutcome
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError
+from seqexport_dagster.file_format import FORMATS, JSONL_GZ, PARQUET
 from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
@@ -65,6 +76,13 @@ OPERATIONS = (
     "backfill replace",
     "revoke key",
 )
+#: Drawn from their own streams (`World.operate_more`), so that the main stream is what it was.
+MORE_OPERATIONS = ("change format", "delete")
+#: Per loop step (4 to 16 simulated minutes): about 1.1 format changes and 0.35 deletes a day.
+FORMAT_CHANGE_RATE = 0.008
+DELETE_RATE = 0.0025
+#: Of the exports created, the share written in Parquet (when both formats are drawn from).
+PARQUET_SHARE = 0.4
 
 
 class SimBatchRunner(BatchRunner):
@@ -92,10 +110,16 @@ class World:
         only: Sequence[str] = (),
         exports: int | None = None,
         frequencies: Sequence[str] = FREQUENCIES,
+        formats: Sequence[str] = FORMATS,
+        more: Sequence[str] = MORE_OPERATIONS,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         rng = self.rng
+        self.format_rng = random.Random(f"{seed}/format")
+        self.delete_rng = random.Random(f"{seed}/delete")
+        self.formats = tuple(formats)
+        self.more = set(more)  # of MORE_OPERATIONS, those drawn (seeds older than them pin theirs)
         self.clock = Clock(DAY0 + rng.randrange(0, DAY_MS))
         self.start_ms = self.clock()
         self.end_ms = self.start_ms + int(days * DAY_MS)
@@ -179,6 +203,7 @@ class World:
         place = self._place(name)
         datasets = self.rng.sample(list(DATASETS), self.rng.randint(1, len(DATASETS)))
         key_id = f"AKIASIM{name.upper()}K0"
+        fmt = self._draw_format()
         try:
             with self._export_ids():
                 record = self.api.create(
@@ -191,14 +216,21 @@ class World:
                     secret_access_key=f"secret-{name}-0",
                     datasets=datasets,
                     frequency=self.rng.choice(self.frequencies),
+                    file_format=fmt,
                 )
         except ExportError as exc:
             self.log(name, "create", f"refused: {exc.message}")
             return
         sim = SimExport(name, record.id, record.account_id, key_id, [place])
         sim.stints = [Stint(s.dataset, s.added_at) for s in record.datasets]
+        sim.formats = [(record.created_at, record.format)]
         self.exports[name] = sim
-        self.log(name, f"create {place.source} {record.frequency} {','.join(sorted(datasets))}")
+        self.log(name, f"create {place.source} {record.frequency} {record.format} {','.join(sorted(datasets))}")
+
+    def _draw_format(self) -> str:
+        if len(self.formats) == 1:
+            return self.formats[0]
+        return PARQUET if self.format_rng.random() < PARQUET_SHARE else JSONL_GZ
 
     def live(self) -> list[SimExport]:
         return [e for e in self.exports.values() if e.deleted_at is None]
@@ -267,6 +299,23 @@ class World:
             outcome = f"refused: {exc.message}"
         self.log(e.name, op, outcome)
 
+    def operate_more(self) -> None:
+        """The operations of their own streams (`MORE_OPERATIONS`), one draw of each per loop step."""
+        change = self.format_rng.random() < FORMAT_CHANGE_RATE
+        delete = self.delete_rng.random() < DELETE_RATE
+        for op, drawn, rng in (("change format", change, self.format_rng), ("delete", delete, self.delete_rng)):
+            live = self.live()
+            if not drawn or not live or op not in self.more or (self.only and op not in self.only):
+                continue
+            if (op == "change format" and len(self.formats) < 2) or (op == "delete" and len(live) < 2):
+                continue  # a world keeps one export at least
+            e = rng.choice(live)
+            try:
+                outcome = self._operate(e, op)
+            except ExportError as exc:
+                outcome = f"refused: {exc.message}"
+            self.log(e.name, op, outcome)
+
     def _operate(self, e: SimExport, op: str) -> str:
         eid, now = e.export_id, self.clock()
         if op == "pause":
@@ -313,6 +362,12 @@ class World:
             frequency = self.rng.choice(self.frequencies)
             self.api.change_frequency(eid, frequency)
             return frequency
+        elif op == "change format":
+            current = self.store.get_export(eid).format
+            fmt = next(f for f in self.formats if f != current) if current in self.formats else self.formats[0]
+            self.api.change_format(eid, fmt)
+            e.formats.append((now, fmt))
+            return fmt
         elif op == "export now":
             self.api.export_now(eid)
             self.export_now_at.setdefault(e.name, []).append(now)
