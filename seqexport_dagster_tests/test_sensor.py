@@ -7,12 +7,14 @@ import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster import planner
+from seqexport_dagster.defs import day_cells
 from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK
 from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.defs.sensors import MAX_STATUS_PER_TICK, ROTATION, Cursor, attention_first, status_events
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.store import CANCELED, COMMITTED, DatasetState, ExportRecord
+from seqexport_dagster.store.fleet import day_totals
 from seqexport_dagster.store.lease import LEASE_TTL_MS, Leases
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, chain
 from seqexport_dagster_tests.support.dagster_harness import Harness, harness
@@ -117,6 +119,39 @@ def test_snapshot_waits_for_day_end_plus_lag_and_the_sensor_completes_the_day(h)
     h.tick()
     assert len(h.materializations("email_events")) == 1, "a day turns green once"
     assert export.id
+
+
+def test_a_day_is_summed_over_several_ticks_and_its_cell_equals_the_whole_day_query(h, monkeypatch):
+    """Issue 29: a tick reads a bounded span of a day for its cell. With the budget cut to 24 windows
+    a tick (6 hours of this export), each dataset's day takes 4 ticks; the cell appears only with its
+    last span, once, and its totals equal the whole-day query's and the source's."""
+    monkeypatch.setattr(day_cells, "DAY_WINDOWS_PER_TICK", 24)
+    h.world.local_export(frequency="6h", lag_ms=5 * MINUTE_MS)
+    for quarter in range(1, 5):  # one window in each 6-hour span, the snapshot after the last
+        h.world.clock.now_ms = DAY0 + quarter * 6 * HOUR_MS + 5 * MINUTE_MS
+        outcome = h.tick()
+        assert outcome.results and all(r.success for r in outcome.results)
+    day = Window(DAY0, DAY0 + DAY_MS).day
+    green_after: dict[str, int] = {}
+    for tick in range(1, 18):
+        h.tick()
+        for dataset in (*EVENTS, "subscribers"):
+            if dataset not in green_after and h.materializations(dataset):
+                green_after[dataset] = tick
+    # One dataset at a time, in order, 4 ticks each (24 of the 96 quarter-hours a tick).
+    assert green_after == {"email_events": 4, "sms_events": 8, "custom_events": 12, "subscribers": 16}
+    for dataset in (*EVENTS, "subscribers"):
+        (mat,) = h.materializations(dataset)
+        assert mat.asset_materialization.partition == day.isoformat()
+        meta = {k: v.value for k, v in mat.asset_materialization.metadata.items()}
+        whole = day_totals(h.world.control_engine, dataset, [day])[day]
+        assert (meta["exports_complete"], meta["windows"], meta["rows"], meta["files"], meta["bytes"]) == (
+            whole.exports, whole.windows, whole.rows, whole.files, whole.bytes
+        )
+        if dataset != "subscribers":
+            assert meta["windows"] == 4 and meta["rows"] == h.world.source.count_window(
+                dataset, "acme", Window(DAY0, DAY0 + DAY_MS)
+            ) > 0
 
 
 def test_backoff_of_a_15_minute_export_then_export_now_skips_the_wait(h):

@@ -2,8 +2,9 @@
 
 A tick costs a fixed number of queries whatever the number of exports: exports (two), the
 unfinished attempts (one), leases (one), exports changed since the last tick (two), the in-flight
-runs (one), the registered ``exports`` partitions (one), plus one totals query per day that
-completes. The policy is `seqexport_dagster.planner`; this module is wiring.
+runs (one), the registered ``exports`` partitions (one), plus the totals of the days that
+complete, a bounded span of them per tick (`day_cells.day_events`). The policy is
+`seqexport_dagster.planner`; this module is wiring.
 
 Each tick:
 1. registers new exports as partitions of the status asset;
@@ -12,8 +13,8 @@ Each tick:
    exports, and its tags are bounded whatever their number (`run_tags`: its shards, and each export
    and account when there are at most `NAMED_IN_TAGS`);
 3. materializes each dataset's days that every active export has now finished (the cursor keeps
-   how far each dataset is green; at most `MAX_DAYS_PER_TICK` per tick, so a first tick after an
-   upgrade catches up over a few ticks);
+   how far each dataset is green, and the running totals of a day being summed: a tick reads at
+   most about `day_cells.DAY_WINDOWS_PER_TICK` ledger windows for them, `day_events`);
 4. records the status of exports whose health changed, plus a rotating slice of all of them (each
    export every `ROTATION` ticks), at most `MAX_STATUS_PER_TICK` observations a tick, and a status
    run for each export that starts or stops failing (`status_events`, `defs.export_status`);
@@ -23,7 +24,6 @@ Each tick:
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import zlib
 from dataclasses import dataclass, field
@@ -41,10 +41,10 @@ from seqexport_dagster.defs.assets import (
     TRIGGER_TAG,
     tag_safe,
 )
+from seqexport_dagster.defs.day_cells import day_events
 from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK, STATUS_JOB, status_job
 from seqexport_dagster.defs.health import (
     check_evaluation,
-    day_event,
     failing_digest,
     status_check_evaluation,
     status_event,
@@ -54,9 +54,8 @@ from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
 from seqexport_dagster.idle import idle_reason
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store import ACTIVE, DELETED, ExportRecord
-from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
+from seqexport_dagster.store.fleet import changed_since, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
-from seqexport_dagster.window import day_of
 
 #: Run tags (issue 23: bounded whatever the number of exports in the run). A run of at most
 #: `NAMED_IN_TAGS` exports names each (``export/<id>``); of at most `NAMED_IN_TAGS` accounts, each
@@ -81,7 +80,6 @@ IN_FLIGHT: Final = [
 ]
 EXPORT_JOB: Final = "export_job"
 TICK_SECONDS: Final = 30
-MAX_DAYS_PER_TICK: Final = 31
 #: Each export's status is recorded at least every ROTATION ticks (6 h), and on every change of health.
 ROTATION: Final = 720
 #: Status events per tick at most (the daemon stores a tick's asset events one by one, ~30-100 ms each).
@@ -171,6 +169,8 @@ class Cursor:
     failing: str = ""
     why: str = ""
     unwell: dict[str, str] = field(default_factory=dict)
+    #: dataset -> [day, next span's from_ms, windows, rows, files, bytes]: a day being summed.
+    pending: dict[str, list[Any]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, text: str | None) -> Cursor:
@@ -186,6 +186,7 @@ class Cursor:
                 int(data.get("tick", 0)),
                 str(data.get("failing", "")),
                 unwell={str(k): str(v) for k, v in dict(data.get("unwell", {})).items()},
+                pending={str(k): list(v) for k, v in dict(data.get("pending", {})).items()},
             )
         except (ValueError, TypeError, AttributeError):
             return cls()
@@ -198,6 +199,7 @@ class Cursor:
                 "tick": self.tick,
                 "failing": self.failing,
                 "unwell": self.unwell,
+                "pending": self.pending,
             },
             separators=(",", ":"),
         )
@@ -284,30 +286,6 @@ def status_events(
     return [status_event(export, now_ms) for export in chosen], runs
 
 
-def day_events(control_plane: Any, records: list[ExportRecord], cursor: Cursor) -> list[dg.AssetMaterialization]:
-    """Days every active export has finished since the last tick, per dataset, with their totals."""
-    events = []
-    for dataset in DATASETS:
-        through = planner.dataset_complete_through(records, dataset)
-        starts = [s.added_at for e in records for s in e.datasets if s.dataset == dataset]
-        if through is None or not starts:
-            continue
-        first = day_of(min(starts))
-        done = cursor.through.get(dataset)
-        start = max(first, dt.date.fromisoformat(done) + dt.timedelta(days=1)) if done else first
-        days: list[dt.date] = []
-        day = start
-        while day <= through and len(days) < MAX_DAYS_PER_TICK:
-            days.append(day)
-            day += dt.timedelta(days=1)
-        if not days:
-            continue
-        totals = day_totals(control_plane.engine, dataset, days)
-        events += [day_event(dataset, d, totals[d]) for d in days]
-        cursor.through[dataset] = days[-1].isoformat()
-    return events
-
-
 def evaluate(
     instance: dg.DagsterInstance, control_plane: ControlPlaneResource, now_ms: int, cursor_text: str | None
 ) -> dg.SensorResult:
@@ -322,7 +300,7 @@ def evaluate(
     items = planner.due_work(records, now_ms, busy=busy, unfinished=unfinished_attempts(engine))
     requests = [run_request(b) for b in planner.batch(items)]
 
-    events: list[Any] = day_events(store, records, cursor)
+    events: list[Any] = day_events(engine, records, cursor.through, cursor.pending)
     changed, watermark = changed_since(engine, cursor.since_ms if cursor.since_ms is not None else -1)
     observations, status_runs = status_events(records, cursor, now_ms, new=set(new), changed=changed)
     events += observations

@@ -53,34 +53,46 @@ def unfinished_attempts(engine: sa.Engine) -> dict[tuple[str, str], Window]:
         return {(r.export_id, r.dataset): Window(r.from_ms, r.to_ms) for r in conn.execute(query)}
 
 
-def day_totals(engine: sa.Engine, dataset: str, days: Iterable[dt.date]) -> dict[dt.date, DayTotals]:
-    """Totals of each day's folder of one dataset, over every export (one query per day)."""
+def _latest_committed(dataset: str, from_ms: int, to_ms: int) -> sa.Subquery:
+    """Committed attempts of ``dataset``'s windows starting in ``[from_ms, to_ms)``, ranked newest
+    first per window (``rn`` 1 is the one that counts: a re-delivery or a move supersedes the earlier).
+
+    One pass over ``ix_windows_dataset_from`` and a sort: the former ``max(id)`` + ``IN`` shape read
+    every window a second time through the primary key, 3.2x the time on PostgreSQL (issue 29).
+    """
     w = windows
-    out: dict[dt.date, DayTotals] = {}
+    rank = sa.func.row_number().over(partition_by=(w.c.export_id, w.c.from_ms, w.c.to_ms), order_by=w.c.id.desc())
+    return (
+        sa.select(w.c.export_id, w.c.rows, w.c.parts, w.c.bytes, rank.label("rn"))
+        .where(w.c.dataset == dataset, w.c.from_ms >= from_ms, w.c.from_ms < to_ms, w.c.status == COMMITTED)
+        .subquery()
+    )
+
+
+def span_totals(engine: sa.Engine, dataset: str, from_ms: int, to_ms: int) -> DayTotals:
+    """Totals of the windows of one dataset starting in ``[from_ms, to_ms)``, over every export.
+
+    Windows never span two spans, so the totals of a day's spans add up to the day's (except
+    ``exports``, a distinct count: the sensor counts complete exports from their positions)."""
+    s = _latest_committed(dataset, from_ms, to_ms)
+    query = sa.select(
+        sa.func.count(sa.distinct(s.c.export_id)),
+        sa.func.count(),
+        sa.func.coalesce(sa.func.sum(s.c.rows), 0),
+        sa.func.coalesce(sa.func.sum(s.c.parts), 0),
+        sa.func.coalesce(sa.func.sum(s.c.bytes), 0),
+    ).where(s.c.rn == 1)
     with engine.connect() as conn:
-        for day in days:
-            start = day_start_ms(day)
-            latest = (
-                sa.select(sa.func.max(w.c.id).label("id"))
-                .where(
-                    w.c.dataset == dataset,
-                    w.c.from_ms >= start,
-                    w.c.from_ms < start + DAY_MS,
-                    w.c.status == COMMITTED,
-                )
-                .group_by(w.c.export_id, w.c.from_ms, w.c.to_ms)
-            ).subquery()
-            r = conn.execute(
-                sa.select(
-                    sa.func.count(sa.distinct(w.c.export_id)),
-                    sa.func.count(),
-                    sa.func.coalesce(sa.func.sum(w.c.rows), 0),
-                    sa.func.coalesce(sa.func.sum(w.c.parts), 0),
-                    sa.func.coalesce(sa.func.sum(w.c.bytes), 0),
-                ).where(w.c.id.in_(sa.select(latest.c.id)))
-            ).one()
-            out[day] = DayTotals(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]))
-    return out
+        r = conn.execute(query).one()
+    return DayTotals(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]))
+
+
+def day_totals(engine: sa.Engine, dataset: str, days: Iterable[dt.date]) -> dict[dt.date, DayTotals]:
+    """Totals of each day's folder of one dataset, over every export (one query per day).
+
+    A day of 3,000 exports at 15 minutes is 288,000 windows (0.66 s on PostgreSQL): a run may ask
+    for one, the sensor sums a day over several ticks instead (`span_totals`)."""
+    return {day: span_totals(engine, dataset, day_start_ms(day), day_start_ms(day) + DAY_MS) for day in days}
 
 
 def changed_since(engine: sa.Engine, since_ms: int) -> tuple[set[str], int]:
