@@ -178,16 +178,16 @@ def copy_runs(conn: sa.Connection, template: str, copies: int, tag: str) -> None
     )
 
 
-def copy_status(conn: sa.Connection, event_id: int, copies: int) -> None:
+def copy_status(conn: sa.Connection, event_id: int, copies: int, modulo: int = 3000) -> None:
     """``copies`` runless ``export_status`` observations like ``event_id``, one partition each."""
     conn.execute(
         sa.text(
             "INSERT INTO event_logs (run_id, event, dagster_event_type, timestamp, step_key, asset_key, partition)"
             " SELECT e.run_id, e.event, e.dagster_event_type, e.timestamp + k * interval '1 second', e.step_key,"
-            " e.asset_key, 'exp_' || lpad(to_hex(k % 3000), 16, '0') FROM event_logs e, generate_series(1, :n) k"
+            " e.asset_key, 'exp_' || lpad(to_hex(k % :m), 16, '0') FROM event_logs e, generate_series(1, :n) k"
             " WHERE e.id = :id"
         ),
-        {"id": event_id, "n": copies},
+        {"id": event_id, "n": copies, "m": modulo},
     )
 
 
@@ -229,7 +229,7 @@ def measure(exports: int, batch: int, slots: int, progress: Any) -> dict[str, An
             snapshot_runs = -(-exports // batch) if snapshot else 0
             status_per_day = exports * (DAY_MS // 1000 // TICK_SECONDS) // ROTATION
             with engine.begin() as conn:
-                copy_status(conn, int(status[0]), status_per_day)
+                copy_status(conn, int(status[0]), status_per_day, exports)
             vacuum(dagster_url)
             with_status = sizes(engine)
             with engine.begin() as conn:
