@@ -72,6 +72,8 @@ def day_events(
         first = day_of(min(starts))
         done = through.get(dataset)
         day = max(first, dt.date.fromisoformat(done) + dt.timedelta(days=1)) if done else first
+        if day > last:
+            continue
         rate = max(windows_per_slot(records, dataset), 1.0)
         finished = 0
         while day <= last and finished < MAX_DAYS_PER_TICK and budget > 0:
