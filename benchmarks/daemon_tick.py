@@ -89,19 +89,20 @@ def child(p: dict[str, Any]) -> dict[str, Any]:
         if hasattr(cursor, "pending"):
             cursor.pending = {}
         text: str | None = cursor.dump()
+        # Every tick at 00:03:30-00:05:30, before the first slot is due (00:17): the day ticks and
+        # the steady ones do the same work apart from the day cells, whatever their number.
         day_ticks = []
-        now = now0 + 30_000
         while len(day_ticks) < 200:
-            t = tick(now, text)
+            t = tick(now0 + 30_000, text)
             day_ticks.append(t)
-            text, now = t["cursor"], now + 30_000
+            text = t["cursor"]
             if all(Cursor.parse(text).through.get(d) == yesterday for d in DATASETS):
                 break
         steady = []
-        for _ in range(int(p["ticks"])):
-            t = tick(now, text)
+        for k in range(int(p["ticks"])):
+            t = tick(now0 + 60_000 + k * 30_000, text)
             steady.append(t)
-            text, now = t["cursor"], now + 30_000
+            text = t["cursor"]
         slot_now = now0 - 3 * 60_000 + SLOT_MS + 2 * 60_000 + 30_000  # 00:17:30, the first slot due
         slot = [tick(slot_now, text) for _ in range(3)]
     for t in (*day_ticks, *steady, *slot):
