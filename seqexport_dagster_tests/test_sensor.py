@@ -146,12 +146,17 @@ def test_a_day_is_summed_over_several_ticks_and_its_cell_equals_the_whole_day_qu
         meta = {k: v.value for k, v in mat.asset_materialization.metadata.items()}
         whole = day_totals(h.world.control_engine, dataset, [day])[day]
         assert (meta["exports_complete"], meta["windows"], meta["rows"], meta["files"], meta["bytes"]) == (
-            whole.exports, whole.windows, whole.rows, whole.files, whole.bytes
+            whole.exports,
+            whole.windows,
+            whole.rows,
+            whole.files,
+            whole.bytes,
         )
         if dataset != "subscribers":
-            assert meta["windows"] == 4 and meta["rows"] == h.world.source.count_window(
-                dataset, "acme", Window(DAY0, DAY0 + DAY_MS)
-            ) > 0
+            assert (
+                meta["windows"] == 4
+                and meta["rows"] == h.world.source.count_window(dataset, "acme", Window(DAY0, DAY0 + DAY_MS)) > 0
+            )
 
 
 def test_backoff_of_a_15_minute_export_then_export_now_skips_the_wait(h):
