@@ -32,6 +32,7 @@ SECTIONS = (
     "parquet",
     "reconcile",
     "metadata",
+    "daemon",
 )  # fmt: skip
 
 
@@ -480,6 +481,55 @@ def metadata_section(rep: Report, tmp: str, *, quick: bool) -> None:
              f"maintain + the fleet's summaries (VACUUM FULL); maintain took {r['maintain_s']:.0f} s")  # fmt: skip
 
 
+def event_log_section(rep: Report, tmp: str, *, quick: bool) -> None:
+    """Dagster's event log per day at 3,000 exports at 15 minutes (benchmarks/event_log_day.py)."""
+    out = Path(tmp) / "event_log.json"
+    sizes = ["--exports", "300", "--batch", "10", "--slots", "2"] if quick else []
+    subprocess.run([sys.executable, "-m", "benchmarks.event_log_day", "--out", str(out), *sizes], cwd=ROOT,
+                   check=True)  # fmt: skip
+    r = json.loads(out.read_text())
+    rep.raw["event_log"] = r
+    n = f"{r['exports']:,} exports at 15 min, {r['batch']} per run"
+    rep.ratio(f"Dagster event log, MB a day ({n})", r["event_log_mb_per_day"], "<= 100 MB (issue 23)", unit="MB")
+    rep.ratio(f"Dagster event log, rows a day ({n})", r["event_log_rows_per_day"], unit="rows")
+    rep.ratio(f"Dagster run storage (runs, run_tags), MB a day ({n})", r["run_storage_mb_per_day"], unit="MB")
+    for batch, mb in r["event_log_mb_per_day_by_batch"].items():
+        rep.ratio(f"Dagster event log, MB a day at {batch} exports per run (same bytes per run)", mb, unit="MB")
+    t = r["template_run"]
+    rep.note(f"event log: {r['runs_per_day']:,} runs a day of {t['rows']} rows and {t['bytes']:,} bytes of event JSON "
+             f"each (median real run, {t['by_type']}), {r['event_log_bytes_per_run']:,.0f} bytes per run in PostgreSQL "
+             f"with indexes; {r['status_observations_per_day']:,} export_status observations "
+             f"({r['status_event_bytes']:,} bytes each), {r['status_mb_per_day']:.1f} MB; load {r['load']}")  # fmt: skip
+
+
+def daemon_section(rep: Report, sizes: str, *, quick: bool) -> None:
+    """The daemon's tick (sensor + storing its events in a PostgreSQL instance), before and after
+    the bounded day cells, in one run (benchmarks/daemon_tick.py)."""
+    sizes = "300" if quick else sizes
+    print(f"6e. the daemon's tick at {sizes} exports on PostgreSQL, before and after")
+    out = subprocess.run([sys.executable, "-m", "benchmarks.daemon_tick", "--exports", sizes], cwd=ROOT,
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    results = json.loads(out.stdout[out.stdout.index("[") :])
+    rep.raw["daemon_tick"] = results
+    for r in results:
+        n = f"{r['exports']:,} exports"
+        b, a = r["before"], r["after"]
+        rep.ratio(f"daemon tick as a day completes, {n}: before, the tick (wall)", b["day"]["max_wall_s"], unit="s")
+        rep.ratio(f"daemon tick as a day completes, {n}: after, the longest of {a['day']['ticks']} ticks (wall)",
+                  a["day"]["max_wall_s"], "<= 5 s at 10,000", unit="s")  # fmt: skip
+        rep.ratio(f"daemon tick as a day completes, {n}: after, CPU of the longest", a["day"]["max_cpu_s"],
+                  "<= 1 CPU-s at 10,000", unit="CPU-s")  # fmt: skip
+        for kind in ("steady", "slot"):
+            rep.ratio(f"daemon tick, {kind}, {n}: before / after (wall, median)",
+                      b[kind]["wall_s"] / a[kind]["wall_s"] if a[kind]["wall_s"] else 0.0)  # fmt: skip
+            rep.ratio(f"daemon tick, {kind}, {n}: after (CPU, median)", a[kind]["cpu_s"], "<= 1 CPU-s at 10,000",
+                      unit="CPU-s")  # fmt: skip
+        e = r["explain"]
+        rep.note(f"daemon tick {n}: day-totals query over yesterday's email_events (EXPLAIN ANALYZE) "
+                 f"{e['before_day_ms']:.0f} ms before, {e['after_day_ms']:.0f} ms after; slot tick requests "
+                 f"{a['slot']['runs']} runs (counted, not created); load {r['load']}")  # fmt: skip
+
+
 def launch_section(rep: Report, runs: int, tmp: str, *, quick: bool) -> None:
     """The real dagster-daemon launching the runs of one sensor tick (benchmarks/launch.py)."""
     print(f"6b. dagster-daemon launching {runs} runs requested by one sensor tick")
@@ -623,6 +673,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=Path(__file__).parent / "RESULTS.md")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
     parser.add_argument("--ticks", default="100,1000,3000", help="export counts for the scheduler tick")
+    parser.add_argument("--daemon-ticks", default="300,1000",
+                        help="export counts for the daemon tick section (issue 29's figures: 3000,10000)")  # fmt: skip
     parser.add_argument("--launch-runs", type=int, default=20, help="due exports for the daemon launch section")
     parser.add_argument("--partition-sizes", default="300,1000,3000", help="export counts for the partitions section")
     parser.add_argument("--repeat", type=int, default=3,
@@ -674,6 +726,9 @@ def main(argv: list[str] | None = None) -> int:
                 reconcile_section(rep, quick=args.quick)
             if "metadata" in only:
                 metadata_section(rep, tmp, quick=args.quick)
+                event_log_section(rep, tmp, quick=args.quick)
+            if "daemon" in only:
+                daemon_section(rep, args.daemon_ticks, quick=args.quick)
             if "profile" in only and not args.quick:
                 profile_section(rep, src, args.rows, tmp, profile)
         finally:

@@ -53,12 +53,28 @@ def unfinished_attempts(engine: sa.Engine) -> dict[tuple[str, str], Window]:
         return {(r.export_id, r.dataset): Window(r.from_ms, r.to_ms) for r in conn.execute(query)}
 
 
+def _latest_committed(dataset: str, from_ms: int, to_ms: int, only: list[str] | None) -> sa.Subquery:
+    """Committed attempts of ``dataset``'s windows starting in ``[from_ms, to_ms)`` (of the exports
+    ``only``, when given), ranked newest first per window (``rn`` 1 is the one that counts: a
+    re-delivery or a move supersedes the earlier).
+
+    One pass over ``ix_windows_dataset_from`` and a sort: the former ``max(id)`` + ``IN`` shape read
+    every window a second time through the primary key, 3.2x the time on PostgreSQL (issue 29).
+    """
+    w = windows
+    rank = sa.func.row_number().over(partition_by=(w.c.export_id, w.c.from_ms, w.c.to_ms), order_by=w.c.id.desc())
+    conditions = [w.c.dataset == dataset, w.c.from_ms >= from_ms, w.c.from_ms < to_ms, w.c.status == COMMITTED]
+    if only is not None:
+        conditions.append(w.c.export_id.in_(only))
+    return sa.select(w.c.export_id, w.c.rows, w.c.parts, w.c.bytes, rank.label("rn")).where(*conditions).subquery()
+
+
 def day_totals(
     engine: sa.Engine, dataset: str, days: Iterable[dt.date], export_ids: Iterable[str] | None = None
 ) -> dict[dt.date, DayTotals]:
     """Totals of each day's folder of one dataset, over every export or only ``export_ids`` (one
-    query per day)."""
-    w = windows
+    query per day; a day of 3,000 exports at 15 minutes is 288,000 windows, 0.66 s on PostgreSQL,
+    which is why the sensor leaves it to a day-cell run, `defs.day_cells`)."""
     only = None if export_ids is None else sorted(set(export_ids))
     out: dict[dt.date, DayTotals] = {}
     with engine.connect() as conn:
@@ -67,23 +83,15 @@ def day_totals(
                 out[day] = DayTotals(0, 0, 0, 0, 0)
                 continue
             start = day_start_ms(day)
-            conditions = [w.c.dataset == dataset, w.c.from_ms >= start, w.c.from_ms < start + DAY_MS]
-            conditions.append(w.c.status == COMMITTED)
-            if only is not None:
-                conditions.append(w.c.export_id.in_(only))
-            latest = (
-                sa.select(sa.func.max(w.c.id).label("id"))
-                .where(*conditions)
-                .group_by(w.c.export_id, w.c.from_ms, w.c.to_ms)
-            ).subquery()
+            s = _latest_committed(dataset, start, start + DAY_MS, only)
             r = conn.execute(
                 sa.select(
-                    sa.func.count(sa.distinct(w.c.export_id)),
+                    sa.func.count(sa.distinct(s.c.export_id)),
                     sa.func.count(),
-                    sa.func.coalesce(sa.func.sum(w.c.rows), 0),
-                    sa.func.coalesce(sa.func.sum(w.c.parts), 0),
-                    sa.func.coalesce(sa.func.sum(w.c.bytes), 0),
-                ).where(w.c.id.in_(sa.select(latest.c.id)))
+                    sa.func.coalesce(sa.func.sum(s.c.rows), 0),
+                    sa.func.coalesce(sa.func.sum(s.c.parts), 0),
+                    sa.func.coalesce(sa.func.sum(s.c.bytes), 0),
+                ).where(s.c.rn == 1)
             ).one()
             out[day] = DayTotals(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]))
     return out

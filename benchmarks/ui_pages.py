@@ -1,0 +1,241 @@
+"""The Dagster UI's asset pages over a PostgreSQL instance with days of history at 3,000 exports (issues 23, 29).
+
+The instance holds what the code writes, bulk-copied from real rows (`benchmarks.event_log_day`):
+per day, ⌈N / 50⌉ × 96 batched runs (their event-log rows, run rows and tags, as a
+daemon-launched run has them), one ``export_status`` observation per export every 6 hours, and the
+day cells of the four datasets; the ``exports`` partitions hold the N exports. A real
+``dagster-webserver`` serves it (asset specs of ``benchmarks/partition_layouts.py``, the project's
+partitions), and headless Chromium (Playwright, ``executable_path``) times, from navigation until
+the page's requests settle: ``email_events``'s asset page, its Partitions tab, and the
+``export_status`` page of one export. While each page loads, ``pg_stat_activity`` is sampled
+every 50 ms; the longest-running statements seen are then run under ``EXPLAIN ANALYZE`` and any
+sequential scan of ``event_logs``/``runs``/``run_tags`` is reported.
+
+Measured at each ``--days`` (default 1,3), so that the growth with history is measured in the same
+run and 30 days can be extrapolated from it when 30 are too many to build here.
+
+    python -m benchmarks.ui_pages [--exports 3000] [--days 1,3] [--batch 10] [--out f.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import sqlalchemy as sa
+
+from benchmarks.event_log_day import copy_runs, copy_status, drive, per_run, vacuum
+from benchmarks.partition_health import CHROMIUM, serve
+from seqexport_dagster.defs.sensors import ROTATION, TICK_SECONDS
+from seqexport_dagster.demo.generator import Scale, generate_account
+from seqexport_dagster.planner import MAX_EXPORTS_PER_RUN
+from seqexport_dagster.store.crypto import new_key_spec
+from seqexport_dagster.window import DAY_MS, day_of
+from seqexport_dagster_tests.support.processes import stop_group
+from seqexport_dagster_tests.support.world import DAY0, World, postgres_database
+
+SLOTS_PER_DAY = 96
+BIG = ("event_logs", "runs", "run_tags", "asset_event_tags")
+
+
+def export_key(k: int) -> str:
+    return f"exp_{k:016x}"
+
+
+class Sampler:
+    """The statements running on one database, sampled from ``pg_stat_activity`` in a thread."""
+
+    def __init__(self, url: str, database: str) -> None:
+        self.engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+        self.database = database
+        self.seen: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with self.engine.connect() as conn:
+            while not self._stop.is_set():
+                for query, running in conn.execute(
+                    sa.text(
+                        "SELECT query, extract(epoch FROM clock_timestamp() - query_start) FROM pg_stat_activity"
+                        " WHERE datname = :d AND state = 'active' AND pid <> pg_backend_pid()"
+                        " AND query NOT LIKE '%pg_catalog%'"
+                    ),
+                    {"d": self.database},
+                ):
+                    self.seen[query] = max(self.seen.get(query, 0.0), float(running or 0.0))
+                time.sleep(0.05)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.engine.dispose()
+
+    def slowest(self, n: int = 3) -> list[tuple[str, float]]:
+        return sorted(self.seen.items(), key=lambda kv: -kv[1])[:n]
+
+
+def explain(url: str, query: str) -> dict[str, Any]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            plan = [r[0] for r in conn.exec_driver_sql("EXPLAIN ANALYZE " + query)]
+            conn.rollback()
+    except sa.exc.SQLAlchemyError as e:
+        return {"error": str(e).splitlines()[0]}
+    finally:
+        engine.dispose()
+    scans = sorted({t for line in plan for t in BIG if f"Seq Scan on {t} " in line + " "})
+    return {"ms": float(plan[-1].split(":")[1].split()[0]), "seq_scans": scans}
+
+
+def pages(port: int, export_id: str, url: str, database: str) -> dict[str, Any]:
+    from playwright.sync_api import sync_playwright
+
+    targets = {
+        "email_events asset page": "/assets/email_events",
+        "email_events partitions tab": "/assets/email_events?view=partitions",
+        "export_status page of one export": f"/assets/export_status?view=partitions&partition={export_id}",
+    }
+    out: dict[str, Any] = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            # A first page loads the UI's own scripts into the cache, as an operator's browser has them.
+            context = browser.new_context(viewport={"width": 1400, "height": 900})
+            warm = context.new_page()
+            warm.goto(f"http://127.0.0.1:{port}/assets", timeout=600_000)
+            warm.wait_for_load_state("networkidle", timeout=600_000)
+            for name, path in targets.items():
+                loads = []
+                with Sampler(url, database) as sampler:
+                    for _ in range(2):  # the second load is the one an operator clicking around sees
+                        page = context.new_page()
+                        started = time.perf_counter()
+                        page.goto(f"http://127.0.0.1:{port}{path}", timeout=600_000)
+                        page.wait_for_load_state("networkidle", timeout=600_000)
+                        loads.append(time.perf_counter() - started)
+                        page.close()
+                slow = [
+                    {"query": q[:300], "seen_running_s": s, **explain(url, q)}
+                    for q, s in sampler.slowest()
+                    if q.lstrip().upper().startswith("SELECT")
+                ]
+                out[name] = {"s": min(loads), "loads_s": loads, "slowest_queries": slow}
+        finally:
+            browser.close()
+    return out
+
+
+def build_history(url: str, template: str, status_id: int, exports: int, days: range) -> dict[str, int]:
+    engine = sa.create_engine(url)
+    runs_per_day = SLOTS_PER_DAY * -(-exports // MAX_EXPORTS_PER_RUN)
+    status_per_day = exports * (DAY_MS // 1000 // TICK_SECONDS) // ROTATION
+    with engine.begin() as conn:
+        copy_status(conn, status_id, status_per_day * len(days), modulo=exports)
+    for day in days:
+        with engine.begin() as conn:
+            copy_runs(conn, template, runs_per_day, f"-h{day}-")
+    with engine.connect() as conn:
+        counts = {t: int(conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one()) for t in BIG}
+    engine.dispose()
+    vacuum(url)
+    return counts
+
+
+def measure(exports: int, days_list: list[int], batch: int, progress: Any) -> list[dict[str, Any]]:
+    keys = new_key_spec("bench")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp, postgres_database() as dagster_url:
+        root = Path(tmp)
+        world = World.in_files(root, DAY0, keys)
+        database = dagster_url.rsplit("/", 1)[1]
+        home = root / "home"
+        home.mkdir()
+        (home / "dagster.yaml").write_text(
+            f"storage:\n  postgres:\n    postgres_url: {dagster_url}\ntelemetry:\n  enabled: false\n"
+        )
+        try:
+            for i in range(batch):
+                generate_account(world.source_engine, f"acct{i}", DAY0, DAY0 + 2 * DAY_MS, scale=Scale(subscribers=20))
+            with dg.DagsterInstance.from_config(str(home)) as instance:
+                run_ids = drive(world, instance, batch, 2, keys)
+                instance.add_dynamic_partitions("exports", [export_key(k) for k in range(exports)])
+            engine = sa.create_engine(dagster_url)
+            runs = [r for r in per_run(engine, run_ids) if r["run_id"] != run_ids[0]]
+            template = sorted(runs, key=lambda r: r["bytes"])[len(runs) // 2]["run_id"]
+            with engine.connect() as conn:
+                status_id = int(
+                    conn.execute(
+                        sa.text(
+                            "SELECT id FROM event_logs WHERE run_id = '' AND dagster_event_type = 'ASSET_OBSERVATION'"
+                            " AND asset_key LIKE '%export_status%' ORDER BY id DESC LIMIT 1"
+                        )
+                    ).scalar_one()
+                )
+            engine.dispose()
+            built = 0
+            for days in days_list:
+                started = time.perf_counter()
+                counts = build_history(dagster_url, template, status_id, exports, range(built, days))
+                with dg.DagsterInstance.from_config(str(home)) as instance:  # the day cells of the new days
+                    for d in range(built, days):
+                        for dataset in ("email_events", "sms_events", "custom_events", "subscribers"):
+                            instance.report_runless_asset_event(
+                                dg.AssetMaterialization(dataset, partition=(day_of(DAY0) - dt_days(d)).isoformat())
+                            )
+                built = days
+                progress(f"{days} day(s) of history at {exports:,} exports: {counts} in "
+                         f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+                proc, port = serve(home, "new")
+                try:
+                    timed = pages(port, export_key(7), dagster_url, database)
+                finally:
+                    stop_group(proc)
+                progress(json.dumps({k: [round(v["s"], 2), v["slowest_queries"][:1]] for k, v in timed.items()}))
+                results.append({"exports": exports, "days": days, "rows": counts, "pages": timed,
+                                "load": " ".join(f"{v:.1f}" for v in os.getloadavg())})  # fmt: skip
+        finally:
+            world.dispose()
+    return results
+
+
+def dt_days(n: int) -> Any:
+    import datetime as dt
+
+    return dt.timedelta(days=n)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--exports", type=int, default=3000)
+    parser.add_argument("--days", default="1,3", help="history sizes, ascending (each builds on the last)")
+    parser.add_argument("--batch", type=int, default=10, help="exports in the real runs the rows are copied from")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+
+    def progress(text: str) -> None:
+        print(f"  {text}", file=sys.stderr, flush=True)
+
+    results = measure(args.exports, [int(d) for d in args.days.split(",")], args.batch, progress)
+    text = json.dumps(results, indent=1)
+    if args.out:
+        args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
