@@ -38,7 +38,7 @@ import sqlalchemy as sa
 from seqexport_dagster.file_format import format_of_key
 from seqexport_dagster.keys import parse_key
 from seqexport_dagster.schema import EVENT_DATASETS
-from seqexport_dagster.store.records import snapshot_window
+from seqexport_dagster.store import snapshot_window
 from seqexport_dagster.store.tables import parts, windows
 from seqexport_dagster.verify.bucket import Bucket, StoredObject
 from seqexport_dagster.verify.checks import verify_bucket
