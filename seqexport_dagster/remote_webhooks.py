@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from seqexport_dagster import webhook_presentation as shapes
 from seqexport_dagster.store.webhooks import DeliveryRecord, NewEndpoint, WebhookEndpoint
-from seqexport_dagster.webhook import parse_events, validate_description
+from seqexport_dagster.webhook import parse_events, validate_description, validate_failing_after
 from seqexport_dagster.webhook_dispatch import DispatchReport
 from seqexport_dagster.webhooks_api import validate_webhook_id
 
@@ -26,13 +26,20 @@ class RemoteWebhooks:
         self.remote = remote
 
     def add(
-        self, *, account_id: str, url: str, events: str | Iterable[str] | None = None, description: str | None = None
+        self,
+        *,
+        account_id: str,
+        url: str,
+        events: str | Iterable[str] | None = None,
+        description: str | None = None,
+        failing_after: object = None,
     ) -> NewEndpoint:
         body: dict[str, Any] = {
             "account_id": account_id,
             "url": url,
             "events": list(parse_events(events)),
             "description": validate_description(description),
+            "failing_after": validate_failing_after(failing_after),
         }
         return shapes.new_webhook_from_json(self.remote._call("POST", "/v1/webhooks", json=body))
 

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from seqexport_dagster.destination.endpoint import validate_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.store.outbox import EVENT_TYPES
+from seqexport_dagster.store.outbox import EVENT_TYPES, FAILING_AFTER, MAX_FAILING_AFTER
 
 SIGNATURE_HEADER: Final = "Sequenzy-Signature"
 EVENT_ID_HEADER: Final = "Sequenzy-Event-Id"
@@ -76,6 +76,22 @@ def parse_events(events: str | Iterable[str] | None) -> tuple[str, ...]:
         shown = ", ".join(repr(u[:64]) for u in unknown[:3])
         raise InvalidInput("events", f"unknown event type {shown}; use * or any of {', '.join(EVENT_TYPES)}")
     return tuple(dict.fromkeys(names))
+
+
+def validate_failing_after(value: object) -> int:
+    """How many consecutive failures of a dataset send ``export.failing`` (None: the default)."""
+    if value is None:
+        return FAILING_AFTER
+    try:
+        number = value if isinstance(value, int) and not isinstance(value, bool) else int(str(value).strip())
+    except ValueError:
+        number = 0
+    if not 1 <= number <= MAX_FAILING_AFTER:
+        raise InvalidInput(
+            "failing_after",
+            f"use a whole number of consecutive failures from 1 to {MAX_FAILING_AFTER} (default {FAILING_AFTER})",
+        )
+    return number
 
 
 def validate_description(text: str | None) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from seqexport_dagster.store.outbox import FAILING_AFTER
 from seqexport_dagster.store.webhooks import AttemptRecord, DeliveryRecord, NewEndpoint, WebhookEndpoint
 from seqexport_dagster.window import iso_ms, parse_iso_ms
 
@@ -19,6 +20,7 @@ class WebhookJson(TypedDict):
     url: str
     events: list[str]
     description: str
+    failing_after: int
     created_at: str
     deleted_at: str | None
 
@@ -71,6 +73,7 @@ def webhook_json(e: WebhookEndpoint) -> WebhookJson:
         "url": e.url,
         "events": list(e.events),
         "description": e.description,
+        "failing_after": e.failing_after,
         "created_at": iso_ms(e.created_at),
         "deleted_at": _iso(e.deleted_at),
     }
@@ -87,6 +90,7 @@ def webhook_from_json(body: WebhookJson | dict[str, Any]) -> WebhookEndpoint:
         url=body["url"],
         events=tuple(body["events"]),
         description=body["description"],
+        failing_after=int(body.get("failing_after", FAILING_AFTER)),
         created_at=parse_iso_ms(body["created_at"]),
         deleted_at=_ms(body["deleted_at"]),
     )

@@ -25,6 +25,7 @@ from seqexport_dagster.webhook import (
     MAX_ENDPOINTS_PER_ACCOUNT,
     parse_events,
     validate_description,
+    validate_failing_after,
     validate_url,
 )
 from seqexport_dagster.webhook_dispatch import DispatchReport, Sender, dispatch, pinned_sender
@@ -59,19 +60,32 @@ class Webhooks:
         self.sender = sender or pinned_sender(policy)
 
     def add(
-        self, *, account_id: str, url: str, events: str | Iterable[str] | None = None, description: str | None = None
+        self,
+        *,
+        account_id: str,
+        url: str,
+        events: str | Iterable[str] | None = None,
+        description: str | None = None,
+        failing_after: object = None,
     ) -> NewEndpoint:
-        """Register ``url`` for ``events`` (default every type); the returned secret is shown once."""
+        """Register ``url`` for ``events`` (default every type); the returned secret is shown once.
+        ``failing_after``: consecutive failures of a dataset that send ``export.failing`` (default 3)."""
         validate_account(account_id)
         checked = validate_url(url, self.policy)
         kinds = parse_events(events)
         note = validate_description(description)
+        threshold = validate_failing_after(failing_after)
         if len(self.store.list_endpoints(account_id)) >= MAX_ENDPOINTS_PER_ACCOUNT:
             raise ConflictError(
                 f"account {account_id} has {MAX_ENDPOINTS_PER_ACCOUNT} webhooks, the most allowed; remove one first"
             )
         return self.store.add_endpoint(
-            account_id=account_id, url=checked, events=kinds, description=note, now_ms=self.clock()
+            account_id=account_id,
+            url=checked,
+            events=kinds,
+            description=note,
+            now_ms=self.clock(),
+            failing_after=threshold,
         )
 
     def list(self, account_id: str | None = None) -> list[WebhookEndpoint]:

@@ -55,8 +55,10 @@ def hooks(world: World, **kwargs: Any) -> Webhooks:
     return Webhooks(world.control_engine, world.box, world.policy, clock=world.clock, **kwargs)
 
 
-def subscribe(world: World, rx: Receiver, account: str = "acme", events: str | None = None) -> str:
-    added = hooks(world).add(account_id=account, url=rx.url, events=events)
+def subscribe(
+    world: World, rx: Receiver, account: str = "acme", events: str | None = None, failing_after: int | None = None
+) -> str:
+    added = hooks(world).add(account_id=account, url=rx.url, events=events, failing_after=failing_after)
     rx.secret = added.secret
     return added.endpoint.id
 
@@ -205,9 +207,11 @@ def test_paused_deleted_failing_and_recovered_fire(world: World, moto: MotoServe
     export = s3_export(world, moto, moto.endpoint, ("email_events",), create=False)  # no such bucket yet
     api = Exports(world.store, world.policy, clock=world.clock)
     runner = world.runner()
-    with receiver() as rx, receiver() as paused_only:
+    with receiver() as rx, receiver() as paused_only, receiver() as eager, receiver() as patient:
         subscribe(world, rx)
         subscribe(world, paused_only, events=EXPORT_PAUSED)
+        subscribe(world, eager, events=f"{EXPORT_FAILING},{EXPORT_RECOVERED}", failing_after=1)
+        subscribe(world, patient, events=f"{EXPORT_FAILING},{EXPORT_RECOVERED}", failing_after=10)
         world.clock.now_ms = DAY0 + HOUR_MS + LAG
         for attempt in range(1, FAILING_AFTER + 2):
             with pytest.raises(ExportError):
@@ -215,7 +219,9 @@ def test_paused_deleted_failing_and_recovered_fire(world: World, moto: MotoServe
             drain(world)
             failing = rx.accepted(EXPORT_FAILING)
             assert len(failing) == (0 if attempt < FAILING_AFTER else 1), attempt
+            assert len(eager.accepted(EXPORT_FAILING)) == 1, "failing_after=1: at the first failure, once"
             world.clock.advance(6 * HOUR_MS)
+        assert eager.accepted(EXPORT_FAILING)[0].event["data"]["failures"] == 1
         (event,) = (r.event for r in rx.accepted(EXPORT_FAILING))
         assert event["data"]["failures"] == FAILING_AFTER and event["data"]["dataset"] == "email_events"
         assert "bucket" in event["data"]["error"].lower()
@@ -224,6 +230,8 @@ def test_paused_deleted_failing_and_recovered_fire(world: World, moto: MotoServe
         drain(world)
         (recovered,) = rx.accepted(EXPORT_RECOVERED)
         assert recovered.event["data"] == {"export_id": export.id, "dataset": "email_events", "failures": 4}
+        assert [r.event["type"] for r in eager.accepted()] == [EXPORT_FAILING, EXPORT_RECOVERED]
+        assert patient.accepted() == [], "4 failures never reached failing_after=10: no failing, no recovered"
         api.pause(export.id)
         api.resume(export.id)
         api.delete(export.id)

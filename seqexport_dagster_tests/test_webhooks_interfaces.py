@@ -23,11 +23,14 @@ from seqexport_dagster_tests.support.world import DAY0, World
 
 def test_webhooks_through_the_cli(run: Cli) -> None:
     with receiver() as rx:
-        added = run.ok("webhooks", "add", "--account", "acme", "--url", rx.url, "--events", "export.paused")
+        added = run.ok(
+            "webhooks", "add", "--account", "acme", "--url", rx.url, "--events", "export.paused", "--failing-after", "5"
+        )
         rx.secret = added["secret"]
         assert (
             added["id"].startswith("whk_") and rx.secret.startswith("whsec_") and added["events"] == ["export.paused"]
         )
+        assert added["failing_after"] == 5
         webhook_id = added["id"]
         listed = run.ok("webhooks", "list", "--account", "acme")
         assert [w["id"] for w in listed] == [webhook_id] and "secret" not in listed[0]
@@ -51,6 +54,10 @@ def test_webhooks_through_the_cli(run: Cli) -> None:
     bad = run("webhooks", "add", "--account", "acme", "--url", rx.url, "--events", "export.exploded", "--json")
     assert bad.code == EXIT_BAD_INPUT and bad.json["error"]["field"] == "events"
     assert "export.failing" in bad.json["error"]["message"], "says what is accepted"
+    for wrong in ("0", "101", "three", "2.5"):
+        bad = run("webhooks", "add", "--account", "acme", "--url", rx.url, "--failing-after", wrong, "--json")
+        assert bad.code == EXIT_BAD_INPUT and bad.json["error"]["field"] == "failing_after", wrong
+        assert "1 to 100" in bad.json["error"]["message"]
     bad = run("webhooks", "test", "nope", "--json")
     assert bad.code == EXIT_BAD_INPUT and bad.json["error"]["field"] == "webhook_id"
     bad = run("webhooks", "test", "--json")
@@ -79,7 +86,9 @@ def test_the_http_api_keeps_accounts_apart(world: World) -> None:
         assert first.status_code == 201, first.text
         created = first.json()
         rx.secret = created["secret"]
-        assert created["account_id"] == "acme" and created["events"] == ["*"]
+        assert created["account_id"] == "acme" and created["events"] == ["*"] and created["failing_after"] == 3
+        wrong = acme.post("/v1/webhooks", json={"url": rx.url, "failing_after": 0})
+        assert wrong.status_code == 400 and wrong.json()["error"]["field"] == "failing_after", wrong.text
         again = acme.post("/v1/webhooks", json={"url": rx.url}, headers={"Idempotency-Key": "hook-1"})
         assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
         assert again.json()["id"] == created["id"] and again.json()["secret"] is None, "the secret is shown once"

@@ -164,6 +164,10 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
     p.add_argument("--url", help="add: the https:// URL that receives the events (a path and query are allowed)")
     p.add_argument("--events", help="add: comma-separated event types, or * for every type (default *)")
     p.add_argument("--description", help="add: a note for you (never sent)")
+    p.add_argument(
+        "--failing-after",
+        help="add: consecutive failures of a dataset that send export.failing (1 to 100, default 3)",
+    )
     p.add_argument("--limit", help="deliveries: how many, newest first (default 50); dispatch: at most (default 20)")
     command(
         "rotate-keys",

@@ -44,7 +44,16 @@ def webhooks(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
             raise InvalidInput("account", "`seqexport webhooks add` needs --account, the Sequenzy account id")
         if not args.url:
             raise InvalidInput("url", "`seqexport webhooks add` needs --url, the https:// URL to receive events")
-        added(out, hooks.add(account_id=args.account, url=args.url, events=args.events, description=args.description))
+        added(
+            out,
+            hooks.add(
+                account_id=args.account,
+                url=args.url,
+                events=args.events,
+                description=args.description,
+                failing_after=args.failing_after,
+            ),
+        )
     elif action == "list":
         endpoint_list(out, hooks.list(args.account))
     elif action == "remove":
@@ -84,7 +93,10 @@ def added(out: Output, new: NewEndpoint) -> None:
     if out.as_json:
         print(json.dumps({**_json(e), "secret": new.secret}, indent=2))
         return
-    out.line(f"Added webhook {e.id} for account {e.account_id}: {e.url} ({', '.join(e.events)}).")
+    out.line(
+        f"Added webhook {e.id} for account {e.account_id}: {e.url} ({', '.join(e.events)}; "
+        f"export.failing after {e.failing_after} failures in a row)."
+    )
     out.line("Its signing secret is shown only now; store it where your receiver reads it:")
     print(new.secret)
 
@@ -95,8 +107,10 @@ def endpoint_list(out: Output, endpoints: list[WebhookEndpoint]) -> None:
     elif not endpoints:
         out.line("No webhooks.")
     else:
-        rows = [(e.id, e.account_id, e.url, ",".join(e.events), when(e.created_at)) for e in endpoints]
-        out.line(table(("WEBHOOK", "ACCOUNT", "URL", "EVENTS", "CREATED (UTC)"), rows))
+        rows = [
+            (e.id, e.account_id, e.url, ",".join(e.events), str(e.failing_after), when(e.created_at)) for e in endpoints
+        ]
+        out.line(table(("WEBHOOK", "ACCOUNT", "URL", "EVENTS", "FAILING AFTER", "CREATED (UTC)"), rows))
 
 
 def delivery_list(out: Output, deliveries: list[DeliveryRecord]) -> None:

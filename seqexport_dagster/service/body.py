@@ -10,6 +10,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints
 
+from seqexport_dagster.store.outbox import MAX_FAILING_AFTER
+
 _STRICT = ConfigDict(extra="forbid", strict=True)
 
 #: Longest accepted values: the control plane's column sizes, or less where the provider's own is less.
@@ -140,6 +142,9 @@ class CreateWebhook(BaseModel):
         default=None, description='event types, or omit (or ["*"]) for every type'
     )
     description: Annotated[str, StringConstraints(strict=True, max_length=256)] | None = None
+    failing_after: Annotated[int, Field(strict=True, ge=1, le=MAX_FAILING_AFTER)] | None = Field(
+        default=None, description="consecutive failures of a dataset that send export.failing (1 to 100, default 3)"
+    )
 
     def fingerprint_body(self) -> dict[str, Any]:
         return self.model_dump()

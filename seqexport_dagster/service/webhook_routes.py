@@ -59,7 +59,13 @@ def add_webhook_routes(
         account = api.account_for_create(body.account_id)
 
         def run() -> tuple[int, object]:
-            added = api.add(account_id=account, url=body.url, events=body.events, description=body.description)
+            added = api.add(
+                account_id=account,
+                url=body.url,
+                events=body.events,
+                description=body.description,
+                failing_after=body.failing_after,
+            )
             return 201, shapes.new_webhook_json(added)
 
         return idempotent(

@@ -4,10 +4,11 @@
   dataset-day at this export (windows never cross midnight and positions only move along the chain,
   so every earlier window of the day is committed: its parts, and for the snapshot ``_SUCCESS``,
   have landed). ``dataset.day_complete`` carries the day's objects, rows and bytes, once per
-  (export, dataset, day). A commit that clears a streak of at least `FAILING_AFTER` failures sends
-  ``export.recovered``.
-- `on_failure`: the failure that brings a dataset's consecutive failures to `FAILING_AFTER` sends
-  ``export.failing`` (once per streak: the count only grows until a commit resets it).
+  (export, dataset, day). A commit that clears a streak of at least an endpoint's ``failing_after``
+  failures sends it ``export.recovered`` (it had been sent ``export.failing``).
+- `on_failure`: the failure that brings a dataset's consecutive failures to an endpoint's
+  ``failing_after`` (default 3) sends it ``export.failing`` (once per streak: the count only grows
+  until a commit resets it).
 - `on_status`: pause and delete.
 """
 
@@ -24,7 +25,7 @@ from seqexport_dagster.store.outbox import (
     EXPORT_FAILING,
     EXPORT_PAUSED,
     EXPORT_RECOVERED,
-    FAILING_AFTER,
+    MAX_FAILING_AFTER,
     emit,
 )
 from seqexport_dagster.store.records import COMMITTED, DELETED, PAUSED
@@ -45,7 +46,7 @@ def on_commit(conn: sa.Connection, w: Any, *, advanced: bool, failures_before: i
     e = _export(conn, w.export_id)
     if e is None:
         return
-    if cleared and failures_before >= FAILING_AFTER:
+    if cleared and failures_before > 0:
         emit(
             conn,
             account_id=e.account_id,
@@ -53,6 +54,7 @@ def on_commit(conn: sa.Connection, w: Any, *, advanced: bool, failures_before: i
             export_id=w.export_id,
             now_ms=now_ms,
             data={"export_id": w.export_id, "dataset": w.dataset, "failures": failures_before},
+            wants=lambda failing_after: failures_before >= failing_after,
         )
     if advanced and w.to_ms % DAY_MS == 0:
         _day_complete(conn, w, e, now_ms)
@@ -111,8 +113,8 @@ def _day_complete(conn: sa.Connection, w: Any, e: Any, now_ms: int) -> None:
 def on_failure(
     conn: sa.Connection, export_id: str, dataset: str, *, failures: int, error: str, window: Any, now_ms: int
 ) -> None:
-    if failures != FAILING_AFTER:
-        return
+    if failures > MAX_FAILING_AFTER:
+        return  # no endpoint waits that long: no query on every later failure of a long streak
     e = _export(conn, export_id)
     if e is None:
         return
@@ -129,6 +131,7 @@ def on_failure(
             "error": error,
             "window": None if window is None else {"from": iso_ms(window.from_ms), "to": iso_ms(window.to_ms)},
         },
+        wants=lambda failing_after: failures == failing_after,
     )
 
 

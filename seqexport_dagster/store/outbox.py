@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -30,8 +31,10 @@ DAY_COMPLETE: Final = "dataset.day_complete"
 WEBHOOK_TEST: Final = "webhook.test"
 #: What an endpoint may subscribe to (the test event goes to the endpoint tested, whatever it takes).
 EVENT_TYPES: Final = (EXPORT_FAILING, EXPORT_RECOVERED, EXPORT_PAUSED, EXPORT_DELETED, DAY_COMPLETE)
-#: ``export.failing`` is sent when a dataset's consecutive failures reach this count.
+#: ``export.failing`` is sent when a dataset's consecutive failures reach an endpoint's
+#: ``failing_after`` (1 to `MAX_FAILING_AFTER`); this is its default.
 FAILING_AFTER: Final = 3
+MAX_FAILING_AFTER: Final = 100
 PENDING, DELIVERED, FAILED, CANCELED = "pending", "delivered", "failed", "canceled"
 
 
@@ -59,13 +62,27 @@ def emit(
     export_id: str | None = None,
     dedup_key: str | None = None,
     endpoint_id: str | None = None,
+    wants: Callable[[int], bool] | None = None,
 ) -> str | None:
     """Record one event and its deliveries in ``conn``'s transaction; the event id, or None when
-    ``dedup_key`` was already used. ``endpoint_id``: only that endpoint (a test send)."""
+    ``dedup_key`` was already used, or when ``wants`` (given an endpoint's ``failing_after``) leaves
+    no endpoint to send it to. ``endpoint_id``: only that endpoint (a test send)."""
     if dedup_key is not None:
         seen = conn.execute(sa.select(webhook_events.c.id).where(webhook_events.c.dedup_key == dedup_key)).first()
         if seen is not None:
             return None
+    e = webhook_endpoints.c
+    query = sa.select(e.id, e.events, e.failing_after).where(e.account_id == account_id, e.deleted_at.is_(None))
+    if endpoint_id is not None:
+        query = query.where(e.id == endpoint_id)
+    targets = [
+        endpoint.id
+        for endpoint in conn.execute(query).all()
+        if endpoint_id is not None
+        or (subscribes(endpoint.events, kind) and (wants is None or wants(int(endpoint.failing_after))))
+    ]
+    if wants is not None and not targets:
+        return None
     event_id = new_event_id()
     conn.execute(
         webhook_events.insert().values(
@@ -78,17 +95,11 @@ def emit(
             created_at=now_ms,
         )
     )
-    e = webhook_endpoints.c
-    query = sa.select(e.id, e.events).where(e.account_id == account_id, e.deleted_at.is_(None))
-    if endpoint_id is not None:
-        query = query.where(e.id == endpoint_id)
-    for endpoint in conn.execute(query).all():
-        if endpoint_id is None and not subscribes(endpoint.events, kind):
-            continue
+    for target in targets:
         conn.execute(
             webhook_deliveries.insert().values(
                 event_id=event_id,
-                endpoint_id=endpoint.id,
+                endpoint_id=target,
                 account_id=account_id,
                 status=PENDING,
                 attempts=0,

@@ -255,6 +255,8 @@ webhook_endpoints = sa.Table(
     sa.Column("url", sa.String(2048), nullable=False),
     sa.Column("events", sa.String(512), nullable=False, server_default="*"),
     sa.Column("description", sa.String(256), nullable=False, server_default=""),
+    # export.failing goes to this endpoint when a dataset's consecutive failures reach this count.
+    sa.Column("failing_after", sa.Integer, nullable=False, server_default="3"),
     sa.Column("secret_ciphertext", sa.Text, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("deleted_at", sa.BigInteger),

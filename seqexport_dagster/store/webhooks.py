@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from seqexport_dagster.errors import NotFound, SecretKeyError
 from seqexport_dagster.store.crypto import SealBinding, SecretBox
 from seqexport_dagster.store.database import translate_errors
-from seqexport_dagster.store.outbox import CANCELED, DELIVERED, FAILED, PENDING, WEBHOOK_TEST, emit
+from seqexport_dagster.store.outbox import CANCELED, DELIVERED, FAILED, FAILING_AFTER, PENDING, WEBHOOK_TEST, emit
 from seqexport_dagster.store.records import RotationReport
 from seqexport_dagster.store.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
 from seqexport_dagster.window import DAY_MS
@@ -40,6 +40,8 @@ class WebhookEndpoint:
     description: str
     created_at: int
     deleted_at: int | None
+    #: export.failing when a dataset's consecutive failures reach this count (default 3).
+    failing_after: int = FAILING_AFTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +112,7 @@ def _endpoint_of(r: sa.Row[tuple[object, ...]] | sa.RowMapping) -> WebhookEndpoi
         description=m["description"],
         created_at=m["created_at"],
         deleted_at=m["deleted_at"],
+        failing_after=int(m["failing_after"]),
     )
 
 
@@ -120,7 +123,14 @@ class WebhookStore:
 
     @translate_errors
     def add_endpoint(
-        self, *, account_id: str, url: str, events: tuple[str, ...], description: str, now_ms: int
+        self,
+        *,
+        account_id: str,
+        url: str,
+        events: tuple[str, ...],
+        description: str,
+        now_ms: int,
+        failing_after: int = FAILING_AFTER,
     ) -> NewEndpoint:
         endpoint_id = new_endpoint_id()
         secret = new_secret()
@@ -133,6 +143,7 @@ class WebhookStore:
                     url=url,
                     events=",".join(events),
                     description=description,
+                    failing_after=failing_after,
                     secret_ciphertext=sealed,
                     created_at=now_ms,
                 )

@@ -22,6 +22,7 @@ def upgrade() -> None:
         sa.Column("url", sa.String(2048), nullable=False),
         sa.Column("events", sa.String(512), nullable=False, server_default="*"),
         sa.Column("description", sa.String(256), nullable=False, server_default=""),
+        sa.Column("failing_after", sa.Integer, nullable=False, server_default="3"),
         sa.Column("secret_ciphertext", sa.Text, nullable=False),
         sa.Column("created_at", sa.BigInteger, nullable=False),
         sa.Column("deleted_at", sa.BigInteger),
