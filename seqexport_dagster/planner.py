@@ -33,8 +33,11 @@ from seqexport_dagster.window import DAY_MS, MINUTE_MS, Window, day_of, day_star
 #: A run that ended without moving any position (worker crash, terminated from the UI) is
 #: requested again after at most this long: the slot is part of the run key.
 RELAUNCH_SLOT_MS: Final = 15 * MINUTE_MS
-#: Batching rule (`batch`): at most this many exports per run...
-MAX_EXPORTS_PER_RUN: Final = 50
+#: Batching rule (`batch`): at most this many exports per run... Dagster writes about 16 event-log
+#: rows of its own per run whatever it carries, so the run count is what the event log grows with:
+#: at 3,000 exports at 15 minutes, 50 a run made 160 MB a day, 100 a run makes about 88 MB (issue 23,
+#: `benchmarks.event_log_day`); a run of 100 punctual exports is still ~10 CPU-s of work.
+MAX_EXPORTS_PER_RUN: Final = 100
 #: ...and at most this much expected work per run, in "window-days": a window of the regular
 #: schedule weighs its share of a day (15 min = 1/96), a catch-up day weighs 1. A run that would
 #: carry more is split, so exports catching up whole days (a fleet-wide outage: about 4 window-days
