@@ -294,7 +294,13 @@ def test_workspace_definitions_load_without_any_environment(monkeypatch):
 
     loaded = defs()
     assert loaded.resolve_job_def("export_job")
-    # The scheduler, plus the two run-status sensors that keep `seqexport history` in step with Dagster.
-    assert {s.name for s in loaded.sensors} == {"scheduler_sensor", "run_log_canceled_sensor", "run_log_failed_sensor"}
+    # The scheduler, the two run-status sensors that keep `seqexport history` in step with Dagster,
+    # and the webhook sender.
+    assert {s.name for s in loaded.sensors} == {
+        "scheduler_sensor",
+        "run_log_canceled_sensor",
+        "run_log_failed_sensor",
+        "webhook_sensor",
+    }
     scheduler = next(s for s in loaded.sensors if s.name == "scheduler_sensor")
     assert scheduler.minimum_interval_seconds <= 30

@@ -53,7 +53,7 @@ def unfinished_attempts(engine: sa.Engine) -> dict[tuple[str, str], Window]:
         return {(r.export_id, r.dataset): Window(r.from_ms, r.to_ms) for r in conn.execute(query)}
 
 
-def _latest_committed(dataset: str, from_ms: int, to_ms: int, only: list[str] | None) -> sa.Subquery:
+def _latest_committed(dataset: str, from_ms: int, to_ms: int, only: list[str] | None = None) -> sa.Subquery:
     """Committed attempts of ``dataset``'s windows starting in ``[from_ms, to_ms)`` (of the exports
     ``only``, when given), ranked newest first per window (``rn`` 1 is the one that counts: a
     re-delivery or a move supersedes the earlier).

@@ -3,8 +3,8 @@
 - once: at most one event per (export, dataset, UTC day);
 - never lost: every dataset-day that the positions say is complete (a stint's position reached the
   day's end after it was added) has its event;
-- never early: when the event was recorded, the day's committed windows chain without a gap up to
-  midnight, every part they landed exists in the simulated bucket (written at or before the event),
+- never early: when the event was recorded, the day's committed windows (since the dataset was last
+  added) chain without a gap up to midnight, every part they landed exists in the simulated bucket (written at or before the event),
   and for ``subscribers`` so does the day's ``_SUCCESS``.
 Each event is checked once, on the day after it was recorded (before retention could compact it).
 """
@@ -110,8 +110,18 @@ def early(world: World, e: Any, data: dict[str, Any], at: int) -> list[str]:
                 parts.c.landed_at <= at,
             )
         ).all()
+        added_at = conn.execute(  # the stint that completed the day: the last one added before the event
+            sa.select(sa.func.max(export_datasets.c.added_at)).where(
+                export_datasets.c.export_id == e.export_id,
+                export_datasets.c.dataset == dataset,
+                export_datasets.c.added_at <= at,
+            )
+        ).scalar()
     problems: list[str] = []
-    bounds = sorted({(w.from_ms, w.to_ms) for w in done})
+    # A dataset removed and added again the same day chains from its new start (the windows of its
+    # earlier stint that day stay, with the gap of its absence before the new ones).
+    since = added_at if added_at is not None else start
+    bounds = sorted({(w.from_ms, w.to_ms) for w in done if w.to_ms > since})
     if not bounds or bounds[-1][1] != start + DAY_MS:
         problems.append("no committed window ends at midnight yet")
     for (_, to), (nxt, _) in zip(bounds, bounds[1:], strict=False):
