@@ -38,6 +38,7 @@ from seqexport_dagster.defs.resources import ControlPlaneResource, FixedClock, O
 from seqexport_dagster.defs.sensors import ROTATION, TICK_SECONDS
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.demo.ticker import tick
+from seqexport_dagster.planner import MAX_EXPORTS_PER_RUN
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.window import DAY_MS, MINUTE_MS, day_of
 from seqexport_dagster_tests.support.world import DAY0, World, postgres_database
@@ -268,7 +269,9 @@ def measure(exports: int, batch: int, slots: int, progress: Any) -> dict[str, An
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--exports", type=int, default=3000)
-    parser.add_argument("--batch", type=int, default=50, help="exports per run (planner.MAX_EXPORTS_PER_RUN)")
+    parser.add_argument(
+        "--batch", type=int, default=MAX_EXPORTS_PER_RUN, help="exports per run (default planner.MAX_EXPORTS_PER_RUN)"
+    )
     parser.add_argument("--slots", type=int, default=4, help="steady quarter-hours driven for real")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
