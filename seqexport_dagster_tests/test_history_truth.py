@@ -11,7 +11,6 @@ import json
 import os
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from seqexport_dagster.history import RESTARTED_NOTE
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS
 from seqexport_dagster_tests.support.cli_harness import env_for, run_sqlite_fixture  # noqa: F401 - fixture
 from seqexport_dagster_tests.support.dagster_harness import KEYS_ENV
+from seqexport_dagster_tests.support.missing_bucket import missing_bucket_export as create_missing_bucket_export
 from seqexport_dagster_tests.support.world import DAY0
 
 D0 = "2026-09-30"
@@ -101,23 +101,12 @@ def h(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 def missing_bucket_export(h: Any, moto: Any) -> Any:
     """An hourly export of email_events, created at DAY0, to a bucket that does not exist on moto:
     its run fails with a customer-readable reason and a retry."""
-    from seqexport_dagster.destination import DestinationConfig
-
-    return h.world.store.create_export(
-        account_id="acme",
-        destination=DestinationConfig(
-            "s3",
-            f"missing-{uuid.uuid4().hex[:12]}",
-            prefix="sequenzy",
-            region="us-east-1",
-            endpoint=moto.endpoint,
-            access_key_id="AKIAHISTORYTEST",
-            secret_access_key="history-test-secret",
-        ),
-        datasets=("email_events",),
-        frequency="1h",
-        lag_ms=2 * MINUTE_MS,
+    return create_missing_bucket_export(
+        h.world.store,
+        moto.endpoint,
         now_ms=DAY0,
+        access_key_id="AKIAHISTORYTEST",
+        secret_access_key="history-test-secret",
     )
 
 

@@ -10,7 +10,6 @@ back from the event log of a real instance (what the run page renders, row by ro
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS
+from seqexport_dagster_tests.support.missing_bucket import missing_bucket_export
 from seqexport_dagster_tests.support.world import DAY0
 
 
@@ -33,23 +33,12 @@ def h(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 
 def missing_bucket(h: Any, moto: Any) -> Any:
-    from seqexport_dagster.destination import DestinationConfig
-
-    return h.world.store.create_export(
-        account_id="acme",
-        destination=DestinationConfig(
-            "s3",
-            f"missing-{uuid.uuid4().hex[:12]}",
-            prefix="sequenzy",
-            region="us-east-1",
-            endpoint=moto.endpoint,
-            access_key_id="AKIARUNPAGETEST",
-            secret_access_key="run-page-test-secret",
-        ),
-        datasets=("email_events",),
-        frequency="1h",
-        lag_ms=2 * MINUTE_MS,
+    return missing_bucket_export(
+        h.world.store,
+        moto.endpoint,
         now_ms=DAY0,
+        access_key_id="AKIARUNPAGETEST",
+        secret_access_key="run-page-test-secret",
     )
 
 
