@@ -179,16 +179,17 @@ def copy_runs(conn: sa.Connection, template: str, copies: int, tag: str) -> None
     )
 
 
-def copy_status(conn: sa.Connection, event_id: int, copies: int, modulo: int = 3000) -> None:
-    """``copies`` runless ``export_status`` observations like ``event_id``, one partition each."""
+def copy_status(conn: sa.Connection, event_id: int, copies: int, modulo: int = 3000, start: int = 0) -> None:
+    """``copies`` runless ``export_status`` observations like ``event_id``, one partition each
+    (``exp_<k % modulo>`` for k after ``start``)."""
     conn.execute(
         sa.text(
             "INSERT INTO event_logs (run_id, event, dagster_event_type, timestamp, step_key, asset_key, partition)"
             " SELECT e.run_id, e.event, e.dagster_event_type, e.timestamp + k * interval '1 second', e.step_key,"
-            " e.asset_key, 'exp_' || lpad(to_hex(k % :m), 16, '0') FROM event_logs e, generate_series(1, :n) k"
+            " e.asset_key, 'exp_' || lpad(to_hex(k % :m), 16, '0') FROM event_logs e, generate_series(:s + 1, :s + :n) k"
             " WHERE e.id = :id"
         ),
-        {"id": event_id, "n": copies, "m": modulo},
+        {"id": event_id, "n": copies, "m": modulo, "s": start},
     )
 
 

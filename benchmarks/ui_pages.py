@@ -1,20 +1,24 @@
 """The Dagster UI's asset pages over a PostgreSQL instance with days of history at 3,000 exports (issues 23, 29).
 
 The instance holds what the code writes, bulk-copied from real rows (`benchmarks.event_log_day`):
-per day, ⌈N / 50⌉ × 96 batched runs (their event-log rows, run rows and tags, as a
-daemon-launched run has them), one ``export_status`` observation per export every 6 hours, and the
-day cells of the four datasets; the ``exports`` partitions hold the N exports. A real
+per day, ⌈N / per-run⌉ × 96 batched runs (their event-log rows, run rows and tags, as a
+daemon-launched run has them; per-run defaults to the planner's ``MAX_EXPORTS_PER_RUN``), one
+``export_status`` observation per export every 6 hours (interleaved with the runs an hour at a
+time, as the sensor records them between runs), and the day cells of the four datasets; the ``exports`` partitions hold the N exports. A real
 ``dagster-webserver`` serves it (asset specs of ``benchmarks/partition_layouts.py``, the project's
 partitions), and headless Chromium (Playwright, ``executable_path``) times, from navigation until
-the page's requests settle: ``email_events``'s asset page, its Partitions tab, and the
-``export_status`` page of one export. While each page loads, ``pg_stat_activity`` is sampled
+the page's requests settle (Playwright's "networkidle": 500 ms without a request, included), the
+median of 5 loads after a first: ``email_events``'s asset page, its Partitions tab, and the
+``export_status`` page of one export (the asset and its check, as ``defs.export_status`` declares
+them). Each page's GraphQL operations are timed too (the slowest per operation), and when the last
+response arrived. While each page loads, ``pg_stat_activity`` is sampled
 every 50 ms; the longest-running statements seen are then run under ``EXPLAIN ANALYZE`` and any
 sequential scan of ``event_logs``/``runs``/``run_tags`` is reported.
 
 Measured at each ``--days`` (default 1,3), so that the growth with history is measured in the same
 run and 30 days can be extrapolated from it when 30 are too many to build here.
 
-    python -m benchmarks.ui_pages [--exports 3000] [--days 1,3] [--batch 10] [--out f.json]
+    python -m benchmarks.ui_pages [--exports 3000] [--days 1,3] [--per-run 50,100] [--batch 10] [--out f.json]
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -43,6 +48,9 @@ from seqexport_dagster_tests.support.processes import stop_group
 from seqexport_dagster_tests.support.world import DAY0, World, postgres_database
 
 SLOTS_PER_DAY = 96
+HOURS = 24
+#: Loads of each page: the first warms the webserver's caches; the median of the others is reported.
+LOADS = 6
 BIG = ("event_logs", "runs", "run_tags", "asset_event_tags")
 
 
@@ -119,35 +127,70 @@ def pages(port: int, export_id: str, url: str, database: str) -> dict[str, Any]:
             warm.goto(f"http://127.0.0.1:{port}/assets", timeout=600_000)
             warm.wait_for_load_state("networkidle", timeout=600_000)
             for name, path in targets.items():
-                loads = []
+                loads: list[float] = []
+                data: list[float] = []  # navigation until the last GraphQL response has arrived
+                operations: dict[str, float] = {}
                 with Sampler(url, database) as sampler:
-                    for _ in range(2):  # the second load is the one an operator clicking around sees
+                    for _ in range(LOADS):  # after the first, the loads an operator clicking around sees
                         page = context.new_page()
-                        started = time.perf_counter()
+                        timings: list[tuple[str, float, float]] = []
+                        page.on("requestfinished", lambda r, t=timings: t.append(graphql_timing(r)))
+                        started, epoch = time.perf_counter(), time.time()
                         page.goto(f"http://127.0.0.1:{port}{path}", timeout=600_000)
+                        # "networkidle" is 500 ms without a request: the page is done 0.5 s before it.
                         page.wait_for_load_state("networkidle", timeout=600_000)
                         loads.append(time.perf_counter() - started)
                         page.close()
+                        operations = {}
+                        for op, ms, _end in timings:  # the last load's: each GraphQL operation's longest request
+                            if op:
+                                operations[op] = max(operations.get(op, 0.0), ms)
+                        data.append(max((end for op, _, end in timings if op), default=epoch) - epoch)
                 slow = [
                     {"query": q[:300], "seen_running_s": s, **explain(url, q)}
                     for q, s in sampler.slowest()
                     if q.lstrip().upper().startswith("SELECT")
                 ]
-                out[name] = {"s": min(loads), "loads_s": loads, "slowest_queries": slow}
+                out[name] = {
+                    "s": statistics.median(loads[1:]),
+                    "min_s": min(loads),
+                    "last_graphql_response_s": statistics.median(data[1:]),
+                    "loads_s": loads,
+                    "graphql_ms": dict(sorted(operations.items(), key=lambda kv: -kv[1])[:6]),
+                    "slowest_queries": slow,
+                }
         finally:
             browser.close()
     return out
 
 
-def build_history(url: str, template: str, status_id: int, exports: int, days: range) -> dict[str, int]:
+def graphql_timing(request: Any) -> tuple[str, float, float]:
+    """(operation name, ms from sending the request to the end of its response, epoch seconds of
+    that end) of a GraphQL request."""
+    if "/graphql" not in request.url or request.method != "POST":
+        return "", 0.0, 0.0
+    try:
+        op = str(json.loads(request.post_data or "{}").get("operationName") or "?")
+    except ValueError:
+        op = "?"
+    t = request.timing
+    return op, float(t["responseEnd"] - max(t["requestStart"], 0.0)), (t["startTime"] + t["responseEnd"]) / 1000
+
+
+def build_history(
+    url: str, template: str, status_id: int, exports: int, days: range, per_run: int = MAX_EXPORTS_PER_RUN
+) -> dict[str, int]:
     engine = sa.create_engine(url)
-    runs_per_day = SLOTS_PER_DAY * -(-exports // MAX_EXPORTS_PER_RUN)
+    runs_per_day = SLOTS_PER_DAY * -(-exports // per_run)
     status_per_day = exports * (DAY_MS // 1000 // TICK_SECONDS) // ROTATION
-    with engine.begin() as conn:
-        copy_status(conn, status_id, status_per_day * len(days), modulo=exports)
+    # Interleaved an hour at a time, as the sensor records status between runs: the UI's "latest
+    # observation of export_status" then finds one near the end of the event log, as it would live.
     for day in days:
-        with engine.begin() as conn:
-            copy_runs(conn, template, runs_per_day, f"-h{day}-")
+        for hour in range(HOURS):
+            with engine.begin() as conn:
+                copy_status(conn, status_id, status_per_day // HOURS, modulo=exports,
+                            start=(day * HOURS + hour) * (status_per_day // HOURS))  # fmt: skip
+                copy_runs(conn, template, runs_per_day // HOURS, f"-h{day}-{hour}-")
     with engine.connect() as conn:
         counts = {t: int(conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one()) for t in BIG}
     engine.dispose()
@@ -155,7 +198,7 @@ def build_history(url: str, template: str, status_id: int, exports: int, days: r
     return counts
 
 
-def measure(exports: int, days_list: list[int], batch: int, progress: Any) -> list[dict[str, Any]]:
+def measure(exports: int, days_list: list[int], batch: int, progress: Any, per_run: int) -> list[dict[str, Any]]:
     keys = new_key_spec("bench")
     results = []
     with tempfile.TemporaryDirectory() as tmp, postgres_database() as dagster_url:
@@ -189,7 +232,7 @@ def measure(exports: int, days_list: list[int], batch: int, progress: Any) -> li
             built = 0
             for days in days_list:
                 started = time.perf_counter()
-                counts = build_history(dagster_url, template, status_id, exports, range(built, days))
+                counts = build_history(dagster_url, template, status_id, exports, range(built, days), per_run)
                 with dg.DagsterInstance.from_config(str(home)) as instance:  # the day cells of the new days
                     for d in range(built, days):
                         for dataset in ("email_events", "sms_events", "custom_events", "subscribers"):
@@ -204,8 +247,20 @@ def measure(exports: int, days_list: list[int], batch: int, progress: Any) -> li
                     timed = pages(port, export_key(7), dagster_url, database)
                 finally:
                     stop_group(proc)
-                progress(json.dumps({k: [round(v["s"], 2), v["slowest_queries"][:1]] for k, v in timed.items()}))
-                results.append({"exports": exports, "days": days, "rows": counts, "pages": timed,
+                progress(
+                    json.dumps(
+                        {
+                            k: [
+                                round(v["s"], 2),
+                                round(v["last_graphql_response_s"], 2),
+                                v["graphql_ms"],
+                                v["slowest_queries"][:1],
+                            ]
+                            for k, v in timed.items()
+                        }
+                    )
+                )
+                results.append({"exports": exports, "exports_per_run": per_run, "days": days, "rows": counts, "pages": timed,
                                 "load": " ".join(f"{v:.1f}" for v in os.getloadavg())})  # fmt: skip
         finally:
             world.dispose()
@@ -223,13 +278,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exports", type=int, default=3000)
     parser.add_argument("--days", default="1,3", help="history sizes, ascending (each builds on the last)")
     parser.add_argument("--batch", type=int, default=10, help="exports in the real runs the rows are copied from")
+    parser.add_argument(
+        "--per-run",
+        default=str(MAX_EXPORTS_PER_RUN),
+        help="exports a run carries, comma-separated: 50,100 measures the 50-a-run design (before) and the"
+        " planner's (after) in the same run",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
 
     def progress(text: str) -> None:
         print(f"  {text}", file=sys.stderr, flush=True)
 
-    results = measure(args.exports, [int(d) for d in args.days.split(",")], args.batch, progress)
+    results = []
+    for per_run in (int(n) for n in args.per_run.split(",")):  # each on a database of its own
+        progress(f"exports per run: {per_run}")
+        results += measure(args.exports, [int(d) for d in args.days.split(",")], args.batch, progress, per_run)
     text = json.dumps(results, indent=1)
     if args.out:
         args.out.write_text(text)
