@@ -178,10 +178,10 @@ def graphql_timing(request: Any) -> tuple[str, float, float]:
 
 
 def build_history(
-    url: str, template: str, status_id: int, exports: int, days: range, per_run: int = MAX_EXPORTS_PER_RUN
+    url: str, template: str, status_id: int, exports: int, days: range, batch_size: int = MAX_EXPORTS_PER_RUN
 ) -> dict[str, int]:
     engine = sa.create_engine(url)
-    runs_per_day = SLOTS_PER_DAY * -(-exports // per_run)
+    runs_per_day = SLOTS_PER_DAY * -(-exports // batch_size)
     status_per_day = exports * (DAY_MS // 1000 // TICK_SECONDS) // ROTATION
     # Interleaved an hour at a time, as the sensor records status between runs: the UI's "latest
     # observation of export_status" then finds one near the end of the event log, as it would live.
@@ -198,7 +198,7 @@ def build_history(
     return counts
 
 
-def measure(exports: int, days_list: list[int], batch: int, progress: Any, per_run: int) -> list[dict[str, Any]]:
+def measure(exports: int, days_list: list[int], batch: int, progress: Any, batch_size: int) -> list[dict[str, Any]]:
     keys = new_key_spec("bench")
     results = []
     with tempfile.TemporaryDirectory() as tmp, postgres_database() as dagster_url:
@@ -232,7 +232,7 @@ def measure(exports: int, days_list: list[int], batch: int, progress: Any, per_r
             built = 0
             for days in days_list:
                 started = time.perf_counter()
-                counts = build_history(dagster_url, template, status_id, exports, range(built, days), per_run)
+                counts = build_history(dagster_url, template, status_id, exports, range(built, days), batch_size)
                 with dg.DagsterInstance.from_config(str(home)) as instance:  # the day cells of the new days
                     for d in range(built, days):
                         for dataset in ("email_events", "sms_events", "custom_events", "subscribers"):
@@ -260,7 +260,7 @@ def measure(exports: int, days_list: list[int], batch: int, progress: Any, per_r
                         }
                     )
                 )
-                results.append({"exports": exports, "exports_per_run": per_run, "days": days, "rows": counts, "pages": timed,
+                results.append({"exports": exports, "exports_per_run": batch_size, "days": days, "rows": counts, "pages": timed,
                                 "load": " ".join(f"{v:.1f}" for v in os.getloadavg())})  # fmt: skip
         finally:
             world.dispose()
@@ -291,9 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {text}", file=sys.stderr, flush=True)
 
     results = []
-    for per_run in (int(n) for n in args.per_run.split(",")):  # each on a database of its own
-        progress(f"exports per run: {per_run}")
-        results += measure(args.exports, [int(d) for d in args.days.split(",")], args.batch, progress, per_run)
+    for size in (int(n) for n in args.per_run.split(",")):  # each on a database of its own
+        progress(f"exports per run: {size}")
+        results += measure(args.exports, [int(d) for d in args.days.split(",")], args.batch, progress, size)
     text = json.dumps(results, indent=1)
     if args.out:
         args.out.write_text(text)
