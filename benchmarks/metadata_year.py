@@ -31,7 +31,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from seqexport_dagster import planner
 from seqexport_dagster.history import history
+from seqexport_dagster.planner import MAX_EXPORTS_PER_RUN
 from seqexport_dagster.status import export_status
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
@@ -39,6 +41,7 @@ from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.maintenance import maintain
 from seqexport_dagster.verify.ledger import ledger_problems
 from seqexport_dagster.window import DAY_MS, Window, day_of
+from seqexport_dagster_tests.support.explain import captured, hot_paths, seq_scans
 from seqexport_dagster_tests.support.metadata_rows import (
     RETENTION_INDEXES,
     TODAY_INDEXES,
@@ -98,15 +101,20 @@ def query_times(world: World, deep: str, bucket_rows: dict[tuple[str, Window], i
     source = f"file://{world.root / 'bucket'}"
 
     def tick() -> None:
-        store.list_exports()
-        Leases(engine).held(now_ms)
-        unfinished_attempts(engine)
+        """The control-plane queries and planning of a sensor tick (`defs.sensors.evaluate`): since
+        the merge a completed day's totals are a day-cell run's (``day_cell_totals_s``), not the tick's."""
+        records = store.list_exports()
+        busy = set(Leases(engine).held(now_ms))
+        items = planner.due_work(records, now_ms, busy=busy, unfinished=unfinished_attempts(engine))
+        planner.batch(items)
         changed_since(engine, now_ms - 30_000)
-        day_totals(engine, "email_events", [yesterday])
+
+    cell = sorted(e.id for e in store.list_exports())[:MAX_EXPORTS_PER_RUN]
 
     problems = ledger_problems(bucket_rows, store, deep, source)
     return {
         "sensor_tick_queries_s": timed(tick),
+        "day_cell_totals_s": timed(lambda: day_totals(engine, "email_events", [yesterday], cell)),
         "status_s": timed(lambda: export_status(store.get_export(deep), now_ms)),
         "history_s": timed(lambda: history(store, deep, now_ms)),
         "history_runs": len(history(store, deep, now_ms)),
@@ -156,13 +164,21 @@ def measure(exports: int, deep: int, days: int, slots: int, progress: Callable[[
             vacuum(control)
             after = {"sizes": sizes(world.control_engine), "times": query_times(world, deep_id, latest, now_ms)}
             progress(f"after: {json.dumps(after['times'])}")
+            # Issue 23, item 4 at full size: every hot path's statements EXPLAIN-ed on the compacted
+            # database (3,000 exports with a year of summaries); sequential scans of big tables, by path.
+            explained = {}
+            for path, run in hot_paths(world, template, now_ms).items():
+                statements = captured(world.control_engine, run)
+                bad = seq_scans(world.control_engine, statements)
+                explained[path] = {"statements": len(statements), "seq_scans": [b[:400] for b in bad]}
+            progress(f"EXPLAIN: {json.dumps(explained)}")
             again = maintain(world.control_engine, now_ms).as_dict()
         finally:
             world.dispose()
     return {
         "exports": exports, "deep_exports": deep, "days": days, "slots_per_day": slots,
         "before": before, "after": after, "maintain": report.as_dict(), "maintain_s": maintain_s,
-        "second_maintain": again,
+        "second_maintain": again, "explain_after": explained,
     }  # fmt: skip
 
 

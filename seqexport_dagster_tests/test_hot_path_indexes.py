@@ -11,32 +11,22 @@ each one is then ``EXPLAIN``-ed and must not scan a big table sequentially.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import event
 
-from seqexport_dagster.history import history
-from seqexport_dagster.reconcile import reconcile
-from seqexport_dagster.status import export_status
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
-from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
-from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.maintenance import maintain
-from seqexport_dagster.verify.ledger import ledger_problems
-from seqexport_dagster.window import DAY_MS, Window, day_of
+from seqexport_dagster_tests.support.explain import BIG_TABLES, captured, hot_paths, seq_scans
 from seqexport_dagster_tests.support.metadata_rows import copy_summaries, deliver_template, export_id, replicate
 from seqexport_dagster_tests.support.world import DAY0, Clock, World, postgres_database
 
-BIG_TABLES = ("windows", "parts", "run_log", "window_days")
 FLEET = 120
 DEEP = 3
 FLEET_DAYS = 16
 DEEP_DAYS = 60
-SEQ_SCAN = re.compile(r"Seq Scan on (" + "|".join(BIG_TABLES) + r")\b")
 
 
 @pytest.fixture(scope="module")
@@ -60,70 +50,6 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, st
             yield world, template, now
         finally:
             world.dispose()
-
-
-def captured(engine: sa.Engine, run: Callable[[], Any]) -> list[tuple[str, Any]]:
-    statements: list[tuple[str, Any]] = []
-
-    def listen(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        if not executemany and statement.lstrip().split(None, 1)[0].upper() in ("SELECT", "UPDATE", "DELETE"):
-            statements.append((statement, parameters))
-
-    event.listen(engine, "before_cursor_execute", listen)
-    try:
-        run()
-    finally:
-        event.remove(engine, "before_cursor_execute", listen)
-    return statements
-
-
-def seq_scans(engine: sa.Engine, statements: list[tuple[str, Any]]) -> list[str]:
-    bad = []
-    with engine.connect() as conn:
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        for statement, parameters in statements:
-            cursor.execute("EXPLAIN " + statement, parameters)
-            plan = "\n".join(row[0] for row in cursor.fetchall())
-            if SEQ_SCAN.search(plan):
-                bad.append(f"{statement}\n{plan}")
-        conn.rollback()
-    return bad
-
-
-def hot_paths(world: World, template: str, now: int) -> dict[str, Callable[[], Any]]:
-    store, engine = world.store, world.control_engine
-    deep = export_id(1)
-    leases = Leases(engine)
-    bucket = {(w.dataset, w.window): w.rows for w in store.ledger(deep) if w.status == "committed"}
-
-    def tick() -> None:
-        store.list_exports()
-        leases.held(now)
-        unfinished_attempts(engine)
-        changed_since(engine, now - 30_000)
-        day_totals(engine, "email_events", [day_of(now - DAY_MS)])
-
-    def lease_cycle() -> None:
-        assert leases.claim(deep, "run-1", now)
-        leases.renew(deep, "run-1", now + 1)
-        leases.holder(deep, now + 2)
-        leases.take_over(deep, "run-1", "run-2", now + 3)
-        leases.release(deep, "run-2")
-
-    def verify_ledger() -> None:
-        assert ledger_problems(bucket, store, deep, f"file://{world.root / 'bucket'}") == []
-
-    return {
-        "sensor tick": tick,
-        "status": lambda: export_status(store.get_export(deep), now),
-        "history": lambda: history(store, deep, now),
-        "leases": lease_cycle,
-        "reconciliation": lambda: reconcile(world.runner(), template),
-        "verify --ledger": verify_ledger,
-        "backfill of a compacted day": lambda: store.committed_windows(
-            deep, "email_events", Window.whole_day(day_of(now - 30 * DAY_MS)).date_key
-        ),
-    }
 
 
 @pytest.mark.postgres
