@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from seqexport_dagster.store.maintenance import maintain
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS
 from seqexport_dagster_tests.support.sim.oracles import Oracles, Violation
 from seqexport_dagster_tests.support.sim.trace import trace
@@ -36,6 +37,9 @@ class SimResult:
     traces: list[str] = field(default_factory=list)
     cpu_s: float = 0.0
     command: str = ""
+    #: With ``maintain_every_ms``: the passes of `seqexport maintain` run between ticks, and what they removed.
+    maintenance_passes: int = 0
+    maintenance: Counter[str] = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -63,12 +67,19 @@ def simulate(
     *,
     days: float = 3.0,
     stop_at_first: bool = True,
+    maintain_every_ms: int | None = None,
     **world_kw: Any,
 ) -> SimResult:
-    """Run ``seed`` for ``days`` simulated days plus the quiet end; see the module docstring."""
+    """Run ``seed`` for ``days`` simulated days plus the quiet end; see the module docstring.
+
+    ``maintain_every_ms``: also run the control plane's maintenance (what `seqexport maintain` and
+    the Dagster schedule run) between ticks that often, through faults, crashes and operations alike;
+    the oracles then check that it lost nothing (issue 23)."""
     if root is None:
         with tempfile.TemporaryDirectory(prefix="seqexport-sim-") as tmp:
-            return simulate(seed, Path(tmp), days=days, stop_at_first=stop_at_first, **world_kw)
+            return simulate(
+                seed, Path(tmp), days=days, stop_at_first=stop_at_first, maintain_every_ms=maintain_every_ms, **world_kw
+            )
     began = time.process_time()
     world = World(seed, root, days=days, **world_kw)
     result = SimResult(seed, days, command=_command(seed, days, world_kw))
@@ -77,6 +88,7 @@ def simulate(
         next_day = world.start_ms + DAY_MS
         end_ms = world.end_ms
         quiet_until = end_ms + world.lateness_ms + DAY_MS + 7 * HOUR_MS
+        next_maintenance = world.start_ms + (maintain_every_ms or 0)
         while world.clock() < quiet_until:
             before = world.clock()
             world.clock.advance(world.rng.randrange(4 * MINUTE_MS, 16 * MINUTE_MS))
@@ -92,6 +104,11 @@ def simulate(
             if crossing:  # a pause or a revoked key drawn in this step must not outlast the quiet end
                 world.quiet()
             world.tick()
+            if maintain_every_ms is not None and world.clock() >= next_maintenance:
+                next_maintenance = world.clock() + maintain_every_ms
+                report = maintain(world.engine, world.clock())
+                result.maintenance_passes += 1
+                result.maintenance.update({k: v for k, v in report.as_dict().items() if k != "cutoff_ms"})
             result.export_days += len([e for e in world.live()]) * (world.clock() - before) / DAY_MS
             if world.clock() >= next_day:
                 next_day += DAY_MS
