@@ -13,7 +13,8 @@
 4. History agrees with the bucket: every part the ledger says landed is there with its MD5.
 5. After the quiet end, no active export shows an error.
 6. Backoff: between two counted failures of (export, dataset) at least min(frequency × 2^(n−1),
-   6 h) passes, unless "export now" was pressed in between (one immediate attempt per press).
+   6 h) passes, unless "export now" was pressed or an operator's backfill launched in between (one
+   immediate attempt per press or backfill).
 7. Webhooks: ``dataset.day_complete`` once per dataset-day, never lost, never before the day's
    objects exist (`webhook_oracle`).
 8. Formats: every part of a window (a snapshot day) at a location has one format, and it is one
@@ -298,7 +299,10 @@ def errors_after_quiet(world: World) -> list[Violation]:
 def backoff(world: World) -> list[Violation]:
     out = []
     for (name, dataset), seen in world.failures.items():
-        presses = world.export_now_at.get(name, [])
+        # An operator's backfill is an attempt the operator asked for, like export now: it runs when
+        # launched, in backoff or not, and its failure counts (sim seed 8002: a backfill while a
+        # revoked key had the export in backoff was taken for an early retry).
+        presses = world.export_now_at.get(name, []) + world.backfill_at.get(name, [])
         for before, after in zip(seen, seen[1:], strict=False):
             if not before.failures or after.failures != before.failures + 1:
                 continue
