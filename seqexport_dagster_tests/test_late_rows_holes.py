@@ -213,3 +213,33 @@ def test_late_rows_of_a_window_committed_before_a_move_go_to_the_current_locatio
     report = verify_at(world, moto, *new, export.id, False)
     assert report.datasets["email_events"].continued == 1
     assert "continue windows delivered at an earlier location" in report.render()
+
+
+def test_a_late_row_pass_that_adds_nothing_at_the_new_place_is_not_expected_there(
+    world: World, s3: Any, moto: Any, proxy: fp.FaultProxy
+) -> None:
+    """Sim seed 8002: after a move, reconciliation retried the window of the dataset's last error
+    (delivered whole at the old place) at the new one; nothing was left to add, so the attempt
+    committed there with no part. `verify --ledger` at the new place then reported the window as
+    `ledger_window_missing` ("committed with 0 rows, not in bucket") though nothing was owed there."""
+    generate_account(world.source_engine, "acme", DAY0 - HOUR_MS, DAY0 + 6 * HOUR_MS, scale=SCALE)
+    export = s3_export(world, s3, proxy, datasets=EMAIL)
+    runner = s3_runner(world, part_limit=20)
+    for hour in (1, 2, 3):
+        scheduled(world, runner, export.id, hour)
+    old = (export.bucket, export.prefix)
+    config, _ = world.store.destination_config(export.id)
+    moved = world.store.update_destination(export.id, dc_replace(config, bucket=new_bucket(s3)), world.clock())
+    new = (moved.bucket, moved.prefix)
+    scheduled(world, runner, export.id, 4)  # (3h, 4h] goes to the new place
+
+    # What reconciliation does for a window it owes (the last error's): a late-only attempt here.
+    report = runner.write_window(export.id, "email_events", W12, late_only=True)
+    assert (report.rows, report.parts) == (0, 0)
+    here = world.store.ledger(export.id)
+    assert any(e.window == W12 and e.status == "committed" for e in here)
+    assert not [k for k in read_objects(s3, *new) if f"-{W12.from_ms}-{W12.to_ms}-" in k]
+
+    for place in (old, new):
+        report = verify_at(world, moto, *place, export.id, True)
+        assert report.ok, report.render()

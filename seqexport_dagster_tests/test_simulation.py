@@ -56,6 +56,11 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # stands); and a late part that landed under an attempt whose worker died was never committed.
     # Seeds 3, 200, 201 and PostgreSQL 11 (simfix): late rows lost while the dataset failed at its
     # position longer than the lookback (the horizon now counts from the last complete pass).
+    # sim seed 8002 (branch simholes, default world): an operator's backfill during backoff was taken
+    # for an early retry (oracle: a backfill is an explicit attempt, like export now); then, after
+    # a move and a replace, a late-row pass at the new place that added nothing committed there
+    # with no part and `verify --ledger` wanted the window there (verify.ledger.committed_here).
+    8002: {"days": 3},
     5000: {"days": 3, "exports": 14, "frequencies": ("6h", "24h", "24h", "1h"), **PREDATES_DELETE},
 }
 
