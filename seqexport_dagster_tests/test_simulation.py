@@ -61,6 +61,10 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # a move and a replace, a late-row pass at the new place that added nothing committed there
     # with no part and `verify --ledger` wanted the window there (verify.ledger.committed_here).
     8002: {"days": 3},
+    # sim seed 8005 (simholes, default world): a replace at a new place of a window continued there
+    # (late parts 0001..) on a key that may only create wrote a new 0000 first, then was refused:
+    # the late rows twice at that place. The replace now overwrites an object that is there first.
+    8005: {"days": 3},
     5000: {"days": 3, "exports": 14, "frequencies": ("6h", "24h", "24h", "1h"), **PREDATES_DELETE},
 }
 
