@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
