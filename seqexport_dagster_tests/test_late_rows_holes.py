@@ -277,6 +277,7 @@ def test_a_replace_refused_by_a_create_only_key_at_the_new_place_leaves_no_row_t
     world.clock.now_ms = DAY0 + 5 * HOUR_MS + 3 * MINUTE_MS
     (result,) = [r for r in reconcile(runner, export.id) if r.report is not None]
     assert (result.window, result.late_rows) == (W12, 3)
+
     def names() -> list[str]:
         return sorted(k for k in read_objects(s3, *new) if f"-{W12.from_ms}-{W12.to_ms}-" in k)
 
