@@ -4,8 +4,10 @@
   (Snowpipe, ``COPY INTO``), whatever the object later becomes.
 - `WindowLoader`: the "incremental loading by window" of docs/customers.md, per location and
   dataset: a watermark; the window whose ``fromMs`` is the watermark is loaded (all its parts) once
-  the next window's part 0000 exists, then the watermark moves to its ``toMs``; parts of windows of
-  the last day that it has not loaded yet are loaded too (late rows). A hole in a location's chain
+  the next window's part 0000 exists, then the watermark moves to its ``toMs``; parts of windows
+  that ended in the last 7 days that it has not loaded yet are loaded too (late rows: what the docs
+  tell a loader since simholes; a daily export's late part can come 2 days after its window, seed
+  5000). A hole in a location's chain
   (a dataset removed and added again) is stepped over to the next window. At a place after a move,
   parts of windows before the chain's first window (late rows of a window delivered at the old
   place, continued here) are loaded as they appear, whatever their age: docs/customers.md, "let it
@@ -31,6 +33,8 @@ from seqexport_dagster_tests.support.sim.bucket import Buckets
 from seqexport_dagster_tests.support.sim.model import Place
 
 _CACHE: dict[bytes, list[str]] = {}
+#: How far back the window loader looks for parts it has not loaded (docs/customers.md).
+RELOAD_MS = 7 * DAY_MS
 
 
 def ids_of(key: str, body: bytes) -> list[str]:
@@ -135,7 +139,7 @@ class WindowLoader:
                             chain.loaded_windows[w] = w.to_ms
                             chain.continued.add(w)
                 for w in list(chain.loaded_windows):
-                    if w.to_ms < now_ms - DAY_MS and not final and w not in fresh and w not in chain.continued:
+                    if w.to_ms < now_ms - RELOAD_MS and not final and w not in fresh and w not in chain.continued:
                         continue
                     for _, key in sorted(windows[(dataset, w)].items()):
                         self._load(chain, loaded, bucket.objects[key], key, dataset, place)
