@@ -72,6 +72,8 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     15: {"days": 3},
     19: {"days": 3},
     11: {"days": 3},
+    # sim seed 8011 (simholes scan, default world): not diagnosed yet, see OPEN_FINDINGS.
+    8011: {"days": 3},
     5000: {"days": 3, "exports": 14, "frequencies": ("6h", "24h", "24h", "1h"), **PREDATES_DELETE},
 }
 
@@ -86,7 +88,10 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
 #: preconditions overwrote the snapshot part, then its `_SUCCESS` answered past the deadline; the
 #: attempt failed, nothing finishes it and the next day's replace cleared the error, so the
 #: ledger's committed rows (83) differ from the bucket's (138).
-OPEN_FINDINGS = {5000}
+#: Seed 8011 (found by simholes' last scan, not diagnosed): `verify --ledger` at a new bucket shows
+#: an sms_events window with 39 rows in the bucket and no committed attempt; the export had 8 worker
+#: crashes, then sms_events was removed and the export deleted.
+OPEN_FINDINGS = {5000, 8011}
 
 
 def _seeds(seeds: object) -> list[object]:
