@@ -213,3 +213,83 @@ def test_late_rows_of_a_window_committed_before_a_move_go_to_the_current_locatio
     report = verify_at(world, moto, *new, export.id, False)
     assert report.datasets["email_events"].continued == 1
     assert "continue windows delivered at an earlier location" in report.render()
+
+
+def test_a_late_row_pass_that_adds_nothing_at_the_new_place_is_not_expected_there(
+    world: World, s3: Any, moto: Any, proxy: fp.FaultProxy
+) -> None:
+    """Sim seed 8002: after a move, reconciliation retried the window of the dataset's last error
+    (delivered whole at the old place) at the new one; nothing was left to add, so the attempt
+    committed there with no part. `verify --ledger` at the new place then reported the window as
+    `ledger_window_missing` ("committed with 0 rows, not in bucket") though nothing was owed there."""
+    generate_account(world.source_engine, "acme", DAY0 - HOUR_MS, DAY0 + 6 * HOUR_MS, scale=SCALE)
+    export = s3_export(world, s3, proxy, datasets=EMAIL)
+    runner = s3_runner(world, part_limit=20)
+    for hour in (1, 2, 3):
+        scheduled(world, runner, export.id, hour)
+    old = (export.bucket, export.prefix)
+    config, _ = world.store.destination_config(export.id)
+    moved = world.store.update_destination(export.id, dc_replace(config, bucket=new_bucket(s3)), world.clock())
+    new = (moved.bucket, moved.prefix)
+    scheduled(world, runner, export.id, 4)  # (3h, 4h] goes to the new place
+
+    # What reconciliation does for a window it owes (the last error's): a late-only attempt here.
+    report = runner.write_window(export.id, "email_events", W12, late_only=True)
+    assert (report.rows, report.parts) == (0, 0)
+    here = world.store.ledger(export.id)
+    assert any(e.window == W12 and e.status == "committed" for e in here)
+    assert not [k for k in read_objects(s3, *new) if f"-{W12.from_ms}-{W12.to_ms}-" in k]
+
+    for place in (old, new):
+        report = verify_at(world, moto, *place, export.id, True)
+        assert report.ok, report.render()
+
+
+@pytest.fixture
+def create_only(moto: Any) -> Iterator[fp.FaultProxy]:
+    """A key that may only create (its refused overwrites are the point, not a failure)."""
+    server = fp.FaultProxy(moto.port, write_once=True)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_a_replace_refused_by_a_create_only_key_at_the_new_place_leaves_no_row_twice(
+    world: World, s3: Any, moto: Any, create_only: fp.FaultProxy
+) -> None:
+    """Sim seed 8005: after a move, late rows of a window delivered at the old place went to the new
+    one as parts 0001.. A replace of that day at the new place, on a key that may only create,
+    wrote a new 0000 there first (every row of the window, the late ones included) and was then
+    refused on 0001: those rows twice at the new place. The replace now overwrites an object that
+    is there first, so the refusal comes before anything new lands."""
+    proxy = create_only
+    generate_account(world.source_engine, "acme", DAY0 - HOUR_MS, DAY0 + 6 * HOUR_MS, scale=SCALE)
+    export = s3_export(world, s3, proxy, datasets=EMAIL)
+    runner = s3_runner(world, part_limit=1000)
+    for hour in (1, 2, 3):
+        scheduled(world, runner, export.id, hour)
+    config, _ = world.store.destination_config(export.id)
+    moved = world.store.update_destination(export.id, dc_replace(config, bucket=new_bucket(s3)), world.clock())
+    new = (moved.bucket, moved.prefix)
+    scheduled(world, runner, export.id, 4)
+    insert_rows(world.source_engine, "email_events", late_rows(W12, 3, "moved"))
+    world.clock.now_ms = DAY0 + 5 * HOUR_MS + 3 * MINUTE_MS
+    (result,) = [r for r in reconcile(runner, export.id) if r.report is not None]
+    assert (result.window, result.late_rows) == (W12, 3)
+
+    def names() -> list[str]:
+        return sorted(k for k in read_objects(s3, *new) if f"-{W12.from_ms}-{W12.to_ms}-" in k)
+
+    names_before = names()
+    parts_before = [k for k in names_before if not k.startswith("_sequenzy/")]
+    assert len(parts_before) == 1 and not parts_before[0].endswith("-0000.jsonl.gz"), parts_before
+
+    with pytest.raises(ExportError, match="may only create"):
+        runner.run_day(export.id, "email_events", DAY, rewrite=True, replace=True)
+    assert names() == names_before, "nothing new lands before the refusal"
+    assert proxy.overwrites, "the replace's first write was an overwrite, refused"
+    counted = all_ids(s3, [new], "email_events")
+    assert counted and max(counted.values()) == 1, "no row twice at the new place"
+    # (verify at the new place still reports the windows the replace re-delivered there whole
+    # before it reached W12 as a gap and missing parts: known, docs/operators.md.)

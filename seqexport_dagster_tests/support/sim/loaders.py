@@ -4,9 +4,15 @@
   (Snowpipe, ``COPY INTO``), whatever the object later becomes.
 - `WindowLoader`: the "incremental loading by window" of docs/customers.md, per location and
   dataset: a watermark; the window whose ``fromMs`` is the watermark is loaded (all its parts) once
-  the next window's part 0000 exists, then the watermark moves to its ``toMs``; parts of windows of
-  the last day that it has not loaded yet are loaded too (late rows). A hole in a location's chain
-  (a dataset removed and added again) is stepped over to the next window.
+  the next window's part 0000 exists, then the watermark moves to its ``toMs``; parts of windows
+  that ended in the last 7 days that it has not loaded yet are loaded too (late rows: what the docs
+  tell a loader since simholes; a daily export's late part can come 2 days after its window, seed
+  5000). A hole in a location's chain
+  (a dataset removed and added again) is stepped over to the next window. At a place after a move,
+  parts of windows before the chain's first window (late rows of a window delivered at the old
+  place, continued here) are loaded as they appear, whatever their age: docs/customers.md, "let it
+  load parts it has not seen, including those of windows before its watermark" (sim seed 5000: a
+  late part continued at the new prefix after the new chain had begun was never loaded).
 
 Both read both formats (gzip JSONL, Parquet: `ids_of`) and record, per export, which object each
 row id was loaded from, so a duplicate or a loss can be traced to names.
@@ -27,6 +33,8 @@ from seqexport_dagster_tests.support.sim.bucket import Buckets
 from seqexport_dagster_tests.support.sim.model import Place
 
 _CACHE: dict[bytes, list[str]] = {}
+#: How far back the window loader looks for parts it has not loaded (docs/customers.md).
+RELOAD_MS = 7 * DAY_MS
 
 
 def ids_of(key: str, body: bytes) -> list[str]:
@@ -97,6 +105,9 @@ class SnowpipeLoader:
 @dataclass
 class _Chain:
     watermark: int | None = None
+    #: Where the chain began at this place (its first window's ``fromMs``).
+    first_ms: int | None = None
+    continued: set[Window] = field(default_factory=set)
     loaded_parts: set[str] = field(default_factory=set)
     loaded_windows: dict[Window, int] = field(default_factory=dict)  # window -> to_ms (for "last day")
 
@@ -109,7 +120,7 @@ class WindowLoader:
 
     def poll(self, buckets: Buckets, export: str, places: list[Place], now_ms: int, *, final: bool = False) -> None:
         loaded = self.by_export[export]
-        for place in places:
+        for i, place in enumerate(places):
             bucket = buckets.get(place.bucket)
             windows: dict[tuple[str, Window], dict[int, str]] = defaultdict(dict)
             for key in bucket.objects:
@@ -122,8 +133,13 @@ class WindowLoader:
                 mine = sorted(w for d, w in windows if d == dataset)
                 chain = self.chains[(place.bucket, place.prefix, dataset)]
                 fresh = self._advance(chain, dataset, mine, windows, final)
+                if i > 0 and chain.first_ms is not None:
+                    for w in mine:  # continued windows of an earlier place: before the watermark
+                        if w.to_ms <= chain.first_ms and w not in chain.loaded_windows:
+                            chain.loaded_windows[w] = w.to_ms
+                            chain.continued.add(w)
                 for w in list(chain.loaded_windows):
-                    if w.to_ms < now_ms - DAY_MS and not final and w not in fresh:
+                    if w.to_ms < now_ms - RELOAD_MS and not final and w not in fresh and w not in chain.continued:
                         continue
                     for _, key in sorted(windows[(dataset, w)].items()):
                         self._load(chain, loaded, bucket.objects[key], key, dataset, place)
@@ -139,7 +155,7 @@ class WindowLoader:
         fresh: set[Window] = set()
         starts = {w.from_ms: w for w in mine}
         if chain.watermark is None and mine:
-            chain.watermark = mine[0].from_ms
+            chain.watermark = chain.first_ms = mine[0].from_ms
         while chain.watermark is not None:
             w = starts.get(chain.watermark)
             if w is None:

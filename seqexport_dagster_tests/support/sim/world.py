@@ -148,6 +148,8 @@ class World:
         self.exports: dict[str, SimExport] = {}
         self.failures: dict[tuple[str, str], list[Failure]] = {}
         self.export_now_at: dict[str, list[int]] = {}
+        #: When an operator's backfill of the export started: an explicit attempt, like export now.
+        self.backfill_at: dict[str, list[int]] = {}
         self.runs = 0
         self.crashes = 0
         self.ended_holders: set[str] = set()
@@ -389,6 +391,7 @@ class World:
 
     def _backfill(self, e: SimExport, *, replace: bool) -> str:
         e.backfilled_after_move = e.backfilled_after_move or len(e.places) > 1
+        self.backfill_at.setdefault(e.name, []).append(self.clock())
         today = day_of(self.clock())
         first = max(day_of(self.start_ms), today - dt.timedelta(days=self.rng.randint(0, 3)))
         last = min(today, first + dt.timedelta(days=self.rng.randint(0, 1)))
