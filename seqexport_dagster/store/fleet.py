@@ -166,6 +166,7 @@ Row = tuple[Any, ...]
 #: Per control plane (its URL, password masked): each export's rows at the last read and the record built from them.
 _built: dict[str, dict[tuple[Row, tuple[Row, ...]], ExportRecord]] = {}
 _lock = threading.Lock()
+_KEPT_PLANES: Final = 4
 
 
 def _state_of(r: Row) -> DatasetState:
@@ -220,5 +221,8 @@ def fleet_exports(engine: sa.Engine) -> list[ExportRecord]:
         built[rows] = record
         records.append(record)
     with _lock:
+        _built.pop(key, None)
         _built[key] = built
+        while len(_built) > _KEPT_PLANES:  # a process serving many control planes (tests) keeps the latest
+            _built.pop(next(iter(_built)))
     return records
