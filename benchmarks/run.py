@@ -519,7 +519,7 @@ def daemon_section(rep: Report, sizes: str, *, quick: bool) -> None:
                   a["day"]["max_wall_s"], "<= 5 s at 10,000", unit="s")  # fmt: skip
         rep.ratio(f"daemon tick as a day completes, {n}: after, CPU of the longest", a["day"]["max_cpu_s"],
                   "<= 1 CPU-s at 10,000", unit="CPU-s")  # fmt: skip
-        for kind in ("steady", "slot"):
+        for kind in ("steady", "slot_cold", "slot"):
             rep.ratio(f"daemon tick, {kind}, {n}: before / after (wall, median)",
                       b[kind]["wall_s"] / a[kind]["wall_s"] if a[kind]["wall_s"] else 0.0)  # fmt: skip
             rep.ratio(f"daemon tick, {kind}, {n}: after (CPU, median)", a[kind]["cpu_s"], "<= 1 CPU-s at 10,000",

@@ -28,7 +28,7 @@ from typing import Final
 
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store import ACTIVE, DatasetState, ExportRecord
-from seqexport_dagster.window import DAY_MS, MINUTE_MS, Window, day_of, day_start_ms, due_windows
+from seqexport_dagster.window import DAY_MS, MINUTE_MS, Window, day_of, due_windows
 
 #: A run that ended without moving any position (worker crash, terminated from the UI) is
 #: requested again after at most this long: the slot is part of the run key.
@@ -123,12 +123,29 @@ def snapshot_due(export: ExportRecord, state: DatasetState, now_ms: int) -> dt.d
 
 def due_day(export: ExportRecord, state: DatasetState, now_ms: int, unfinished: Window | None = None) -> dt.date | None:
     """The first UTC day on which this dataset has work due now (backoff applied), or ``None``."""
+    due = _due(export, state, now_ms, unfinished)
+    return None if due is None else due[0]
+
+
+def _due(
+    export: ExportRecord, state: DatasetState, now_ms: int, unfinished: Window | None
+) -> tuple[dt.date, float] | None:
+    """The first due day of one dataset and that day's expected work in window-days, or ``None``.
+
+    One planning of the dataset's windows serves both (the sensor plans every export every tick:
+    at 10,000 exports planning each dataset two or three times was a fifth of its CPU, issue 29).
+    Windows never cross midnight, so those of the first day are the ones whose ``day`` is it.
+    """
     if waiting_for_backoff(export, state, now_ms):
         return None
     if DATASETS[state.dataset].is_snapshot:
-        return snapshot_due(export, state, now_ms)
+        day = snapshot_due(export, state, now_ms)
+        return None if day is None else (day, 1.0)
     windows = windows_due(export, state, now_ms, unfinished)
-    return windows[0].day if windows else None
+    if not windows:
+        return None
+    first = windows[0].day
+    return first, sum(w.to_ms - w.from_ms for w in windows if w.day == first) / DAY_MS
 
 
 def day_windows(
@@ -160,12 +177,16 @@ def work_for(export: ExportRecord, now_ms: int, unfinished: Unfinished | None = 
     if export.status != ACTIVE:
         return None
     unfinished = unfinished or {}
-    days = {s.dataset: due_day(export, s, now_ms, unfinished.get((export.id, s.dataset))) for s in export.datasets}
-    pending = [d for d in days.values() if d is not None]
+    due = {s.dataset: _due(export, s, now_ms, unfinished.get((export.id, s.dataset))) for s in export.datasets}
+    pending = [d[0] for d in due.values() if d is not None]
     if not pending:
         return None
     first = min(pending)
-    states = [s for s in export.datasets if days[s.dataset] == first]
+    chosen = [(s, d[1]) for s in export.datasets if (d := due[s.dataset]) is not None and d[0] == first]
+    states = [s for s, _ in chosen]
+    weight = 0.0
+    for _, w in chosen:
+        weight += w
     return WorkItem(
         export_id=export.id,
         account_id=export.account_id,
@@ -173,22 +194,8 @@ def work_for(export: ExportRecord, now_ms: int, unfinished: Unfinished | None = 
         datasets=tuple(s.dataset for s in states),
         run_key=run_key(export, first, states, now_ms),
         export_now=any(export.export_now_pending(s) for s in states),
-        weight=_weight(export, states, first, now_ms, unfinished),
+        weight=weight,
     )
-
-
-def _weight(
-    export: ExportRecord, states: list[DatasetState], day: dt.date, now_ms: int, unfinished: Unfinished
-) -> float:
-    end = day_start_ms(day) + DAY_MS
-    total = 0.0
-    for s in states:
-        if DATASETS[s.dataset].is_snapshot:
-            total += 1.0
-            continue
-        windows = [w for w in windows_due(export, s, now_ms, unfinished.get((export.id, s.dataset))) if w.to_ms <= end]
-        total += sum(w.to_ms - w.from_ms for w in windows if w.day == day) / DAY_MS
-    return total
 
 
 def run_key(export: ExportRecord, day: dt.date, states: Iterable[DatasetState], now_ms: int) -> str:
@@ -273,5 +280,6 @@ def dataset_complete_through(exports: Iterable[ExportRecord], dataset: str) -> d
 
     Paused and deleted exports do not hold a day back: their status asset shows them instead.
     """
-    days = [complete_through(s) for e in exports if e.status == ACTIVE for s in e.datasets if s.dataset == dataset]
-    return min(days) if days else None
+    # complete_through is monotone in the position: the earliest position gives the earliest day.
+    positions = [s.position_ms for e in exports if e.status == ACTIVE for s in e.datasets if s.dataset == dataset]
+    return day_of(min(positions)) - dt.timedelta(days=1) if positions else None

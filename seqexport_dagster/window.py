@@ -52,8 +52,14 @@ def floor_to_grid(ms: int, step_ms: int) -> int:
     return ms - ms % step_ms
 
 
+_EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
+
+
 def day_of(ms: int) -> dt.date:
-    return dt.datetime.fromtimestamp(ms // 1000, tz=dt.UTC).date()
+    """The UTC day of ``ms``: POSIX time has no leap seconds, so it is whole days since the epoch
+    (the same as ``datetime.fromtimestamp(ms // 1000, UTC).date()``, half its cost: the
+    sensor takes ~100,000 a tick at 10,000 exports)."""
+    return dt.date.fromordinal(_EPOCH_ORDINAL + ms // DAY_MS)
 
 
 def date_key(day: dt.date) -> str:

@@ -1,6 +1,7 @@
 """The one scheduler sensor: control plane in; batched runs, day cells, export status and health out.
 
-A tick costs a fixed number of queries whatever the number of exports: exports (two), the
+A tick costs a fixed number of queries whatever the number of exports: exports (two, column only,
+records rebuilt only for exports whose rows changed: `fleet.fleet_exports`), the
 unfinished attempts (one), leases (one), exports changed since the last tick (two), the in-flight
 runs (one), the registered ``exports`` partitions (one), plus one totals query per day that
 completes. The policy is `seqexport_dagster.planner`; this module is wiring.
@@ -59,7 +60,7 @@ from seqexport_dagster.defs.run_tags import (
 from seqexport_dagster.idle import idle_reason
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store import ACTIVE, DELETED, ExportRecord
-from seqexport_dagster.store.fleet import changed_since, unfinished_attempts
+from seqexport_dagster.store.fleet import changed_since, fleet_exports, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
 
 #: On a status run: the health it records ("failing": the run fails, red; "ok": green).
@@ -265,10 +266,10 @@ def status_events(
 def evaluate(
     instance: dg.DagsterInstance, control_plane: ControlPlaneResource, now_ms: int, cursor_text: str | None
 ) -> dg.SensorResult:
-    store = control_plane.store()
+    control_plane.store()  # fails closed on unusable settings (secret keys), as every tick did
     engine = control_plane.engine()
     cursor = Cursor.parse(cursor_text)
-    records = store.list_exports()
+    records = fleet_exports(engine)
     known = set(instance.get_dynamic_partitions(EXPORTS))
     # History stays browsable: partitions of deleted exports are kept, never removed.
     new = [e.id for e in records if e.id not in known]

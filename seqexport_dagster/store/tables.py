@@ -5,6 +5,8 @@ All times are epoch milliseconds UTC (BIGINT), like window bounds.
 
 from __future__ import annotations
 
+from typing import Final
+
 import sqlalchemy as sa
 
 metadata = sa.MetaData()
@@ -182,6 +184,17 @@ windows_dataset_from = sa.Index("ix_windows_dataset_from", windows.c.dataset, wi
 #: The sensor's "which exports changed since the last tick" (issue 14, migration 0004).
 windows_finished = sa.Index("ix_windows_finished", windows.c.finished_at)
 windows_started = sa.Index("ix_windows_started", windows.c.started_at)
+#: The sensor's unfinished attempt at each position (issue 29, migration 0013_tick29): only the
+#: attempts that are not committed, a small part of the ledger.
+WINDOW_OPEN: Final = sa.text("status <> 'committed'")
+windows_open = sa.Index(
+    "ix_windows_open",
+    windows.c.export_id,
+    windows.c.dataset,
+    windows.c.from_ms,
+    postgresql_where=WINDOW_OPEN,
+    sqlite_where=WINDOW_OPEN,
+)
 
 # One row per connection test (create, destination change), for the per-account rate limit
 # (`seqexport_dagster.store.rate_limit`). Rows older than the limit's window are deleted as it goes.
