@@ -11,6 +11,7 @@ Size: the window and part ledgers share their invariants (one transaction per st
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import sqlalchemy as sa
@@ -320,15 +321,16 @@ class LedgerStore:
         since_ms: int | None = None,
         date: str | None = None,
     ) -> list[LedgerWindow]:
-        query = sa.select(windows).where(windows.c.export_id == export_id)
+        params: dict[str, Any] = {"b_export_id": export_id}
         if dataset:
-            query = query.where(windows.c.dataset == dataset)
+            params["b_dataset"] = dataset
         if since_ms is not None:
-            query = query.where(windows.c.started_at >= since_ms)
+            params["b_since_ms"] = since_ms
         if date:
-            query = query.where(windows.c.date == date)
+            params["b_date"] = date
+        query = _ledger_query("b_dataset" in params, "b_since_ms" in params, "b_date" in params)
         with self.engine.connect() as conn:
-            rows = conn.execute(query.order_by(windows.c.id)).all()
+            rows = conn.execute(query, params).all()
         return [
             LedgerWindow(
                 id=r.id,
@@ -423,6 +425,19 @@ _COMMIT = (
         snapshot_taken_at=sa.bindparam("b_snapshot_taken_at"),
     )
 )
+
+
+@functools.cache
+def _ledger_query(by_dataset: bool, by_since: bool, by_date: bool) -> sa.Select[Any]:
+    """`LedgerStore.ledger`'s statement for one combination of filters, built once."""
+    query = sa.select(windows).where(windows.c.export_id == sa.bindparam("b_export_id"))
+    if by_dataset:
+        query = query.where(windows.c.dataset == sa.bindparam("b_dataset"))
+    if by_since:
+        query = query.where(windows.c.started_at >= sa.bindparam("b_since_ms"))
+    if by_date:
+        query = query.where(windows.c.date == sa.bindparam("b_date"))
+    return query.order_by(windows.c.id)
 
 
 def _part_params(export_id: str, dataset: str, window: Window, location: str) -> dict[str, Any]:
