@@ -9,8 +9,8 @@ and `backfill.backfill` (what the CLI and HTTP API call); a backfill with replac
 `BatchRunner.run(rewrite=True, replace=True)` (a UI backfill tagged ``seqexport/replace``).
 
 Time is the world's `Clock`; the batch runs' in-run retry sleeps advance it, reconciliation's
-take no time (`World._no_wait`). One worker thread per run, so the
-order of every call (and of every draw from the world's `random.Random`) is fixed by the seed.
+take no time (`World._no_wait`). One worker thread per run, so the order of every call (and of
+every draw from the world's `random.Random`) is fixed by the seed.
 
 The file format of each export (gzip JSONL or Parquet), format changes and deletes are drawn from
 streams of their own (``Random(f"{seed}/format")``, ``Random(f"{seed}/delete")``), added after the
