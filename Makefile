@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench sim dev clean
+.PHONY: demo test lint bench sim sim-long dev clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,13 @@ bench: $(STAMP)
 # `SECONDS=600 make sim`; prints export-days per CPU-second, what it found, and how to reproduce it.
 sim: $(STAMP)
 	$(BIN)/python -m seqexport_dagster_tests.support.sim --seconds $(or $(SECONDS),60)
+
+# The long run (issue 22): new seeds until EXPORT_DAYS simulated export-days (default 10000), in JOBS
+# processes (default 2), from FIRST_SEED (default random); a progress line every minute, then the
+# totals: rows lost, duplicated, objects replaced, export-days per CPU-second, each failing seed.
+sim-long: $(STAMP)
+	$(BIN)/python -m seqexport_dagster_tests.support.sim --export-days $(or $(EXPORT_DAYS),10000) \
+		--jobs $(or $(JOBS),2) $(if $(FIRST_SEED),--first-seed $(FIRST_SEED))
 
 # Browse the demo's Dagster instance at http://127.0.0.1:3000 (runs `make demo` first if there is none);
 # the UI and the daemon run until Ctrl-C or SIGTERM, and the sensor keeps the demo exports running

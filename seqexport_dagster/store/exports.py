@@ -50,6 +50,21 @@ def initial_position(dataset: str, added_at: int) -> int:
     return day_start(added_at) if DATASETS[dataset].is_snapshot else added_at
 
 
+def _ordered(query: sa.Select[Any]) -> sa.Select[Any]:
+    return query.order_by(exports.c.created_at, exports.c.id)
+
+
+# The hot reads, built once: a run reads its export before every window and part, the sensor the
+# fleet every tick, and building a statement and its cache key costs more Python than SQLite
+# takes to run it (the simulator's profile). Parameters are prefixed so they never clash with a
+# column name.
+_BY_ID = _ordered(sa.select(exports).where(exports.c.id == sa.bindparam("b_export_id")))
+_NOT_DELETED = _ordered(sa.select(exports).where(exports.c.status != DELETED))
+_ACTIVE = _ordered(sa.select(exports).where(exports.c.status == ACTIVE))
+_ALL_DATASETS = sa.select(export_datasets).where(export_datasets.c.removed_at.is_(None)).order_by(export_datasets.c.id)
+_DATASETS_OF = _ALL_DATASETS.where(export_datasets.c.export_id.in_(sa.bindparam("b_ids", expanding=True)))
+
+
 class ExportStore:
     """Exports and their datasets. Mixed into `ControlPlane`; the ledger lives in `LedgerStore`."""
 
@@ -115,38 +130,37 @@ class ExportStore:
 
     @translate_errors
     def get_export(self, export_id: str, *, include_deleted: bool = True) -> ExportRecord:
-        found = self._load(sa.and_(exports.c.id == export_id))
+        found = self._load(_BY_ID, {"b_export_id": export_id})
         if not found or (not include_deleted and found[0].status == DELETED):
             raise NotFound(f"export {export_id!r} not found")
         return found[0]
 
     @translate_errors
     def list_exports(self, *, account_id: str | None = None, include_deleted: bool = False) -> list[ExportRecord]:
+        if account_id is None and not include_deleted:
+            return self._load(_NOT_DELETED)
         clauses = []
         if account_id is not None:
             clauses.append(exports.c.account_id == account_id)
         if not include_deleted:
             clauses.append(exports.c.status != DELETED)
-        return self._load(sa.and_(sa.true(), *clauses))
+        return self._load(_ordered(sa.select(exports).where(sa.and_(sa.true(), *clauses))))
 
     @translate_errors
     def active_exports(self) -> list[ExportRecord]:
         """Everything the scheduler looks at in one tick: two queries whatever the number of exports."""
-        return self._load(exports.c.status == ACTIVE)
+        return self._load(_ACTIVE)
 
-    def _load(self, where: sa.ColumnElement[bool]) -> list[ExportRecord]:
+    def _load(self, query: sa.Select[Any], params: dict[str, Any] | None = None) -> list[ExportRecord]:
+        """The exports ``query`` selects (in its order), each with its datasets."""
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(exports).where(where).order_by(exports.c.created_at, exports.c.id)).all()
+            rows = conn.execute(query, params or {}).all()
             if not rows:
                 return []
             ids = [r.id for r in rows]
             states: dict[str, list[DatasetState]] = {i: [] for i in ids}
-            ds_query = (
-                sa.select(export_datasets).where(export_datasets.c.removed_at.is_(None)).order_by(export_datasets.c.id)
-            )
-            if len(ids) < 500:
-                ds_query = ds_query.where(export_datasets.c.export_id.in_(ids))
-            for d in conn.execute(ds_query):
+            datasets = conn.execute(_DATASETS_OF, {"b_ids": ids}) if len(ids) < 500 else conn.execute(_ALL_DATASETS)
+            for d in datasets:
                 if d.export_id in states:
                     states[d.export_id].append(dataset_state_of(d))
         order = {name: i for i, name in enumerate(DATASETS)}

@@ -79,12 +79,9 @@ class Leases:
 
     def renew(self, export_id: str, holder: str, now_ms: int) -> bool:
         """Extend the holder's lease; False if it lapsed and someone else took it (stop writing)."""
-        t = export_leases
         with self.engine.begin() as conn:
             kept = conn.execute(
-                t.update()
-                .where(t.c.export_id == export_id, t.c.holder == holder)
-                .values(expires_at=now_ms + self.ttl_ms)
+                _RENEW, {"b_export_id": export_id, "b_holder": holder, "b_expires_at": now_ms + self.ttl_ms}
             ).rowcount
         return kept == 1
 
@@ -95,7 +92,18 @@ class Leases:
 
     def held(self, now_ms: int) -> dict[str, str]:
         """Unexpired leases: export id → holder (one query, for the sensor)."""
-        t = export_leases
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(t.c.export_id, t.c.holder).where(t.c.expires_at > now_ms)).all()
+            rows = conn.execute(_HELD, {"b_now": now_ms}).all()
         return {r.export_id: r.holder for r in rows}
+
+
+# Built once (a run renews before every file, the sensor reads leases every tick): building a
+# statement and its cache key costs more Python than SQLite takes to run it.
+_RENEW = (
+    export_leases.update()
+    .where(export_leases.c.export_id == sa.bindparam("b_export_id"), export_leases.c.holder == sa.bindparam("b_holder"))
+    .values(expires_at=sa.bindparam("b_expires_at"))
+)
+_HELD = sa.select(export_leases.c.export_id, export_leases.c.holder).where(
+    export_leases.c.expires_at > sa.bindparam("b_now")
+)

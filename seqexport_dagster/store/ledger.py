@@ -11,6 +11,7 @@ Size: the window and part ledgers share their invariants (one transaction per st
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import sqlalchemy as sa
@@ -87,9 +88,7 @@ class LedgerStore:
     def window_parts(self, export_id: str, dataset: str, window: Window, location: str) -> list[PartRecord]:
         """The part ledger of one window at one location, by part number."""
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                sa.select(parts).where(self._part_number(export_id, dataset, window, location)).order_by(parts.c.part)
-            ).all()
+            rows = conn.execute(_WINDOW_PARTS, _part_params(export_id, dataset, window, location)).all()
         return [part_record_of(r) for r in rows]
 
     @translate_errors
@@ -113,7 +112,7 @@ class LedgerStore:
         then rewritten in place as a new intent.
         """
         with self.engine.begin() as conn:
-            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
             values: dict[str, Any] = {
                 "window_id": window_id,
                 "key": key,
@@ -148,18 +147,15 @@ class LedgerStore:
     @translate_errors
     def mark_part_landed(self, window_id: int, number: int, now_ms: int) -> None:
         with self.engine.begin() as conn:
-            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
-            where = sa.and_(
-                self._part_number(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location),
-                parts.c.part == number,
-            )
-            conn.execute(parts.update().where(where).values(status=PART_LANDED, landed_at=now_ms))
+            w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
+            params = _part_params(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location)
+            conn.execute(_MARK_LANDED, {**params, "b_part": number, "b_landed_at": now_ms})
 
     @translate_errors
     def forget_part_intent(self, window_id: int, number: int) -> None:
         """Drop an intent whose PUT the store definitely refused: nothing landed under its name."""
         with self.engine.begin() as conn:
-            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
             where = sa.and_(
                 self._part_number(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location),
                 parts.c.part == number,
@@ -213,19 +209,17 @@ class LedgerStore:
         ahead of the ledger, and the ledger never claims a window the position has skipped.
         """
         with self.engine.begin() as conn:
-            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
             conn.execute(
-                windows.update()
-                .where(windows.c.id == window_id)
-                .values(
-                    status=COMMITTED,
-                    rows=rows,
-                    parts=part_count,
-                    bytes=size,
-                    finished_at=now_ms,
-                    error=None,
-                    snapshot_taken_at=snapshot_taken_at,
-                )
+                _COMMIT,
+                {
+                    "b_window_id": window_id,
+                    "b_rows": rows,
+                    "b_parts": part_count,
+                    "b_bytes": size,
+                    "b_finished_at": now_ms,
+                    "b_snapshot_taken_at": snapshot_taken_at,
+                },
             )
             active = sa.and_(
                 export_datasets.c.export_id == w.export_id,
@@ -268,7 +262,7 @@ class LedgerStore:
         still retries a transient error, so one failing run counts once).
         """
         with self.engine.begin() as conn:
-            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
             if w.status == COMMITTED:
                 # The commit went through and only its answer was lost (sim seed 4): the window is
                 # delivered. Marked failed, reconciliation (committed windows only) would never
@@ -327,15 +321,16 @@ class LedgerStore:
         since_ms: int | None = None,
         date: str | None = None,
     ) -> list[LedgerWindow]:
-        query = sa.select(windows).where(windows.c.export_id == export_id)
+        params: dict[str, Any] = {"b_export_id": export_id}
         if dataset:
-            query = query.where(windows.c.dataset == dataset)
+            params["b_dataset"] = dataset
         if since_ms is not None:
-            query = query.where(windows.c.started_at >= since_ms)
+            params["b_since_ms"] = since_ms
         if date:
-            query = query.where(windows.c.date == date)
+            params["b_date"] = date
+        query = _ledger_query("b_dataset" in params, "b_since_ms" in params, "b_date" in params)
         with self.engine.connect() as conn:
-            rows = conn.execute(query.order_by(windows.c.id)).all()
+            rows = conn.execute(query, params).all()
         return [
             LedgerWindow(
                 id=r.id,
@@ -398,6 +393,62 @@ class LedgerStore:
                 )
             )
         return sorted(summaries, key=lambda s: s.started_at, reverse=True)
+
+
+# The statements of every part and window, built once: building a statement and its cache key
+# costs more Python than SQLite takes to run it (the simulator's profile). Parameters are prefixed
+# so they never clash with a column name.
+_WINDOW_BY_ID = sa.select(windows).where(windows.c.id == sa.bindparam("b_window_id"))
+_PART_OF_WINDOW = sa.and_(
+    parts.c.export_id == sa.bindparam("b_export_id"),
+    parts.c.dataset == sa.bindparam("b_dataset"),
+    parts.c.from_ms == sa.bindparam("b_from_ms"),
+    parts.c.to_ms == sa.bindparam("b_to_ms"),
+    parts.c.location == sa.bindparam("b_location"),
+)
+_WINDOW_PARTS = sa.select(parts).where(_PART_OF_WINDOW).order_by(parts.c.part)
+_MARK_LANDED = (
+    parts.update()
+    .where(_PART_OF_WINDOW, parts.c.part == sa.bindparam("b_part"))
+    .values(status=PART_LANDED, landed_at=sa.bindparam("b_landed_at"))
+)
+_COMMIT = (
+    windows.update()
+    .where(windows.c.id == sa.bindparam("b_window_id"))
+    .values(
+        status=COMMITTED,
+        rows=sa.bindparam("b_rows"),
+        parts=sa.bindparam("b_parts"),
+        bytes=sa.bindparam("b_bytes"),
+        finished_at=sa.bindparam("b_finished_at"),
+        error=None,
+        snapshot_taken_at=sa.bindparam("b_snapshot_taken_at"),
+    )
+)
+
+
+@functools.cache
+def _ledger_query(by_dataset: bool, by_since: bool, by_date: bool) -> sa.Select[Any]:
+    """`LedgerStore.ledger`'s statement for one combination of filters, built once."""
+    query = sa.select(windows).where(windows.c.export_id == sa.bindparam("b_export_id"))
+    if by_dataset:
+        query = query.where(windows.c.dataset == sa.bindparam("b_dataset"))
+    if by_since:
+        query = query.where(windows.c.started_at >= sa.bindparam("b_since_ms"))
+    if by_date:
+        query = query.where(windows.c.date == sa.bindparam("b_date"))
+    return query.order_by(windows.c.id)
+
+
+def _part_params(export_id: str, dataset: str, window: Window, location: str) -> dict[str, Any]:
+    """The parameters of `_PART_OF_WINDOW`."""
+    return {
+        "b_export_id": export_id,
+        "b_dataset": dataset,
+        "b_from_ms": window.from_ms,
+        "b_to_ms": window.to_ms,
+        "b_location": location,
+    }
 
 
 def _failing_elsewhere(w: Any) -> sa.ColumnElement[bool]:
