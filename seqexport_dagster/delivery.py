@@ -191,11 +191,29 @@ class Attempt:
         try:
             self.destination.put(key, body, create_only=False)
         except AccessDenied as exc:
-            raise AccessDenied(
-                f"{exc.message}. Replacing files needs a key that may overwrite; this one may only create "
-                "(GCS Storage Object Creator, S3 Object Lock or a create-only bucket policy). "
-                "Run the backfill without replace: it delivers what is missing and never overwrites"
-            ) from None
+            raise _may_not_overwrite(exc) from None
+
+    def check_may_overwrite(self) -> None:
+        """Refuse a replace up front when the key may only create (sim seed 10000000).
+
+        A replace whose first write creates a new object (the window's first parts are at an earlier
+        location; only its late parts are here) would otherwise land that part, then be refused at
+        the first part that exists: the new part and the old late part then hold the same rows at
+        this location. A fresh probe object under ``<prefix>/_sequenzy/`` is created, then
+        overwritten; a key that may only create is refused there, before any part is written.
+        """
+        key = connection_test_key(self.config.prefix, f"overwrite-probe-{secrets.token_hex(8)}")
+        self.guard()
+        try:
+            self.destination.put(key, _PROBE, create_only=True)
+        except AccessDenied as exc:
+            if not exc.outcome_unknown:
+                raise
+            # A re-send answered 403 without a precondition: the first send had created the probe.
+        try:
+            self.destination.put(key, _PROBE, create_only=False)
+        except AccessDenied as exc:
+            raise _may_not_overwrite(exc) from None
 
     def close(self) -> None:
         self.destination.close()
@@ -380,6 +398,9 @@ class Attempt:
         fmt: FileFormat,
     ) -> Tally:
         account = self.export.account_id
+        if ledger and not any(p.number == 0 and p.landed for p in ledger):
+            # Something here is overwritten, but not first: part 0000 is created before it.
+            self.check_may_overwrite()
         self.store.mark_replacing(window_id)  # before the first overwrite: see `runner.write_window`
         if dataset == SNAPSHOT_DATASET:
             batches = self.source.snapshot_batches(account)
@@ -451,6 +472,14 @@ class Attempt:
             ids=pack_ids(part.ids),
             now_ms=self.clock(),
         )
+
+
+def _may_not_overwrite(exc: AccessDenied) -> AccessDenied:
+    return AccessDenied(
+        f"{exc.message}. Replacing files needs a key that may overwrite; this one may only create "
+        "(GCS Storage Object Creator, S3 Object Lock or a create-only bucket policy). "
+        "Run the backfill without replace: it delivers what is missing and never overwrites"
+    )
 
 
 def _outcome_unknown(exc: PermanentError) -> bool:
