@@ -17,16 +17,19 @@ import functools
 import gzip
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from seqexport_dagster.file_format import FORMATS, extension, format_of_key
 from seqexport_dagster.part_writers import empty_body
 from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.window import HOUR_MS, MINUTE_MS
 from seqexport_dagster_tests.support.sim import world as sim_world
 from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_412, ORDINARY, Buckets
 from seqexport_dagster_tests.support.sim.loaders import ids_of
-from seqexport_dagster_tests.support.sim.oracles import Oracles
+from seqexport_dagster_tests.support.sim.model import Failure
+from seqexport_dagster_tests.support.sim.oracles import Oracles, backoff
 from seqexport_dagster_tests.support.sim.run import SimResult, simulate
 from seqexport_dagster_tests.support.sim.world import World
 from seqexport_dagster_tests.support.world import postgres_database
@@ -63,6 +66,11 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # (`Attempt.check_may_overwrite`). Two days: the finding is on day 2 (at --days 3 the new
     # history has a later, other finding, see OPEN_FINDINGS' note).
     10000000: {"days": 2},
+    # Long-run seed 10000006 (simlong): the backoff oracle counted failures of backfills with
+    # replace (refused by a create-only key, or a revoked one) as retries backoff forbids. A
+    # backfill is an operator's request, run when launched: the oracle now holds only the
+    # scheduler to the wait (counted from the backfill's failure too).
+    10000006: {"days": 3},
 }
 
 
@@ -247,3 +255,21 @@ def test_stores_answer_as_their_provider() -> None:
     nopre.send("p/subscribers/date=2026-09-30/subscribers-0001.jsonl.gz", b"x", conditional=False, plain=False,
                seq=7, now_ms=0)  # fmt: skip
     assert any("after" in v and "_SUCCESS" in v for v in nopre.violations)
+
+
+def test_the_backoff_oracle_holds_the_scheduler_to_the_wait_not_a_backfill() -> None:
+    """Seed 10000006: a backfill is an operator's request, run when launched (docs/operators.md,
+    "Backfills"), so its failure is not a retry the backoff spaces; the scheduler's next retry is
+    still held to the wait counted from it."""
+    six_h, at = 6 * HOUR_MS, 1_790_000_000_000
+
+    def found(*failures: Failure) -> list[str]:
+        world = SimpleNamespace(failures={("e1", "email_events"): list(failures)}, export_now_at={})
+        return [v.detail for v in backoff(world)]  # type: ignore[arg-type]
+
+    first = Failure(at, 1, six_h)
+    assert found(first, Failure(at + 44 * MINUTE_MS, 2, six_h)), "a scheduled retry 44 min later is too early"
+    assert found(first, Failure(at + 44 * MINUTE_MS, 2, six_h, operator=True)) == []
+    by_backfill = Failure(at + 44 * MINUTE_MS, 2, six_h, operator=True)
+    assert found(first, by_backfill, Failure(by_backfill.at_ms + HOUR_MS, 3, six_h)), "waits from the backfill's"
+    assert found(first, by_backfill, Failure(by_backfill.at_ms + six_h, 3, six_h)) == []
