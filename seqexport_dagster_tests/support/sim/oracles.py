@@ -1,7 +1,8 @@
 """The invariants, checked after every simulated day and at the end (`check_day`, `check_end`).
 
 1. Rows: every source row recorded while its dataset was active is loaded exactly once, by the
-   Snowpipe loader and by the window loader (`expected_rows` says which rows are owed at the end:
+   Snowpipe loader (which reloads what an operator's replace rewrote, as docs/customers.md asks)
+   and by the window loader (`expected_rows` says which rows are owed at the end:
    a stint still running owes every row up to its position; a stint that ended, by removal or
    deletion, owes the rows that were visible when their window closed, up to its last position).
    No row is ever loaded twice, at any check.
