@@ -20,8 +20,6 @@ same part-ledger records; split, the rules that keep a part from counting twice 
 
 from __future__ import annotations
 
-import functools
-import itertools
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -193,11 +191,29 @@ class Attempt:
         try:
             self.destination.put(key, body, create_only=False)
         except AccessDenied as exc:
-            raise AccessDenied(
-                f"{exc.message}. Replacing files needs a key that may overwrite; this one may only create "
-                "(GCS Storage Object Creator, S3 Object Lock or a create-only bucket policy). "
-                "Run the backfill without replace: it delivers what is missing and never overwrites"
-            ) from None
+            raise _may_not_overwrite(exc) from None
+
+    def check_may_overwrite(self) -> None:
+        """Refuse a replace up front when the key may only create (sim seed 10000000).
+
+        A replace whose first write creates a new object (the window's first parts are at an earlier
+        location; only its late parts are here) would otherwise land that part, then be refused at
+        the first part that exists: the new part and the old late part then hold the same rows at
+        this location. A fresh probe object under ``<prefix>/_sequenzy/`` is created, then
+        overwritten; a key that may only create is refused there, before any part is written.
+        """
+        key = connection_test_key(self.config.prefix, f"overwrite-probe-{secrets.token_hex(8)}")
+        self.guard()
+        try:
+            self.destination.put(key, _PROBE, create_only=True)
+        except AccessDenied as exc:
+            if not exc.outcome_unknown:
+                raise
+            # A re-send answered 403 without a precondition: the first send had created the probe.
+        try:
+            self.destination.put(key, _PROBE, create_only=False)
+        except AccessDenied as exc:
+            raise _may_not_overwrite(exc) from None
 
     def close(self) -> None:
         self.destination.close()
@@ -382,6 +398,9 @@ class Attempt:
         fmt: FileFormat,
     ) -> Tally:
         account = self.export.account_id
+        if ledger and not any(p.number == 0 and p.landed for p in ledger):
+            # Something here is overwritten, but not first: part 0000 is created before it.
+            self.check_may_overwrite()
         self.store.mark_replacing(window_id)  # before the first overwrite: see `runner.write_window`
         if dataset == SNAPSHOT_DATASET:
             batches = self.source.snapshot_batches(account)
@@ -390,44 +409,15 @@ class Attempt:
         tally = Tally()
         writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
         before = {p.number: p for p in ledger}
-        written = max((p.number + 1 for p in ledger if p.kind != SUCCESS_MARK), default=0)
-        # The first write is an overwrite of an object that is here, so a key that may only create
-        # is refused before anything new lands. A window continued here after a move has no part
-        # 0000 here, only late parts numbered after the old place's; cut from 0000, the replace
-        # would create 0000.. first (holding the late parts' rows) and then be refused on the
-        # first late part: those rows twice at this place (sim seed 8005). The parts cut before
-        # the first one here are held (at most as many as the window has at the old place).
-        first_here = min((p.number for p in ledger if p.kind != SUCCESS_MARK and p.landed), default=0)
-        blank = functools.partial(Part, body=empty_body(fmt, DATASETS[dataset]), rows=0)
-        sent: set[int] = set()
-        cut = 0
-
-        def send(part: Part) -> None:
-            self._overwrite(window_id, keys(part.number), part, tally, before.get(part.number))
-            sent.add(part.number)
-
         try:
-            held: list[Part] = []
-            parts = iter(writer.parts(batches))
-            if first_here > 0:
-                for part in parts:
-                    cut = part.number + 1
-                    if part.number < first_here:
-                        held.append(part)
-                        continue
-                    send(part)  # the first object that is here
-                    break
-                else:  # the new cut ends before the first part here: that one becomes empty, first
-                    send(blank(first_here))
-            for part in itertools.chain(held, parts):
-                cut = max(cut, part.number + 1)
-                if part.number not in sent:
-                    send(part)
+            for part in writer.parts(batches):
+                self._overwrite(window_id, keys(part.number), part, tally, before.get(part.number))
         finally:
             _close(batches)
-        for number in range(cut, written):
-            if number not in sent:
-                self._overwrite(window_id, keys(number), blank(number), tally, before.get(number))
+        written = max((p.number + 1 for p in ledger if p.kind != SUCCESS_MARK), default=0)
+        for number in range(tally.parts, written):
+            blank = Part(number, empty_body(fmt, DATASETS[dataset]), 0)
+            self._overwrite(window_id, keys(number), blank, tally, before.get(number))
         return tally
 
     def _overwrite(self, window_id: int, key: str, part: Part, tally: Tally, previous: PartRecord | None) -> None:
@@ -482,6 +472,14 @@ class Attempt:
             ids=pack_ids(part.ids),
             now_ms=self.clock(),
         )
+
+
+def _may_not_overwrite(exc: AccessDenied) -> AccessDenied:
+    return AccessDenied(
+        f"{exc.message}. Replacing files needs a key that may overwrite; this one may only create "
+        "(GCS Storage Object Creator, S3 Object Lock or a create-only bucket policy). "
+        "Run the backfill without replace: it delivers what is missing and never overwrites"
+    )
 
 
 def _outcome_unknown(exc: PermanentError) -> bool:

@@ -15,19 +15,22 @@ from __future__ import annotations
 
 import functools
 import gzip
+import json
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from seqexport_dagster.file_format import FORMATS, extension, format_of_key
 from seqexport_dagster.part_writers import empty_body
 from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.window import HOUR_MS
+from seqexport_dagster.window import HOUR_MS, MINUTE_MS
 from seqexport_dagster_tests.support.sim import world as sim_world
 from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_412, ORDINARY, Buckets
-from seqexport_dagster_tests.support.sim.loaders import ids_of
-from seqexport_dagster_tests.support.sim.oracles import Oracles
+from seqexport_dagster_tests.support.sim.loaders import SnowpipeLoader, ids_of
+from seqexport_dagster_tests.support.sim.model import Failure, Place
+from seqexport_dagster_tests.support.sim.oracles import Oracles, backoff
 from seqexport_dagster_tests.support.sim.run import SimResult, simulate
 from seqexport_dagster_tests.support.sim.world import World
 from seqexport_dagster_tests.support.world import postgres_database
@@ -64,7 +67,7 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     8002: {"days": 3},
     # sim seed 8005 (simholes, default world): a replace at a new place of a window continued there
     # (late parts 0001..) on a key that may only create wrote a new 0000 first, then was refused:
-    # the late rows twice at that place. The replace now overwrites an object that is there first.
+    # the late rows twice at that place. The replace now probes overwrite rights first (as 10000000).
     8005: {"days": 3},
     # Scanned by an earlier helper (default world) and not kept then: 14, 15 and 19 lost late rows
     # (taken for the lookback-while-failing family, fixed on simfix by `reconciled_at`); they hold
@@ -76,6 +79,28 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # sim seed 8011 (simholes scan, default world): not diagnosed yet, see OPEN_FINDINGS.
     8011: {"days": 3},
     5000: {"days": 3, "exports": 14, "frequencies": ("6h", "24h", "24h", "1h"), **PREDATES_DELETE},
+    # Long-run seed 10000000 (simlong): a backfill with replace after a move to a create-only key
+    # created part 0000 at the new place before the refusal at its existing late part 0001, so the
+    # late row was there twice (verify --ledger: duplicate_id). The replace now probes first
+    # (`Attempt.check_may_overwrite`). Then, in the history that fix gave it (day 3): after two
+    # more moves a late-rows pass at the new place found nothing to add to the window of the
+    # dataset's last error and committed it there with no part; verify --ledger took that commit
+    # for a window missing from the bucket (`verify.ledger.committed_here` now expects nothing).
+    10000000: {"days": 3},
+    # Long-run seed 10000006 (simlong): the backoff oracle counted failures of backfills with
+    # replace (refused by a create-only key, or a revoked one) as retries backoff forbids. A
+    # backfill is an operator's request, run when launched: the oracle now holds only the
+    # scheduler to the wait (counted from the backfill's failure too).
+    10000006: {"days": 3},
+    # Long-run seed 10000010 (simlong): as 10000000 at 3 days, a late-rows pass after moves
+    # committed a window of the dataset's last error at the new place with no part (verify --ledger:
+    # ledger_window_missing, committed with 0 rows).
+    10000010: {"days": 3},
+    # Long-run seeds 10000015 and 10000004 (simlong): a backfill with replace rewrote part 0000 with
+    # a late row not yet delivered under the name the Snowpipe loader had loaded: "row lost". A
+    # replace overwrites by definition; docs/customers.md now says to reload a rewritten day, and
+    # the loader does (10000004 is the same, at 48 CPU-s too slow for this list).
+    10000015: {"days": 3},
 }
 
 
@@ -282,3 +307,46 @@ def test_stores_answer_as_their_provider() -> None:
     nopre.send("p/subscribers/date=2026-09-30/subscribers-0001.jsonl.gz", b"x", conditional=False, plain=False,
                seq=7, now_ms=0)  # fmt: skip
     assert any("after" in v and "_SUCCESS" in v for v in nopre.violations)
+
+
+def test_the_backoff_oracle_holds_the_scheduler_to_the_wait_not_a_backfill() -> None:
+    """Seed 10000006: a backfill is an operator's request, run when launched (docs/operators.md,
+    "Backfills"), so its failure is not a retry the backoff spaces; the scheduler's next retry is
+    still held to the wait counted from it."""
+    six_h, at = 6 * HOUR_MS, 1_790_000_000_000
+
+    def found(*failures: Failure) -> list[str]:
+        world = SimpleNamespace(failures={("e1", "email_events"): list(failures)}, export_now_at={})
+        return [v.detail for v in backoff(world)]  # type: ignore[arg-type]
+
+    first = Failure(at, 1, six_h)
+    assert found(first, Failure(at + 44 * MINUTE_MS, 2, six_h)), "a scheduled retry 44 min later is too early"
+    assert found(first, Failure(at + 44 * MINUTE_MS, 2, six_h, operator=True)) == []
+    by_backfill = Failure(at + 44 * MINUTE_MS, 2, six_h, operator=True)
+    assert found(first, by_backfill, Failure(by_backfill.at_ms + HOUR_MS, 3, six_h)), "waits from the backfill's"
+    assert found(first, by_backfill, Failure(by_backfill.at_ms + six_h, 3, six_h)) == []
+
+
+def test_the_snowpipe_loader_reloads_only_what_an_operator_replaced() -> None:
+    """Seeds 10000004, 10000015: a replace rewrote part 0000 with a late row under the name the
+    loader had loaded. The customer reloads a rewritten day (docs/customers.md); any other change of
+    an object is never seen again."""
+    buckets = Buckets()
+    bucket = buckets.get(f"{ORDINARY}-b1")
+    place = Place(bucket.name, "p")
+    key = "p/email_events/date=2026-09-30/email_events-1790726400000-1790730000000-0000.jsonl.gz"
+    other = key.replace("-0000.", "-0001.")
+
+    def part(*ids: str) -> bytes:
+        return gzip.compress("".join(json.dumps({"id": i}) + "\n" for i in ids).encode())
+
+    loader = SnowpipeLoader()
+    bucket.send(key, part("a"), conditional=True, plain=False, seq=0, now_ms=0)
+    bucket.send(other, part("b"), conditional=True, plain=False, seq=1, now_ms=0)
+    loader.poll(buckets, "e1", [place])
+    bucket.send(key, part("a", "late"), conditional=False, plain=True, seq=2, now_ms=1)  # the replace
+    bucket.objects[other] = part("b", "unseen")  # changed by no replace: a name-once loader never sees it
+    loader.poll(buckets, "e1", [place])
+    loader.poll(buckets, "e1", [place])
+    rows = loader.by_export["e1"].rows
+    assert {i: len(w) for (_, i), w in rows.items()} == {"a": 2, "b": 1, "late": 1}

@@ -1,7 +1,10 @@
 """The two customer loaders the oracles play, each reading the simulated buckets as a customer would.
 
 - `SnowpipeLoader`: loads every object name once, the first time it sees it, and never again
-  (Snowpipe, ``COPY INTO``), whatever the object later becomes.
+  (Snowpipe, ``COPY INTO``), whatever the object later becomes; except an object an operator's
+  replace overwrote, which it loads again once with its new content (the customer's forced reload
+  of a rewritten day that docs/customers.md asks for: Snowpipe alone never sees a name's new
+  content; sim seeds 10000004 and 10000015).
 - `WindowLoader`: the "incremental loading by window" of docs/customers.md, per location and
   dataset: a watermark; the window whose ``fromMs`` is the watermark is loaded (all its parts) once
   the next window's part 0000 exists, then the watermark moves to its ``toMs``; parts of windows
@@ -86,19 +89,24 @@ def relative(place: Place, key: str) -> str | None:
 class SnowpipeLoader:
     seen: set[tuple[str, str]] = field(default_factory=set)
     by_export: dict[str, Loaded] = field(default_factory=lambda: defaultdict(Loaded))
+    #: (bucket, key) -> the body loaded last, of the objects an operator's replace overwrote.
+    reloaded: dict[tuple[str, str], bytes] = field(default_factory=dict)
 
     def poll(self, buckets: Buckets, export: str, places: list[Place]) -> None:
         loaded = self.by_export[export]
         for place in places:
             bucket = buckets.get(place.bucket)
             for key, body in list(bucket.objects.items()):
-                if (place.bucket, key) in self.seen:
+                mark = (place.bucket, key)
+                if mark in self.seen and (key not in bucket.replaced_on_purpose or self.reloaded.get(mark) == body):
                     continue
                 rel = relative(place, key)
                 parsed = parse_key(rel) if rel is not None else None
                 if parsed is None or parsed.is_success:
                     continue
-                self.seen.add((place.bucket, key))
+                self.seen.add(mark)
+                if key in bucket.replaced_on_purpose:
+                    self.reloaded[mark] = body
                 loaded.add(parsed.dataset, key, body, f"s3://{place.bucket}/{key}")
 
 

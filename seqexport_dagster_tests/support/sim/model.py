@@ -77,8 +77,10 @@ class Op:
 
 @dataclass
 class Failure:
-    """A failure counted for (export, dataset), seen after a scheduled run."""
+    """A failure counted for (export, dataset), seen after a scheduled run or an operator's backfill."""
 
     at_ms: int
     failures: int
     frequency_ms: int
+    #: Counted by a backfill (an operator's request, run when launched: not a retry backoff spaces).
+    operator: bool = False

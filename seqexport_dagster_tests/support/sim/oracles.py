@@ -1,7 +1,8 @@
 """The invariants, checked after every simulated day and at the end (`check_day`, `check_end`).
 
 1. Rows: every source row recorded while its dataset was active is loaded exactly once, by the
-   Snowpipe loader and by the window loader (`expected_rows` says which rows are owed at the end:
+   Snowpipe loader (which reloads what an operator's replace rewrote, as docs/customers.md asks)
+   and by the window loader (`expected_rows` says which rows are owed at the end:
    a stint still running owes every row up to its position; a stint that ended, by removal or
    deletion, owes the rows that were visible when their window closed, up to its last position).
    No row is ever loaded twice, at any check.
@@ -13,8 +14,10 @@
 4. History agrees with the bucket: every part the ledger says landed is there with its MD5.
 5. After the quiet end, no active export shows an error.
 6. Backoff: between two counted failures of (export, dataset) at least min(frequency × 2^(n−1),
-   6 h) passes, unless "export now" was pressed or an operator's backfill launched in between (one
-   immediate attempt per press or backfill).
+   6 h) passes, unless "export now" was pressed in between (one immediate attempt per press). A
+   failure counted by a backfill is an operator's request, run when launched (docs/operators.md,
+   "Backfills"): it is not held to the wait, but the scheduler's next retry is held to the wait
+   from it (seed 10000006).
 7. Webhooks: ``dataset.day_complete`` once per dataset-day, never lost, never before the day's
    objects exist (`webhook_oracle`).
 8. Formats: every part of a window (a snapshot day) at a location has one format, and it is one
@@ -45,7 +48,7 @@ from seqexport_dagster.verify.bucket import Bucket, StoredObject
 from seqexport_dagster.verify.checks import verify_bucket
 from seqexport_dagster.window import HOUR_MS, Window, day_start_ms, iso_ms
 from seqexport_dagster_tests.support.sim.bucket import MemoryBucket
-from seqexport_dagster_tests.support.sim.loaders import Loaded, SnowpipeLoader, WindowLoader, ids_of, relative
+from seqexport_dagster_tests.support.sim.loaders import Loaded, SnowpipeLoader, WindowLoader, relative
 from seqexport_dagster_tests.support.sim.model import Place, SimExport
 from seqexport_dagster_tests.support.sim.webhook_oracle import WebhookOracle
 from seqexport_dagster_tests.support.sim.world import World
@@ -229,34 +232,9 @@ def missing(
         n = len(loaded.rows.get((dataset, rid), []))
         if n == 0:
             row = world.source.rows[rid]
-            if reloaded_after_replace(e, world, dataset, rid, row.recorded_ms):
-                continue
             late = f"late by {row.late_ms // 60_000} min" if row.late_ms > ON_TIME_MS else "on time"
             out.append(Violation("row lost", e.name, f"{loader}: {dataset} {rid} ({late}) never loaded", rid))
     return out
-
-
-def reloaded_after_replace(e: SimExport, world: World, dataset: str, rid: str, recorded_ms: int) -> bool:
-    """A row of a day an operator replaced is owed by a reload of that day, not by the loaders: a
-    replace rewrites names a name-once loader has loaded (part numbers no longer needed become
-    empty), so what counts is that the day's folder carries it now (docs/operators.md, replace;
-    sim seed 5000: a late part of a replaced day overwritten before the daily loader polls)."""
-    day = dt.datetime.fromtimestamp((recorded_ms - 1) / 1000, dt.UTC).date().isoformat()
-    if day not in e.replaced_days:
-        return False
-    for place in e.places:
-        folder = f"{place.prefix}/{dataset}/date={day}/" if place.prefix else f"{dataset}/date={day}/"
-        for key, body in world.buckets.get(place.bucket).objects.items():
-            if key.startswith(folder) and format_of_key(key) is not None and rid in _readable_ids(key, body):
-                return True
-    return False
-
-
-def _readable_ids(key: str, body: bytes) -> list[str]:
-    try:
-        return ids_of(key, body)
-    except Exception:  # an unreadable part carries nothing (reported as such)
-        return []
 
 
 def history_vs_bucket(world: World, e: SimExport) -> list[Violation]:
@@ -299,12 +277,11 @@ def errors_after_quiet(world: World) -> list[Violation]:
 def backoff(world: World) -> list[Violation]:
     out = []
     for (name, dataset), seen in world.failures.items():
-        # An operator's backfill is an attempt the operator asked for, like export now: it runs when
-        # launched, in backoff or not, and its failure counts (sim seed 8002: a backfill while a
-        # revoked key had the export in backoff was taken for an early retry).
-        presses = world.export_now_at.get(name, []) + world.backfill_at.get(name, [])
+        presses = world.export_now_at.get(name, [])
         for before, after in zip(seen, seen[1:], strict=False):
             if not before.failures or after.failures != before.failures + 1:
+                continue
+            if after.operator:  # a backfill runs when the operator launches it (rule 6; seeds 8002, 10000006)
                 continue
             wait = min(before.frequency_ms * 2 ** (before.failures - 1), MAX_BACKOFF_MS)
             pressed = [t for t in presses if before.at_ms < t <= after.at_ms]

@@ -282,14 +282,14 @@ class World:
                 self.ended_holders.add(holder)  # Dagster saw the run end: its lease is taken over
         self._note_failures(report.outcomes)
 
-    def _note_failures(self, export_ids: Iterable[str]) -> None:
+    def _note_failures(self, export_ids: Iterable[str], *, operator: bool = False) -> None:
         by_id = {e.export_id: e for e in self.exports.values()}
         for export_id in export_ids:
             record = self.store.get_export(export_id)
             for s in record.datasets:
                 seen = self.failures.setdefault((by_id[export_id].name, s.dataset), [])
                 if s.failures and (not seen or seen[-1].failures != s.failures):
-                    seen.append(Failure(self.clock(), s.failures, frequency_ms(record.frequency)))
+                    seen.append(Failure(self.clock(), s.failures, frequency_ms(record.frequency), operator))
                 elif not s.failures and seen and seen[-1].failures:
                     seen.append(Failure(self.clock(), 0, frequency_ms(record.frequency)))
 
@@ -414,7 +414,7 @@ class World:
             with mock.patch("seqexport_dagster.backfill.Runner", _runner_with(self.factory)):
                 backfill(self.run_store, self.reader, self.policy, [e.export_id], first.isoformat(),
                          last.isoformat(), clock=self.clock, holder=f"backfill-{self.runs}")  # fmt: skip
-        self._note_failures([e.export_id])
+        self._note_failures([e.export_id], operator=True)
         return f"{first}..{last}"
 
     # -- the end ----------------------------------------------------------------------------------

@@ -1,0 +1,59 @@
+"""`verify --ledger` at a new place after a late-rows pass that had nothing to add there
+(simulator seed 10000000 at 3 days).
+
+A window delivered before a move fails a late-rows attempt (a control-plane outage: the window is
+the dataset's last error). After the move, reconciliation comes back to that window, finds every
+row already delivered (at the old place) and commits an attempt at the new place with no part and
+no row, which clears the error. The ledger then has a commit here that claims nothing in this
+bucket; `verify --ledger` took it for a window missing from the bucket (``ledger_window_missing
+... committed with 0 rows, not in bucket``). Real runner, ledger, reconciliation and verify on local
+folders.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from seqexport_dagster.demo.generator import Scale, generate_account
+from seqexport_dagster.destination.config import DestinationConfig
+from seqexport_dagster.reconcile import reconcile
+from seqexport_dagster.store import COMMITTED
+from seqexport_dagster.verify.bucket import LocalBucket
+from seqexport_dagster.verify.checks import verify_bucket
+from seqexport_dagster.window import HOUR_MS, MINUTE_MS
+from seqexport_dagster_tests.support.world import DAY0, World
+
+DAY = dt.date(2026, 9, 30)
+
+
+def test_a_commit_with_nothing_to_add_at_the_new_place_is_not_a_missing_window(world: World) -> None:
+    generate_account(world.source_engine, "acme", DAY0 - HOUR_MS, DAY0 + 6 * HOUR_MS, scale=Scale(30, 20, 0, 0))
+    export = world.local_export(datasets=("email_events",), folder="old")
+    runner = world.runner()
+    world.clock.now_ms = DAY0 + 3 * HOUR_MS + 3 * MINUTE_MS
+    runner.run_day(export.id, "email_events", DAY)
+    (first,) = world.store.ledger(export.id)
+    w = first.window
+    # A late-rows attempt at that window failed (the control plane was down): its last error.
+    world.store.record_failure(export.id, "email_events", w, "control-plane database unavailable", world.clock())
+
+    export = world.store.update_destination(
+        export.id, DestinationConfig("local", str(world.root / "new")), world.clock()
+    )
+    world.clock.now_ms += HOUR_MS
+    runner.run_day(export.id, "email_events", DAY)  # the next due window, at the new place
+    reconcile(runner, export.id)
+
+    state = world.store.get_export(export.id).dataset_state("email_events")
+    assert state is not None and state.failures == 0 and state.last_error is None, "the pass cleared the error"
+    here = [e for e in world.store.ledger(export.id) if e.window == w and e.status == COMMITTED and e.rows == 0]
+    assert here, "the pass committed the window at the new place with nothing to add"
+
+    report = verify_bucket(LocalBucket(world.root / "new"), ledger=(world.store, export.id), workers=1)
+    assert report.ok and report.ledger_checked, report.render()
+    # verify still sees a window of this place that the bucket lost.
+    due = [p for p in (world.root / "new" / "email_events").rglob("*.jsonl.gz")]
+    assert len(due) == 1
+    due[0].unlink()
+    lost = verify_bucket(LocalBucket(world.root / "new"), ledger=(world.store, export.id), workers=1)
+    assert "ledger_window_missing" in {p.kind for p in lost.problems}, lost.render()
