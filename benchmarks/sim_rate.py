@@ -99,7 +99,7 @@ def _stable(key: str) -> str:
     """A connection test's object is named (and filled) with a random token (`connection_test`:
     two tests never collide), the one thing of a seed that differs from run to run: compared by
     its place and time only."""
-    return re.sub(r"connection-test-[0-9a-f]+\.txt$", "connection-test-TOKEN.txt", key)
+    return re.sub(r"connection-test-(probe-)?[0-9a-f]+\.txt$", "connection-test-TOKEN.txt", key)
 
 
 def run_in(tree: Path, seed: int, days: float, world_kw: dict[str, Any]) -> dict[str, Any]:
