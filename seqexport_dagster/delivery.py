@@ -20,6 +20,8 @@ same part-ledger records; split, the rules that keep a part from counting twice 
 
 from __future__ import annotations
 
+import functools
+import itertools
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -409,15 +411,44 @@ class Attempt:
         tally = Tally()
         writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
         before = {p.number: p for p in ledger}
+        written = max((p.number + 1 for p in ledger if p.kind != SUCCESS_MARK), default=0)
+        # The first write is an overwrite of an object that is here, so a key that may only create
+        # is refused before anything new lands. A window continued here after a move has no part
+        # 0000 here, only late parts numbered after the old place's; cut from 0000, the replace
+        # would create 0000.. first (holding the late parts' rows) and then be refused on the
+        # first late part: those rows twice at this place (sim seed 8005). The parts cut before
+        # the first one here are held (at most as many as the window has at the old place).
+        first_here = min((p.number for p in ledger if p.kind != SUCCESS_MARK and p.landed), default=0)
+        blank = functools.partial(Part, body=empty_body(fmt, DATASETS[dataset]), rows=0)
+        sent: set[int] = set()
+        cut = 0
+
+        def send(part: Part) -> None:
+            self._overwrite(window_id, keys(part.number), part, tally, before.get(part.number))
+            sent.add(part.number)
+
         try:
-            for part in writer.parts(batches):
-                self._overwrite(window_id, keys(part.number), part, tally, before.get(part.number))
+            held: list[Part] = []
+            parts = iter(writer.parts(batches))
+            if first_here > 0:
+                for part in parts:
+                    cut = part.number + 1
+                    if part.number < first_here:
+                        held.append(part)
+                        continue
+                    send(part)  # the first object that is here
+                    break
+                else:  # the new cut ends before the first part here: that one becomes empty, first
+                    send(blank(first_here))
+            for part in itertools.chain(held, parts):
+                cut = max(cut, part.number + 1)
+                if part.number not in sent:
+                    send(part)
         finally:
             _close(batches)
-        written = max((p.number + 1 for p in ledger if p.kind != SUCCESS_MARK), default=0)
-        for number in range(tally.parts, written):
-            blank = Part(number, empty_body(fmt, DATASETS[dataset]), 0)
-            self._overwrite(window_id, keys(number), blank, tally, before.get(number))
+        for number in range(cut, written):
+            if number not in sent:
+                self._overwrite(window_id, keys(number), blank(number), tally, before.get(number))
         return tally
 
     def _overwrite(self, window_id: int, key: str, part: Part, tally: Tally, previous: PartRecord | None) -> None:
