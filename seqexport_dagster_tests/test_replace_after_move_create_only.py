@@ -31,8 +31,8 @@ from seqexport_dagster.window import HOUR_MS, MINUTE_MS
 from seqexport_dagster_tests.support.bucket_audit import read_objects
 from seqexport_dagster_tests.support.faults import proxy as fp
 from seqexport_dagster_tests.support.faults.scene import ACCESS_KEY, SECRET_KEY, s3_export, s3_runner
+from seqexport_dagster_tests.support.late_rows import late_rows
 from seqexport_dagster_tests.support.world import DAY0, World
-from seqexport_dagster_tests.test_replace_unfinished import late_rows
 
 DAY = dt.date(2026, 9, 30)
 

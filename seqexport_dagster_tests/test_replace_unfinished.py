@@ -27,10 +27,11 @@ import pytest
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.reconcile import reconcile
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window, iso_ms
+from seqexport_dagster.window import HOUR_MS, MINUTE_MS
 from seqexport_dagster_tests.support.bucket_audit import read_objects, source_ids
 from seqexport_dagster_tests.support.faults import proxy as fp
 from seqexport_dagster_tests.support.faults.scene import s3_export, s3_runner
+from seqexport_dagster_tests.support.late_rows import late_rows
 from seqexport_dagster_tests.support.world import DAY0, World
 
 DAY = dt.date(2026, 9, 30)
@@ -43,18 +44,6 @@ def proxy(moto: Any) -> Iterator[fp.FaultProxy]:
         yield server
     finally:
         server.close()
-
-
-def late_rows(window: Window, n: int, tag: str) -> list[tuple[Any, ...]]:
-    """Email rows carrying a ``recorded_at`` in the last minutes of ``window``, written late."""
-    return [
-        (
-            "acme", f"eev_{tag}_{i:04d}", "delivered", iso_ms(window.to_ms - 60_000 * (i + 1)),
-            iso_ms(window.to_ms - 60_000 * (i + 1)), "sub_acme_0000001", "late@example.com", None, None,
-            f"msg_{tag}_{i}", "Late", None, None, None, None, None,
-        )
-        for i in range(n)
-    ]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
