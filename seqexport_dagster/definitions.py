@@ -30,6 +30,7 @@ from seqexport_dagster.defs.resources import (
 )
 from seqexport_dagster.defs.run_log_sensors import run_log_canceled_sensor, run_log_failed_sensor
 from seqexport_dagster.defs.sensors import export_job, scheduler_sensor
+from seqexport_dagster.defs.status_refresh import refresh_job
 from seqexport_dagster.defs.webhooks import webhook_sensor
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.store.database import create_engine
@@ -103,7 +104,7 @@ def build_definitions(
     return dg.Definitions(
         assets=[deliveries, status_asset],
         asset_checks=[status_check],
-        jobs=[export_job, status_job, maintenance_job],
+        jobs=[export_job, status_job, refresh_job, maintenance_job],
         schedules=[maintenance_schedule],
         sensors=[scheduler_sensor, run_log_canceled_sensor, run_log_failed_sensor, webhook_sensor],
         resources=dict(resources) if resources is not None else default_resources(),

@@ -11,12 +11,11 @@ from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK
 from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.defs.sensors import (
     MAX_STATUS_PER_TICK,
-    ROTATION,
     Cursor,
     attention_first,
-    in_rotation,
     status_events,
 )
+from seqexport_dagster.defs.status_refresh import REFRESH_EVERY_TICKS, SLOTS, refresh_due, slot_of
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.store import CANCELED, COMMITTED, DatasetState, ExportRecord
@@ -299,14 +298,6 @@ def test_paused_and_deleted_exports_are_not_scheduled_but_keep_their_partitions(
     assert sorted(h.instance.get_dynamic_partitions("exports")) == sorted([paused.id, deleted.id])
 
 
-def rotating(h: Harness, *exports: ExportRecord) -> set[str]:
-    """Those of ``exports`` whose unchanged status the next tick records in its rotating slice. Export
-    ids are random, so now and then one falls on the next tick (1 in `ROTATION`); the assertions
-    about what an unchanged export records must expect exactly that, not assume it never happens."""
-    tick = Cursor.parse(h.cursor).tick
-    return {e.id for e in exports if in_rotation(e.id, tick)}
-
-
 def test_the_check_and_the_status_asset_name_the_failing_export_and_its_error(h):
     good = h.world.local_export(datasets=("email_events",), folder="good")
     (h.world.root / "blocked").write_text("a file where the bucket folder should be")
@@ -324,7 +315,6 @@ def test_the_check_and_the_status_asset_name_the_failing_export_and_its_error(h)
     # UI launches select the check: the run itself evaluates it too.
     (check,) = [e for e in outcome.results[0].all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"][:1]
     assert not check.event_specific_data.passed
-    good_rotates = rotating(h, good)
     second = h.tick()
     events = second.asset_events
     # The export started failing: one status run, for its partition, fails (red) saying why.
@@ -355,7 +345,7 @@ def test_the_check_and_the_status_asset_name_the_failing_export_and_its_error(h)
         for e in events
         if isinstance(e, dg.AssetObservation) and e.asset_key.path[-1] == "export_status"
     }
-    assert (good.id in status) == bool(good_rotates), "health unchanged: not recorded again (but for its rotation)"
+    assert good.id not in status, "health unchanged: not recorded again (its refresh is a run's, hourly)"
     meta = {k: v.value for k, v in status[bad.id].items()}
     assert meta["account"] == "globex" and meta["health"] == "failing" and meta["failures"] == 1
     assert "email_events: " in meta["last_error"] and "cannot write" in meta["last_error"]
@@ -363,8 +353,7 @@ def test_the_check_and_the_status_asset_name_the_failing_export_and_its_error(h)
     assert meta["behind_minutes"] == 122  # now − position, as `seqexport status` shows it
     assert meta["runs_tag"] == f"shard/{planner.shard_of(bad.id)}=yes"
     # Unchanged exports are not re-recorded on every tick; a fixed one passes the check again.
-    expected = rotating(h, good, bad)
-    assert {e.partition for e in h.tick(execute=False).asset_events if isinstance(e, dg.AssetObservation)} == expected
+    assert not [e for e in h.tick(execute=False).asset_events if isinstance(e, dg.AssetObservation)]
     (h.world.root / "blocked").unlink()
     h.world.store.request_export_now(bad.id, h.world.clock())
     h.tick()
@@ -427,8 +416,9 @@ def fleet(n: int, failing: set[int]) -> list[ExportRecord]:
 def test_status_output_per_tick_is_bounded_at_10000_exports_and_each_is_refreshed_every_6_hours() -> None:
     """Issue 29: the daemon stores a tick's asset events one by one (30-100 ms each), so a tick
     records at most 100 status observations and 20 status runs, whatever the number of exports and
-    of changes; a change left over is recorded on a later tick; an unchanged export is re-recorded
-    once per `ROTATION` ticks (6 hours at 30 s), and no more often."""
+    of changes; a change left over is recorded on a later tick. Issue 23: an unchanged export is
+    never recorded by the sensor (a runless event is never deleted); one refresh run an hour
+    covers a sixth of the exports, so each is refreshed once every 6 hours, in a run."""
     records = fleet(10_000, failing=set(range(0, 10_000, 40)))  # 250 start failing at once
     cursor = Cursor()
     runs: set[str] = set()
@@ -440,17 +430,14 @@ def test_status_output_per_tick_is_bounded_at_10000_exports_and_each_is_refreshe
     # The 250 changes are all recorded (each with its status run: red) in spite of the caps.
     assert runs == {f"exp_{i:06d}" for i in range(0, 10_000, 40)}
     assert len(cursor.unwell) == 250 and len(cursor.dump()) < 10_000
-    # Over 6 hours of ticks, every export of a smaller fleet is recorded, and at most twice.
+    # Nothing changed: the next tick records nothing, and launches nothing.
+    assert status_events(records, cursor, DAY0, new=set(), changed=set()) == ([], [])
+    # Over 6 hours of ticks (30 s), 6 refresh runs, one a slice, cover each export exactly once.
+    slots = [refresh_due(t) for t in range(SLOTS * REFRESH_EVERY_TICKS)]
+    assert sorted(s for s in slots if s is not None) == list(range(SLOTS)) and slots[0] is None
     small = fleet(2_000, failing=set())
-    rotation, seen = Cursor(), dict[str, int]()
-    for _ in range(ROTATION):
-        for o in status_events(small, rotation, DAY0, new=set(), changed=set())[0]:
-            seen[o.partition] = seen.get(o.partition, 0) + 1
-        rotation.tick += 1
-    assert len(seen) == 2_000 and max(seen.values()) == 1
-    # Nothing changed: the next tick records only its rotating slice, and launches nothing.
-    observations, requests = status_events(records, cursor, DAY0, new=set(), changed=set())
-    assert len(observations) < 30 and requests == []
+    sizes = [sum(1 for e in small if slot_of(e.id) == k) for k in range(SLOTS)]
+    assert sum(sizes) == 2_000 and min(sizes) > 250, f"slices of 2,000 exports: {sizes}"
 
 
 def test_the_cursor_leads_with_its_words_and_reads_the_previous_versions_json() -> None:

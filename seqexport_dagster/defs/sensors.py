@@ -15,9 +15,10 @@ Each tick:
 3. requests a small run recording each dataset's days that every active export has now finished
    (`defs.day_cells`; the cursor keeps how far each dataset is green; at most
    `day_cells.MAX_DAYS_PER_TICK` days per tick, so a first tick after an upgrade catches up);
-4. records the status of exports whose health changed, plus a rotating slice of all of them (each
-   export every `ROTATION` ticks), at most `MAX_STATUS_PER_TICK` observations a tick, and a status
-   run for each export that starts or stops failing (`status_events`, `defs.export_status`);
+4. records the status of exports whose health changed, at most `MAX_STATUS_PER_TICK` observations
+   a tick, and a status run for each export that starts or stops failing (`status_events`,
+   `defs.export_status`); once an hour, a run refreshes the status of a sixth of the exports, so
+   each is recorded every 6 hours in a run that ages out with the others (`defs.status_refresh`);
 5. evaluates the per-dataset ``exports_healthy`` checks and ``export_status``'s own check when the
    set of failing exports changes.
 """
@@ -57,6 +58,7 @@ from seqexport_dagster.defs.run_tags import (
     export_tag,
     named_tags,
 )
+from seqexport_dagster.defs.status_refresh import REFRESH_JOB, SLOT_TAG, refresh_due, refresh_job
 from seqexport_dagster.idle import idle_reason
 from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store import ACTIVE, DELETED, ExportRecord
@@ -74,18 +76,15 @@ IN_FLIGHT: Final = [
 ]
 EXPORT_JOB: Final = "export_job"
 TICK_SECONDS: Final = 30
-#: Each export's status is recorded at least every ROTATION ticks (6 h), and on every change of health.
+#: The checks are evaluated again every ROTATION ticks (6 h), and on every change of the failing set.
 ROTATION: Final = 720
+#: On the sensor's small runs: what they are for.
+REFRESH: Final = "status-refresh"
 #: Status events per tick at most (the daemon stores a tick's asset events one by one, ~30-100 ms each).
 MAX_STATUS_PER_TICK: Final = 100
 OK_KEY: Final = f"{ACTIVE}:0"
 #: Between the cursor's words and its state.
 WHY_SEPARATOR: Final = " | "
-
-
-def in_rotation(export_id: str, tick: int) -> bool:
-    """Whether tick ``tick`` records this export's unchanged status (once every `ROTATION` ticks)."""
-    return zlib.crc32(export_id.encode()) % ROTATION == tick % ROTATION
 
 
 def run_exports(run: dg.DagsterRun) -> list[str]:
@@ -219,21 +218,28 @@ def status_run(export: ExportRecord, failing: bool, tick: int) -> dg.RunRequest:
     )
 
 
+def refresh_run(slot: int, tick: int) -> dg.RunRequest:
+    """The hourly run recording the unchanged status of one slice of the exports (`defs.status_refresh`)."""
+    return dg.RunRequest(
+        job_name=REFRESH_JOB,
+        run_key=f"status-refresh|{slot}|{tick}",
+        run_config={"ops": {"refresh_export_status": {"config": {"slot": slot}}}},
+        tags={**NO_RUN_RETRY, TRIGGER_TAG: REFRESH, SLOT_TAG: str(slot)},
+    )
+
+
 def status_events(
     records: list[ExportRecord], cursor: Cursor, now_ms: int, *, new: set[str], changed: set[str]
 ) -> tuple[list[dg.AssetObservation], list[dg.RunRequest]]:
     """At most `MAX_STATUS_PER_TICK` status observations and `MAX_STATUS_RUNS_PER_TICK` status runs,
-    whatever the number of exports (issue 29):
-    1. every export whose health changed since it was last recorded (ok, failing and its failure
-       count, paused, deleted) or that is new; a deleted export once, when it is deleted; an export
-       that starts or stops failing also gets a status run (red, or green again);
-    2. then a rotating slice, so each export that is not deleted is recorded at least every
-       `ROTATION` ticks (6 hours at 30 s): 4 a day per export however long it stays the same.
-    A change left over by a cap stays a change (the cursor still holds the old health) and is
-    recorded on the next tick.
+    whatever the number of exports (issue 29): every export whose health changed since it was last
+    recorded (ok, failing and its failure count, paused, deleted) or that is new; a deleted export
+    once, when it is deleted; an export that starts or stops failing also gets a status run (red,
+    or green again). A change left over by a cap stays a change (the cursor still holds the old
+    health) and is recorded on the next tick. Unchanged exports are refreshed by the hourly run of
+    `defs.status_refresh`, not here: a runless event is never deleted (issue 23).
     """
     changes: list[ExportRecord] = []
-    rotating: list[ExportRecord] = []
     for export in records:
         key = status_key(export)
         if export.status == DELETED:
@@ -242,11 +248,9 @@ def status_events(
             continue
         if export.id in new or cursor.unwell.get(short_id(export.id), OK_KEY) != key:
             changes.append(export)
-        elif in_rotation(export.id, cursor.tick):
-            rotating.append(export)
     chosen: list[ExportRecord] = []
     runs: list[dg.RunRequest] = []
-    for export in changes + rotating:
+    for export in changes:
         if len(chosen) >= MAX_STATUS_PER_TICK:
             break
         key = status_key(export)
@@ -284,6 +288,8 @@ def evaluate(
     observations, status_runs = status_events(records, cursor, now_ms, new=set(new), changed=changed)
     events += observations
     requests += status_runs
+    slot = refresh_due(cursor.tick)
+    refresh = [refresh_run(slot, cursor.tick)] if slot is not None else []
     digest = failing_digest(records, DATASETS)
     if digest != cursor.failing or cursor.tick % ROTATION == 0:
         events += [check_evaluation(records, dataset) for dataset in DATASETS]
@@ -291,8 +297,11 @@ def evaluate(
     cursor.failing, cursor.since_ms, cursor.tick = digest, watermark, cursor.tick + 1
     # Issue 17: a tick that requests nothing says why (nothing due, paused, retries at <time> (attempt n)).
     requests += cells
-    why = None if requests else idle_reason(records, now_ms, busy=busy)
-    cursor.why = attention_first(why) if why else f"{len(requests)} run(s) requested"
+    idle = None if requests else idle_reason(records, now_ms, busy=busy)
+    # The hourly refresh is bookkeeping: the cursor still says why no export was due.
+    cursor.why = attention_first(idle) if idle else f"{len(requests)} run(s) requested"
+    requests += refresh
+    why = None if requests else idle
     return dg.SensorResult(
         run_requests=requests,
         skip_reason=why,
@@ -302,7 +311,7 @@ def evaluate(
     )
 
 
-#: The scheduler's two targets: batched deliveries, and one export's change of health.
+#: The scheduler's targets: batched deliveries, one export's change of health, the hourly status refresh.
 export_job = dg.define_asset_job(
     EXPORT_JOB,
     selection=dg.AssetSelection.assets(*DATASETS),
@@ -313,7 +322,7 @@ export_job = dg.define_asset_job(
 
 @dg.sensor(
     name="scheduler_sensor",
-    jobs=[export_job, status_job],
+    jobs=[export_job, status_job, refresh_job],
     minimum_interval_seconds=TICK_SECONDS,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Launches due windows and snapshots in batched runs; records day completeness and export health.",

@@ -3,8 +3,8 @@
 `tick` evaluates the real scheduler sensor against a real instance (with the cursor of the last
 tick), applies its partition requests and asset events, skips run keys already used (as the daemon
 does), and executes each requested run with `execute_in_process` on the same instance (delivery
-runs in ``results``, status runs in ``status_results``, the runs recording completed days in
-``cell_results``). Runs,
+runs in ``results``, status runs in ``status_results``, the hourly status refreshes in
+``refresh_results``, the runs recording completed days in ``cell_results``). Runs,
 materializations, observations, check evaluations and partitions land in that instance's storage,
 so ``dagster dev`` on the same ``DAGSTER_HOME`` shows them afterwards.
 """
@@ -21,6 +21,7 @@ from seqexport_dagster.defs.assets import TRIGGER_TAG
 from seqexport_dagster.defs.day_cells import CELLS
 from seqexport_dagster.defs.export_status import STATUS_JOB
 from seqexport_dagster.defs.sensors import EXPORT_JOB, scheduler_sensor
+from seqexport_dagster.defs.status_refresh import REFRESH_JOB
 
 RUN_KEY_TAG = "dagster/run_key"
 SENSOR_TAG = "dagster/sensor_name"
@@ -34,6 +35,8 @@ class TickOutcome:
     #: The status runs (`export_status_job`: one per export that started or stopped failing; a
     #: failing export's fails on purpose, which turns its ``export_status`` partition red).
     status_results: list[dg.ExecuteInProcessResult] = field(default_factory=list)
+    #: The hourly runs refreshing a slice of the exports' status (`defs.status_refresh`).
+    refresh_results: list[dg.ExecuteInProcessResult] = field(default_factory=list)
     #: The runs that record completed days (`defs.day_cells`), after the deliveries.
     cell_results: list[dg.ExecuteInProcessResult] = field(default_factory=list)
     registered: list[str] = field(default_factory=list)
@@ -99,6 +102,8 @@ def tick(
         results = (
             outcome.status_results
             if request.job_name == STATUS_JOB
+            else outcome.refresh_results
+            if request.job_name == REFRESH_JOB
             else outcome.cell_results
             if request.tags.get(TRIGGER_TAG) == CELLS
             else outcome.results
