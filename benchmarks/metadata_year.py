@@ -36,7 +36,7 @@ from seqexport_dagster.history import history
 from seqexport_dagster.planner import MAX_EXPORTS_PER_RUN
 from seqexport_dagster.status import export_status
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
-from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
+from seqexport_dagster.store.fleet import changed_since, day_totals, fleet_exports, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.maintenance import maintain
 from seqexport_dagster.verify.ledger import ledger_problems
@@ -102,8 +102,10 @@ def query_times(world: World, deep: str, bucket_rows: dict[tuple[str, Window], i
 
     def tick() -> None:
         """The control-plane queries and planning of a sensor tick (`defs.sensors.evaluate`): since
-        the merge a completed day's totals are a day-cell run's (``day_cell_totals_s``), not the tick's."""
-        records = store.list_exports()
+        the merge a completed day's totals are a day-cell run's (``day_cell_totals_s``), not the tick's.
+        The fleet is read as the sensor reads it (`fleet.fleet_exports`, column-only, records kept
+        between ticks as the sensor's long-lived process keeps them: the median is a warm tick)."""
+        records = fleet_exports(engine)
         busy = set(Leases(engine).held(now_ms))
         items = planner.due_work(records, now_ms, busy=busy, unfinished=unfinished_attempts(engine))
         planner.batch(items)
