@@ -444,11 +444,17 @@ class Attempt:
                 cut = max(cut, part.number + 1)
                 if part.number not in sent:
                     send(part)
+            for number in range(cut, written):
+                if number not in sent:
+                    send(blank(number))
+        except PermanentError as exc:
+            if not sent and not _outcome_unknown(exc):
+                # Refused at its first overwrite (a key that may only create): nothing here was
+                # replaced, so there is no replace to finish (`runner.run_day` would redo it forever).
+                self.store.clear_replacing(window_id)
+            raise
         finally:
             _close(batches)
-        for number in range(cut, written):
-            if number not in sent:
-                self._overwrite(window_id, keys(number), blank(number), tally, before.get(number))
         return tally
 
     def _overwrite(self, window_id: int, key: str, part: Part, tally: Tally, previous: PartRecord | None) -> None:

@@ -86,6 +86,12 @@ class LatePartsStore(LedgerStore):
             conn.execute(windows.update().where(windows.c.id == window_id).values(replacing=True))
 
     @translate_errors
+    def clear_replacing(self, window_id: int) -> None:
+        """The replace was refused before anything was overwritten: this attempt replaced nothing."""
+        with self.engine.begin() as conn:
+            conn.execute(windows.update().where(windows.c.id == window_id).values(replacing=False))
+
+    @translate_errors
     def replace_unfinished(self, export_id: str, dataset: str, window: Window, location: str) -> bool:
         """Whether a replace of the window at ``location`` ended after overwriting and before its
         commit (no attempt committed there since): its manifest was not written."""

@@ -17,7 +17,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from seqexport_dagster.errors import sanitize_error
-from seqexport_dagster.schema import EVENT_DATASETS
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.lifecycle_events import on_commit, on_failure
 from seqexport_dagster.store.records import (
@@ -452,12 +451,11 @@ def _part_params(export_id: str, dataset: str, window: Window, location: str) ->
 
 
 def _failing_elsewhere(w: Any) -> sa.ColumnElement[bool]:
-    """The dataset's last error is about another event window, disjoint from the committed one (a
-    late-row window behind the position, or the due window while an older one is rewritten): that
-    error stays until its own window commits, so undelivered rows are never hidden."""
+    """The dataset's last error is about another window, disjoint from the committed one (a
+    late-row window behind the position, the due window while an older one is rewritten, or
+    another snapshot day: sim seed 5000's failed replace of a day was hidden by the next day's
+    commit): that error stays until its own window commits, so undelivered rows are never hidden."""
     d = export_datasets.c
-    if w.dataset not in EVENT_DATASETS:
-        return sa.false()
     return sa.and_(
         d.last_error_from_ms.is_not(None),
         d.last_error_to_ms.is_not(None),
