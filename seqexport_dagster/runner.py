@@ -215,7 +215,12 @@ class Runner:
                 # an event window's (sim seed 5000); the day it rewrote is owed to its reload.
                 window = snapshot_window(start)
                 finish = not replace and self.store.replace_unfinished(export_id, dataset, window, export.location)
-                if replace or finish or owed or not self.store.committed_at(export_id, dataset, window, export.location):
+                if (
+                    replace
+                    or finish
+                    or owed
+                    or not self.store.committed_at(export_id, dataset, window, export.location)
+                ):
                     report.snapshot = self.write_snapshot(export_id, day, run_id=run_id, replace=replace or finish)
                 else:
                     report.skipped_windows = 1
