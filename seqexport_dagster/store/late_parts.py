@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.ledger import LedgerStore
 from seqexport_dagster.store.records import COMMITTED, PART_INTENT, PartRecord, part_record_of
-from seqexport_dagster.store.tables import export_datasets, parts, windows
+from seqexport_dagster.store.tables import export_datasets, part_record_columns, parts, windows
 from seqexport_dagster.store.window_days import read_window_days
 from seqexport_dagster.window import DAY_MS, Window
 
@@ -84,6 +84,22 @@ class LatePartsStore(LedgerStore):
         """This attempt overwrites the window's parts (an operator's replace), before its first PUT."""
         with self.engine.begin() as conn:
             conn.execute(windows.update().where(windows.c.id == window_id).values(replacing=True))
+
+    @translate_errors
+    def pending_body(self, export_id: str, dataset: str, window: Window, location: str, number: int) -> bytes | None:
+        """The bytes a part at intent was sent with, if they were kept (`ledger.record_part_intent`)."""
+        with self.engine.connect() as conn:
+            body = conn.execute(
+                sa.select(parts.c.pending_body).where(
+                    parts.c.export_id == export_id,
+                    parts.c.dataset == dataset,
+                    parts.c.from_ms == window.from_ms,
+                    parts.c.to_ms == window.to_ms,
+                    parts.c.location == location,
+                    parts.c.part == number,
+                )
+            ).scalar()
+        return None if body is None else bytes(body)
 
     @translate_errors
     def clear_replacing(self, window_id: int) -> None:
@@ -156,7 +172,7 @@ def _parts_everywhere() -> sa.Select[Any]:
         windows.c.status == COMMITTED,
     )
     return (
-        sa.select(parts)
+        sa.select(*part_record_columns)
         .where(
             parts.c.export_id == sa.bindparam("e"),
             parts.c.dataset == sa.bindparam("d"),

@@ -35,7 +35,7 @@ from seqexport_dagster.store.records import (
     dataset_state_of,
     part_record_of,
 )
-from seqexport_dagster.store.tables import export_datasets, exports, parts, windows
+from seqexport_dagster.store.tables import export_datasets, exports, part_record_columns, parts, windows
 from seqexport_dagster.window import Window, backoff_ms
 
 
@@ -104,11 +104,14 @@ class LedgerStore:
         md5: str,
         ids: bytes | None,
         now_ms: int,
+        body: bytes | None = None,
     ) -> None:
         """Record a part before its PUT: what it will hold and where its rows end.
 
-        A number already in the ledger is only recorded again by an operator's replace; its row is
-        then rewritten in place as a new intent.
+        A number already in the ledger is only recorded again by an operator's replace (its row is
+        then rewritten in place as a new intent), or by a re-send that created the object with a
+        new cut. ``body``: the bytes, kept until the part lands, when a re-send could not cut them
+        again (`LatePartsStore.pending_body`).
         """
         with self.engine.begin() as conn:
             w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
@@ -125,6 +128,7 @@ class LedgerStore:
                 "ids": ids,
                 "written_at": now_ms,
                 "landed_at": None,
+                "pending_body": body,
             }
             where = sa.and_(
                 self._part_number(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location),
@@ -405,11 +409,11 @@ _PART_OF_WINDOW = sa.and_(
     parts.c.to_ms == sa.bindparam("b_to_ms"),
     parts.c.location == sa.bindparam("b_location"),
 )
-_WINDOW_PARTS = sa.select(parts).where(_PART_OF_WINDOW).order_by(parts.c.part)
+_WINDOW_PARTS = sa.select(*part_record_columns).where(_PART_OF_WINDOW).order_by(parts.c.part)
 _MARK_LANDED = (
     parts.update()
     .where(_PART_OF_WINDOW, parts.c.part == sa.bindparam("b_part"))
-    .values(status=PART_LANDED, landed_at=sa.bindparam("b_landed_at"))
+    .values(status=PART_LANDED, landed_at=sa.bindparam("b_landed_at"), pending_body=None)
 )
 _COMMIT = (
     windows.update()
