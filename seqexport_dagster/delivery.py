@@ -258,8 +258,9 @@ class Attempt:
         tally = Tally()
         writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
         # A snapshot part could not be cut again as sent (its rows change); with no precondition
-        # its re-send must be those bytes (`_resend`), so they are kept until it lands.
-        keep = snapshot and not self.destination.preconditions
+        # its re-send must be those bytes (`_resend`), so they are kept until it lands. (Read with
+        # a default: wrappers written before anything read the attribute do not all declare it.)
+        keep = snapshot and not getattr(self.destination, "preconditions", True)
         boundary: SortKey | None = None
         for p in ledger:
             tally.next_number = p.number + 1
@@ -464,6 +465,8 @@ class Attempt:
         # The guard's reads come before the new intent: a control-plane error there must not leave
         # the new record over a part whose old object still stands (main's sim seed 5000).
         self.guard()
+        # An old part still at intent may have its bytes kept for its re-send: put back with it.
+        kept = self.store.pending_body(window_id, part.number) if previous and not previous.landed else None
         self._record_intent(window_id, key, part, RANGE_PART)
         try:
             self.overwrite(key, part.body, guarded=True)
@@ -472,13 +475,13 @@ class Attempt:
             # the new intent, a later attempt would re-send it, take the 412 for "landed" and count
             # rows the object does not hold as delivered (sim seed 5000).
             if not _outcome_unknown(exc):
-                self._restore(window_id, part.number, previous)
+                self._restore(window_id, part.number, previous, kept)
             raise
         self.store.mark_part_landed(window_id, part.number, self.clock())
         tally.landed(part.rows, part.size)
         tally.uploaded(part)
 
-    def _restore(self, window_id: int, number: int, previous: PartRecord | None) -> None:
+    def _restore(self, window_id: int, number: int, previous: PartRecord | None, kept: bytes | None) -> None:
         """Put back the ledger's record of a part whose overwrite the store refused."""
         if previous is None:
             self.store.forget_part_intent(window_id, number)
@@ -494,6 +497,7 @@ class Attempt:
             md5=previous.md5 or "",
             ids=previous.ids,
             now_ms=self.clock(),
+            body=kept,
         )
         if previous.landed:
             self.store.mark_part_landed(window_id, number, self.clock())
@@ -512,7 +516,7 @@ class Attempt:
         """
         if p.md5 is None or part.content_md5 == p.md5:
             return self.create(p.key, part.body, outcome_unknown=True), (p.rows, p.size)
-        kept = self.store.pending_body(self.export.id, dataset, window, self.location, p.number)
+        kept = self.store.pending_body(window_id, p.number)
         if kept is not None and content_md5(kept) == p.md5:
             return self.create(p.key, kept, outcome_unknown=True), (p.rows, p.size)
         # Not kept (recorded before migration 0014, or a store that lost its precondition since):

@@ -86,16 +86,18 @@ class LatePartsStore(LedgerStore):
             conn.execute(windows.update().where(windows.c.id == window_id).values(replacing=True))
 
     @translate_errors
-    def pending_body(self, export_id: str, dataset: str, window: Window, location: str, number: int) -> bytes | None:
-        """The bytes a part at intent was sent with, if they were kept (`ledger.record_part_intent`)."""
+    def pending_body(self, window_id: int, number: int) -> bytes | None:
+        """The bytes part ``number`` of the attempt's window, at its place, was sent with while it
+        is at intent, if they were kept (`ledger.record_part_intent`)."""
         with self.engine.connect() as conn:
+            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
             body = conn.execute(
                 sa.select(parts.c.pending_body).where(
-                    parts.c.export_id == export_id,
-                    parts.c.dataset == dataset,
-                    parts.c.from_ms == window.from_ms,
-                    parts.c.to_ms == window.to_ms,
-                    parts.c.location == location,
+                    parts.c.export_id == w.export_id,
+                    parts.c.dataset == w.dataset,
+                    parts.c.from_ms == w.from_ms,
+                    parts.c.to_ms == w.to_ms,
+                    parts.c.location == w.location,
                     parts.c.part == number,
                 )
             ).scalar()
