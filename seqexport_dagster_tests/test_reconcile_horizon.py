@@ -150,3 +150,31 @@ def test_late_rows_survive_a_pause_longer_than_the_lookback_and_a_shorter_freque
     expected = source_ids(world.source_engine, "email_events", "acme", (DAY0, position.position_ms))
     assert all(f"eev_paused_{i:04d}" in found for i in range(4)), "rows that arrived during the pause"
     assert set(found) == expected and max(found.values()) == 1, "every row exactly once"
+
+
+def test_late_rows_of_a_window_committed_before_any_complete_pass_are_delivered(world: World) -> None:
+    # Sim seed 10000028: a daily window committed, but no scheduled pass completed for the dataset
+    # (the run's pass was skipped, then the export paused); its late rows became visible, the
+    # frequency dropped to 1 h, and the first pass, counted from its own start, missed the window.
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + 2 * DAY_MS, scale=SCALE)
+    daily = world.local_export(datasets=EMAIL, frequency="24h")
+    runner = world.runner(part_limit=20)
+    first_day = Window(DAY0, DAY0 + DAY_MS)
+    world.clock.now_ms = DAY0 + DAY_MS + 3 * MINUTE_MS
+    runner.run_day(daily.id, "email_events", dt.date(2026, 9, 30))  # committed, not reconciled
+    state = world.store.get_export(daily.id).dataset_state("email_events")
+    assert state is not None and state.position_ms == first_day.to_ms and state.reconciled_at is None
+    world.clock.now_ms = DAY0 + DAY_MS + 5 * HOUR_MS
+    insert_rows(world.source_engine, "email_events", late_rows(first_day, 3, "unreconciled"))
+    world.clock.now_ms = DAY0 + DAY_MS + 22 * HOUR_MS
+    world.store.set_frequency(daily.id, "1h", world.clock())
+    at = world.clock() + 3 * MINUTE_MS
+    assert at - lookback_for(world.store.get_export(daily.id), LATENESS) > first_day.to_ms, "out of the lookback"
+    scheduled(world, runner, daily.id, at)
+
+    found = delivered(world)
+    assert all(f"eev_unreconciled_{i:04d}" in found for i in range(3)), "late rows of the unreconciled window"
+    position = world.store.get_export(daily.id).dataset_state("email_events")
+    assert position is not None and position.reconciled_at == at
+    expected = source_ids(world.source_engine, "email_events", "acme", (DAY0, position.position_ms))
+    assert set(found) == expected and max(found.values()) == 1, "every row exactly once"
