@@ -153,10 +153,11 @@ def since_for(export: ExportRecord, state: DatasetState, now_ms: int, lookback_m
     dataset failing at its position, a pass failing, a shorter frequency), the first complete
     pass after sees every such window. Before any complete pass the same holds from the dataset's
     ``added_at``, since every window was committed after it (sim seed 10000028: a day-long window
-    committed, its late rows visible, then the export paused for most of a day and its frequency
-    cut to 1h; counted from now, the first pass started after the window's end). That reach is
-    bounded by `PRUNE_AFTER_MS` (or the lookback), where passes before ``reconciled_at`` existed
-    dropped the ids. Manual passes (no ``lateness_ms``) keep their own lookback.
+    committed by a run whose worker died before its pass, its late rows visible, then the export
+    paused for most of a day and its frequency cut to 1h; counted from now, the first pass started
+    after the window's end). That reach stops at `PRUNE_AFTER_MS` (or the lookback), where passes
+    before ``reconciled_at`` existed dropped the ids. Manual passes (no ``lateness_ms``) keep their
+    own lookback.
     """
     since = now_ms - lookback_ms
     if lateness_ms is None:

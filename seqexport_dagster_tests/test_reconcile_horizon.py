@@ -154,8 +154,9 @@ def test_late_rows_survive_a_pause_longer_than_the_lookback_and_a_shorter_freque
 
 def test_late_rows_of_a_window_committed_before_any_complete_pass_are_delivered(world: World) -> None:
     # Sim seed 10000028: a daily window committed, but no scheduled pass completed for the dataset
-    # (the run's pass was skipped, then the export paused); its late rows became visible, the
-    # frequency dropped to 1 h, and the first pass, counted from its own start, missed the window.
+    # (the run's worker died after the commit, the retry carried only the other datasets, then the
+    # export paused); its late rows became visible, the frequency dropped to 1 h, and the first
+    # pass, counted from its own start, missed the window.
     generate_account(world.source_engine, "acme", DAY0, DAY0 + 2 * DAY_MS, scale=SCALE)
     daily = world.local_export(datasets=EMAIL, frequency="24h")
     runner = world.runner(part_limit=20)

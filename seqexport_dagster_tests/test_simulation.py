@@ -102,10 +102,10 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # the loader does (10000004 is the same, at 48 CPU-s too slow for this list).
     10000015: {"days": 3},
     # Long-run seed 10000028 (simlong): a daily custom_events window committed, but no scheduled
-    # pass ever completed for the dataset (its run's pass was skipped, then the export paused most
-    # of a day); its late rows became visible, the frequency dropped to 1h, and with no
-    # ``reconciled_at`` the first pass counted its lookback (6h + 2h) from its own start, past the
-    # window's end: 4 rows lost. `reconcile.since_for` now reaches back from the dataset's
+    # pass ever completed for the dataset (the run's worker died right after the commit, the retry
+    # carried only the other datasets, then the export paused most of a day); its late rows became
+    # visible, the frequency dropped to 1h, and with no ``reconciled_at`` the first pass counted its
+    # lookback (6h + 2h) from its own start, past the window's end: 4 rows lost. `reconcile.since_for` now reaches back from the dataset's
     # ``added_at`` until a pass completes (bounded by `PRUNE_AFTER_MS`).
     10000028: {"days": 3},
     # Long-run seed still failing after the merge of simholes and simlong (see OPEN_FINDINGS).
