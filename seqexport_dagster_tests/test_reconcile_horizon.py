@@ -12,6 +12,7 @@ audited as a loader reads the bucket.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import gzip
 import json
@@ -24,7 +25,7 @@ import pytest
 
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.errors import ExportError
-from seqexport_dagster.reconcile import lookback_for, reconcile
+from seqexport_dagster.reconcile import PRUNE_AFTER_MS, lookback_for, reconcile, since_for
 from seqexport_dagster.store import ACTIVE, PAUSED
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
 from seqexport_dagster_tests.support.bucket_audit import audit_export, source_ids
@@ -179,3 +180,18 @@ def test_late_rows_of_a_window_committed_before_any_complete_pass_are_delivered(
     assert position is not None and position.reconciled_at == at
     expected = source_ids(world.source_engine, "email_events", "acme", (DAY0, position.position_ms))
     assert set(found) == expected and max(found.values()) == 1, "every row exactly once"
+
+
+def test_before_any_complete_pass_the_reach_starts_at_the_dataset_and_stops_at_the_pruned_ids(world: World) -> None:
+    export = world.local_export(datasets=EMAIL, frequency="1h")
+    state = export.dataset_state("email_events")
+    assert state is not None and state.reconciled_at is None
+    now = state.added_at + 3 * DAY_MS
+    lookback = lookback_for(export, LATENESS)
+    assert since_for(export, state, now, lookback, LATENESS) == state.added_at - LATENESS - export.lag_ms
+    assert since_for(export, state, now, lookback, None) == now - lookback, "a manual pass keeps its lookback"
+    # A dataset from before `reconciled_at` existed: its ids older than the pruning horizon are gone.
+    old = dataclasses.replace(state, added_at=now - 30 * DAY_MS)
+    assert since_for(export, old, now, lookback, LATENESS) == now - PRUNE_AFTER_MS
+    passed = dataclasses.replace(old, reconciled_at=now - HOUR_MS)
+    assert since_for(export, passed, now, lookback, LATENESS) == now - lookback
