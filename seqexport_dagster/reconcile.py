@@ -151,11 +151,19 @@ def since_for(export: ExportRecord, state: DatasetState, now_ms: int, lookback_m
     `rechecked_now` always checks windows older than lateness + lag) ends after
     reconciled_at - lateness - lag. So however long the passes stopped (the export paused, the
     dataset failing at its position, a pass failing, a shorter frequency), the first complete
-    pass after sees every such window. Manual passes (no ``lateness_ms``) keep their own lookback.
+    pass after sees every such window. Before any complete pass the same holds from the dataset's
+    ``added_at``, since every window was committed after it (sim seed 10000028: a day-long window
+    committed by a run whose worker died before its pass, its late rows visible, then the export
+    paused for most of a day and its frequency cut to 1h; counted from now, the first pass started
+    after the window's end). That reach stops at `PRUNE_AFTER_MS` (or the lookback), where passes
+    before ``reconciled_at`` existed dropped the ids. Manual passes (no ``lateness_ms``) keep their
+    own lookback.
     """
     since = now_ms - lookback_ms
-    if lateness_ms is None or state.reconciled_at is None:
+    if lateness_ms is None:
         return since
+    if state.reconciled_at is None:
+        return min(since, max(state.added_at - lateness_ms - export.lag_ms, now_ms - max(PRUNE_AFTER_MS, lookback_ms)))
     return min(since, state.reconciled_at - lateness_ms - export.lag_ms)
 
 

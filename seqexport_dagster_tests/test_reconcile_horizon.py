@@ -12,6 +12,7 @@ audited as a loader reads the bucket.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import gzip
 import json
@@ -24,7 +25,7 @@ import pytest
 
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.errors import ExportError
-from seqexport_dagster.reconcile import lookback_for, reconcile
+from seqexport_dagster.reconcile import PRUNE_AFTER_MS, lookback_for, reconcile, since_for
 from seqexport_dagster.store import ACTIVE, PAUSED
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
 from seqexport_dagster_tests.support.bucket_audit import audit_export, source_ids
@@ -150,3 +151,47 @@ def test_late_rows_survive_a_pause_longer_than_the_lookback_and_a_shorter_freque
     expected = source_ids(world.source_engine, "email_events", "acme", (DAY0, position.position_ms))
     assert all(f"eev_paused_{i:04d}" in found for i in range(4)), "rows that arrived during the pause"
     assert set(found) == expected and max(found.values()) == 1, "every row exactly once"
+
+
+def test_late_rows_of_a_window_committed_before_any_complete_pass_are_delivered(world: World) -> None:
+    # Sim seed 10000028: a daily window committed, but no scheduled pass completed for the dataset
+    # (the run's worker died after the commit, the retry carried only the other datasets, then the
+    # export paused); its late rows became visible, the frequency dropped to 1 h, and the first
+    # pass, counted from its own start, missed the window.
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + 2 * DAY_MS, scale=SCALE)
+    daily = world.local_export(datasets=EMAIL, frequency="24h")
+    runner = world.runner(part_limit=20)
+    first_day = Window(DAY0, DAY0 + DAY_MS)
+    world.clock.now_ms = DAY0 + DAY_MS + 3 * MINUTE_MS
+    runner.run_day(daily.id, "email_events", dt.date(2026, 9, 30))  # committed, not reconciled
+    state = world.store.get_export(daily.id).dataset_state("email_events")
+    assert state is not None and state.position_ms == first_day.to_ms and state.reconciled_at is None
+    world.clock.now_ms = DAY0 + DAY_MS + 5 * HOUR_MS
+    insert_rows(world.source_engine, "email_events", late_rows(first_day, 3, "unreconciled"))
+    world.clock.now_ms = DAY0 + DAY_MS + 22 * HOUR_MS
+    world.store.set_frequency(daily.id, "1h", world.clock())
+    at = world.clock() + 3 * MINUTE_MS
+    assert at - lookback_for(world.store.get_export(daily.id), LATENESS) > first_day.to_ms, "out of the lookback"
+    scheduled(world, runner, daily.id, at)
+
+    found = delivered(world)
+    assert all(f"eev_unreconciled_{i:04d}" in found for i in range(3)), "late rows of the unreconciled window"
+    position = world.store.get_export(daily.id).dataset_state("email_events")
+    assert position is not None and position.reconciled_at == at
+    expected = source_ids(world.source_engine, "email_events", "acme", (DAY0, position.position_ms))
+    assert set(found) == expected and max(found.values()) == 1, "every row exactly once"
+
+
+def test_before_any_complete_pass_the_reach_starts_at_the_dataset_and_stops_at_the_pruned_ids(world: World) -> None:
+    export = world.local_export(datasets=EMAIL, frequency="1h")
+    state = export.dataset_state("email_events")
+    assert state is not None and state.reconciled_at is None
+    now = state.added_at + 3 * DAY_MS
+    lookback = lookback_for(export, LATENESS)
+    assert since_for(export, state, now, lookback, LATENESS) == state.added_at - LATENESS - export.lag_ms
+    assert since_for(export, state, now, lookback, None) == now - lookback, "a manual pass keeps its lookback"
+    # A dataset from before `reconciled_at` existed: its ids older than the pruning horizon are gone.
+    old = dataclasses.replace(state, added_at=now - 30 * DAY_MS)
+    assert since_for(export, old, now, lookback, LATENESS) == now - PRUNE_AFTER_MS
+    passed = dataclasses.replace(old, reconciled_at=now - HOUR_MS)
+    assert since_for(export, passed, now, lookback, LATENESS) == now - lookback
