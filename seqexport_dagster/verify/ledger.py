@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from seqexport_dagster.verify.report import Problem
+from seqexport_dagster.verify.unfinished import abandoned_windows
 from seqexport_dagster.window import Window
 
 if TYPE_CHECKING:
@@ -56,7 +57,9 @@ def ledger_problems(
     committed elsewhere (an attempt started over at the new place) is not reported. When the place
     cannot be recognised (nothing was ever committed here, or the HTTP API's ledger, which carries no
     places), the latest committed attempt anywhere is compared, from the start of the bucket's chain.
-    Days compacted into summaries are compared day by day (`_compacted_problems`).
+    Days compacted into summaries are compared day by day (`_compacted_problems`). A window an
+    attempt left here that nothing will finish (its dataset removed, the export deleted) is compared
+    with the parts the ledger recorded for it (`verify.unfinished`).
     """
     from seqexport_dagster.ledger_scope import compacted_days
     from seqexport_dagster.store import COMMITTED
@@ -89,8 +92,10 @@ def ledger_problems(
             )
     compacted = {(d.dataset, w) for d in every_day for w in d.windows}
     problems += _compacted_problems(rows_by_window, days_here, starts)
-    for (dataset, window), rows in sorted(rows_by_window.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        if (dataset, window) not in latest and (dataset, window) not in compacted:
+    unknown = {k: v for k, v in rows_by_window.items() if k not in latest and k not in compacted}
+    left_for_good = abandoned_windows(store, export_id, source, unknown)
+    for (dataset, window), rows in sorted(unknown.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        if (dataset, window) not in left_for_good:
             problems.append(
                 Problem("not_in_ledger", dataset, str(window), f"{rows} rows in the bucket, no committed window")
             )

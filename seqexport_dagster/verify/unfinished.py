@@ -1,0 +1,77 @@
+"""Event windows an attempt left in the bucket that nothing will ever finish: `verify --ledger`'s
+reading of them.
+
+An attempt sends its parts before it commits its window. If it stops before the commit, the
+scheduler retries the window later, but only while the window is the position of a dataset
+still on a live export. Two things take it off that list for good:
+- the export is deleted (a run stops before its next file);
+- the dataset is removed while the window waits for its retry. Added again, it starts anew from
+  the re-add.
+
+The parts that landed stay in the bucket ("files stay"), and no window is ever committed for them.
+The part ledger still records each one, so `verify --ledger` does not call such a window
+`not_in_ledger` (a window the ledger never heard of), as long as the bucket holds exactly the rows
+of the window's recorded parts up to one of them. Parts are sent in order, so only the last ones
+can be of unknown outcome, and every part marked landed must be there. Sim seed 8011: the only
+part's answer came past the deadline, and `sms_events` was removed before the retry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import accumulate
+from typing import TYPE_CHECKING
+
+from seqexport_dagster.schema import EVENT_DATASETS
+from seqexport_dagster.window import Window
+
+if TYPE_CHECKING:
+    from seqexport_dagster.store import ControlPlane
+
+Slot = tuple[str, Window]
+
+
+def abandoned_windows(store: ControlPlane, export_id: str, source: str, found: Mapping[Slot, int]) -> set[Slot]:
+    """The windows of ``found`` (rows in the bucket at ``source``, none committed) that an attempt
+    left here for good, with the rows its part ledger recorded."""
+    import sqlalchemy as sa
+
+    from seqexport_dagster.ledger_scope import source_locations
+    from seqexport_dagster.store import DELETED, PART_LANDED, SUCCESS_MARK, ControlPlane
+    from seqexport_dagster.store.tables import parts
+
+    candidates = {slot for slot in found if slot[0] in EVENT_DATASETS}
+    if not candidates or not isinstance(store, ControlPlane):
+        return set()  # the HTTP API's ledger (remote CLI) carries no parts
+    export = store.get_export(export_id)
+    # A live dataset's window at its position is retried (`store.fleet.unfinished_attempts`):
+    # still being written, so still reported.
+    retried = set() if export.status == DELETED else {(d.dataset, d.position_ms) for d in export.datasets}
+    candidates = {slot for slot in candidates if (slot[0], slot[1].from_ms) not in retried}
+    if not candidates:
+        return set()
+    places = source_locations(source, {export.endpoint})
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(parts.c.dataset, parts.c.from_ms, parts.c.to_ms, parts.c.rows, parts.c.status)
+            .where(
+                parts.c.export_id == export_id,
+                parts.c.location.in_(sorted(places)),
+                parts.c.dataset.in_(sorted({d for d, _ in candidates})),
+                parts.c.kind != SUCCESS_MARK,
+            )
+            .order_by(parts.c.part)
+        ).all()
+    recorded: dict[Slot, list[tuple[int, bool]]] = {}
+    for r in rows:
+        recorded.setdefault((r.dataset, Window(r.from_ms, r.to_ms)), []).append((r.rows, r.status == PART_LANDED))
+    return {slot for slot in candidates if found[slot] in _possible_rows(recorded.get(slot, []))}
+
+
+def _possible_rows(recorded: list[tuple[int, bool]]) -> set[int]:
+    """Rows the bucket may hold of a window whose parts the ledger recorded (rows, landed), in order:
+    every landed part and at least part 0000 (the window is in the bucket), then none, some or all
+    of the parts after those."""
+    totals = [0, *accumulate(rows for rows, _ in recorded)]
+    last_landed = max((i + 1 for i, (_, landed) in enumerate(recorded) if landed), default=0)
+    return set(totals[max(last_landed, 1) :])
