@@ -140,7 +140,9 @@ def test_a_replace_stopped_at_its_first_part_is_run_again_whole(world: World, mo
         assert [i for i, n in found.items() if n > 1] == [], "every row once"
         parts = world.store.window_parts(export.id, "email_events", w, export.location)
         assert [p.rows for p in parts] == ([first.rows, 3] if write_once else [first.rows + 3, 0])
-        latest = max((a for a in world.store.ledger(export.id) if a.window == w and a.status == "committed"), key=lambda a: a.id)
+        latest = max(
+            (a for a in world.store.ledger(export.id) if a.window == w and a.status == "committed"), key=lambda a: a.id
+        )
         assert latest.rows == first.rows + 3, "the ledger counts each row once"
     finally:
         server.close()
