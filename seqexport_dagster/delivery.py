@@ -260,6 +260,10 @@ class Attempt:
             return self._replace(window_id, dataset, window, keys, ledger, fmt)
         tally = Tally()
         writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
+        # A snapshot part could not be cut again as sent (its rows change); with no precondition
+        # its re-send must be those bytes (`_resend`), so they are kept until it lands. (Read with
+        # a default: wrappers written before anything read the attribute do not all declare it.)
+        keep = snapshot and not getattr(self.destination, "preconditions", True)
         boundary: SortKey | None = None
         for p in ledger:
             tally.next_number = p.number + 1
@@ -270,15 +274,14 @@ class Attempt:
                 lo, hi = (boundary, p.last) if p.kind == RANGE_PART else (None, None)
                 rows = self._rows(dataset, account, window, lo, hi, wanted=set(unpack_ids(p.ids or b"")))
                 part = _one_part(writer, rows, p.number)
-                outcome = (
-                    self.rewrite_unfinished(p.key, part.body, True)
-                    if finish_replace
-                    else self.create(p.key, part.body, outcome_unknown=True)
-                )
+                if finish_replace:
+                    outcome, held = self.rewrite_unfinished(p.key, part.body, True), (p.rows, p.size)
+                else:
+                    outcome, held = self._resend(window_id, dataset, window, p, part)
                 tally.resent += 1
                 tally.existed += outcome == PutOutcome.EXISTED
                 self.store.mark_part_landed(window_id, p.number, self.clock())
-                tally.landed(p.rows, p.size)
+                tally.landed(*held)
                 if outcome == PutOutcome.CREATED:
                     tally.uploaded(part)
             if p.kind == RANGE_PART and p.last is not None:
@@ -294,7 +297,7 @@ class Attempt:
                 batches = self.source.window_batches(dataset, account, window, after=boundary)
             if not own and ledger:  # late-row parts of a moved window already here: never twice
                 batches = without_ids(batches, {i for p in ledger if p.landed for i in unpack_ids(p.ids or b"")})
-            self._send(window_id, writer, batches, keys, tally, kind=RANGE_PART, empty=not ledger)
+            self._send(window_id, writer, batches, keys, tally, kind=RANGE_PART, empty=not ledger, keep=keep)
         if ledger or committed:
             late = late_ids(
                 self.source,
@@ -306,7 +309,7 @@ class Attempt:
             if late:
                 rows = self._rows(dataset, account, window, None, None, wanted=late)
                 before = tally.rows
-                self._send(window_id, writer, rows, keys, tally, kind=LATE_PART, empty=False)
+                self._send(window_id, writer, rows, keys, tally, kind=LATE_PART, empty=False, keep=keep)
                 tally.late_rows = tally.rows - before
         return tally
 
@@ -365,12 +368,13 @@ class Attempt:
         *,
         kind: str,
         empty: bool,
+        keep: bool = False,
     ) -> None:
         part: Part
         try:
             for part in writer.parts(batches, first=tally.next_number, empty=empty):
                 key = keys(part.number)
-                self._record_intent(window_id, key, part, kind)
+                self._record_intent(window_id, key, part, kind, keep=keep)
                 try:
                     outcome = self.create(key, part.body)
                 except PermanentError as exc:
@@ -447,17 +451,25 @@ class Attempt:
                 cut = max(cut, part.number + 1)
                 if part.number not in sent:
                     send(part)
+            for number in range(cut, written):
+                if number not in sent:
+                    send(blank(number))
+        except PermanentError as exc:
+            if not sent and not _outcome_unknown(exc):
+                # Refused at its first overwrite (a key that may only create): nothing here was
+                # replaced, so there is no replace to finish (`runner.run_day` would redo it forever).
+                self.store.clear_replacing(window_id)
+            raise
         finally:
             _close(batches)
-        for number in range(cut, written):
-            if number not in sent:
-                self._overwrite(window_id, keys(number), blank(number), tally, before.get(number))
         return tally
 
     def _overwrite(self, window_id: int, key: str, part: Part, tally: Tally, previous: PartRecord | None) -> None:
         # The guard's reads come before the new intent: a control-plane error there must not leave
         # the new record over a part whose old object still stands (main's sim seed 5000).
         self.guard()
+        # An old part still at intent may have its bytes kept for its re-send: put back with it.
+        kept = self.store.pending_body(window_id, part.number) if previous and not previous.landed else None
         self._record_intent(window_id, key, part, RANGE_PART)
         try:
             self.overwrite(key, part.body, guarded=True)
@@ -466,13 +478,13 @@ class Attempt:
             # the new intent, a later attempt would re-send it, take the 412 for "landed" and count
             # rows the object does not hold as delivered (sim seed 5000).
             if not _outcome_unknown(exc):
-                self._restore(window_id, part.number, previous)
+                self._restore(window_id, part.number, previous, kept)
             raise
         self.store.mark_part_landed(window_id, part.number, self.clock())
         tally.landed(part.rows, part.size)
         tally.uploaded(part)
 
-    def _restore(self, window_id: int, number: int, previous: PartRecord | None) -> None:
+    def _restore(self, window_id: int, number: int, previous: PartRecord | None, kept: bytes | None) -> None:
         """Put back the ledger's record of a part whose overwrite the store refused."""
         if previous is None:
             self.store.forget_part_intent(window_id, number)
@@ -488,12 +500,39 @@ class Attempt:
             md5=previous.md5 or "",
             ids=previous.ids,
             now_ms=self.clock(),
+            body=kept,
         )
         if previous.landed:
             self.store.mark_part_landed(window_id, number, self.clock())
 
-    def _record_intent(self, window_id: int, key: str, part: Part, kind: str) -> None:
-        """The part ledger's record of ``part`` under ``key``, always before its PUT."""
+    def _resend(
+        self, window_id: int, dataset: str, window: Window, p: PartRecord, part: Part
+    ) -> tuple[PutOutcome, tuple[int, int]]:
+        """Send a part of unknown outcome again under its name, as the bytes it was first sent as;
+        returns the answer and the rows and bytes the object now holds.
+
+        Event rows do not change, so ``part`` (cut again from the recorded ids) is those bytes. A
+        snapshot part's rows do (a subscriber updated since, sim seed 10000040): without a
+        precondition the re-send reaches the object if it landed, so it goes out as the bytes kept
+        with its intent. Otherwise the new cut goes create-only: a 412 keeps the old object and its
+        record; an object it creates holds the new cut, which is recorded in its place.
+        """
+        if p.md5 is None or part.content_md5 == p.md5:
+            return self.create(p.key, part.body, outcome_unknown=True), (p.rows, p.size)
+        kept = self.store.pending_body(window_id, p.number)
+        if kept is not None and content_md5(kept) == p.md5:
+            return self.create(p.key, kept, outcome_unknown=True), (p.rows, p.size)
+        # Not kept (recorded before migration 0014, or a store that lost its precondition since):
+        # the new cut is the only body there is; with a precondition it cannot replace anything.
+        outcome = self.create(p.key, part.body, outcome_unknown=True)
+        if outcome != PutOutcome.CREATED:
+            return outcome, (p.rows, p.size)
+        self._record_intent(window_id, p.key, part, p.kind)
+        return outcome, (part.rows, part.size)
+
+    def _record_intent(self, window_id: int, key: str, part: Part, kind: str, *, keep: bool = False) -> None:
+        """The part ledger's record of ``part`` under ``key``, always before its PUT (``keep``: its
+        bytes too, until it lands)."""
         self.store.record_part_intent(
             window_id,
             number=part.number,
@@ -505,6 +544,7 @@ class Attempt:
             md5=part.content_md5,
             ids=pack_ids(part.ids),
             now_ms=self.clock(),
+            body=part.body if keep else None,
         )
 
 

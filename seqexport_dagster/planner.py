@@ -5,7 +5,8 @@ position, the windows already committed on a day) and the time; the planner deci
 - which windows of (export, dataset) are due now: the unfinished window's exact bounds first (a
   retry rewrites "the same window with the same file names"), then the chain on the frequency grid,
   or up to now − lag under "export now", in catch-up windows of at most a day;
-- whether the subscriber snapshot of a day is due (once the day is over plus the lag);
+- whether the subscriber snapshot of a day is due (once the day is over plus the lag), and a past
+  day whose backfill or replace failed (`owed_snapshot_day`);
 - backoff: nothing of a dataset is due while it waits out min(frequency × 2^(n−1), 6 h), unless
   "export now" was pressed, which lifts the wait for one immediate attempt (the store does);
 - what a backfill of a day re-delivers: the committed windows of that day with their bounds, then
@@ -121,6 +122,20 @@ def snapshot_due(export: ExportRecord, state: DatasetState, now_ms: int) -> dt.d
     return day_of(state.position_ms) if now_ms >= state.position_ms + DAY_MS + export.lag_ms else None
 
 
+def owed_snapshot_day(state: DatasetState) -> dt.date | None:
+    """The past snapshot day of the dataset's last error (a backfill or replace of it failed), or ``None``.
+
+    Scheduled runs otherwise only take the day at the position, so nothing would finish that day
+    (sim seed 5000: a replace overwrote the part, its ``_SUCCESS`` answered too late, and the ledger
+    kept the old snapshot's rows). After the backoff it is due again, before the position's day;
+    its error stays until it commits (`store.ledger`'s commit leaves another day's error alone).
+    """
+    window = state.last_error_window
+    if not state.failures or window is None or window.to_ms > state.position_ms:
+        return None
+    return window.day
+
+
 def due_day(export: ExportRecord, state: DatasetState, now_ms: int, unfinished: Window | None = None) -> dt.date | None:
     """The first UTC day on which this dataset has work due now (backoff applied), or ``None``."""
     due = _due(export, state, now_ms, unfinished)
@@ -139,7 +154,7 @@ def _due(
     if waiting_for_backoff(export, state, now_ms):
         return None
     if DATASETS[state.dataset].is_snapshot:
-        day = snapshot_due(export, state, now_ms)
+        day = owed_snapshot_day(state) or snapshot_due(export, state, now_ms)
         return None if day is None else (day, 1.0)
     windows = windows_due(export, state, now_ms, unfinished)
     if not windows:

@@ -207,11 +207,21 @@ class Runner:
             start = day_start_ms(day)
             due = self.clock() >= start + DAY_MS + export.lag_ms
             backfill = (rewrite or replace) and day_start(state.added_at) <= start
+            owed = planner.owed_snapshot_day(state) == day  # its backfill or replace failed
             if due and state.position_ms == start:
                 report.snapshot = self.write_snapshot(export_id, day, run_id=run_id)
-            elif due and backfill and start < state.position_ms:
-                if replace or not self.store.committed_at(export_id, dataset, snapshot_window(start), export.location):
-                    report.snapshot = self.write_snapshot(export_id, day, run_id=run_id, replace=replace)
+            elif due and (backfill or owed) and start < state.position_ms:
+                # A replace that overwrote here and never committed is finished as a replace, like
+                # an event window's (sim seed 5000); the day it rewrote is owed to its reload.
+                window = snapshot_window(start)
+                finish = not replace and self.store.replace_unfinished(export_id, dataset, window, export.location)
+                if (
+                    replace
+                    or finish
+                    or owed
+                    or not self.store.committed_at(export_id, dataset, window, export.location)
+                ):
+                    report.snapshot = self.write_snapshot(export_id, day, run_id=run_id, replace=replace or finish)
                 else:
                     report.skipped_windows = 1
             report.complete = report.snapshot is not None or state.position_ms > start

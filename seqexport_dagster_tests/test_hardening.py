@@ -294,7 +294,9 @@ def _spec(box: SecretBox) -> str:
 @pytest.mark.parametrize("port", [21, 22, 23, 25, 53, 110, 143, 389, 445, 587, 993, 1433, 3306, 3389, 5432, 6379,
                                   9042, 9200, 11211, 27017, 80, 8, 8080, 8443, 3000, 9090])  # fmt: skip
 def test_ports_outside_the_allow_list_are_refused(port: int) -> None:
-    with pytest.raises(Exception, match=f"port {port} is not accepted on this deployment; use one of 443, 9000") as info:
+    with pytest.raises(
+        Exception, match=f"port {port} is not accepted on this deployment; use one of 443, 9000"
+    ) as info:
         validate_endpoint(f"https://minio.example.com:{port}", STRICT)
     assert type(info.value).__name__ == "InvalidInput" and info.value.field == "endpoint"  # type: ignore[attr-defined]
 

@@ -156,7 +156,10 @@ def test_tokens_command(run_sqlite: Cli) -> None:
     created = run("tokens", "create", "--account", "acme", "--name", "dashboard")
     assert created.code == 0 and "shown only now" in created.out
     value = created.out.strip().splitlines()[-1]
-    assert value.startswith("sqx_") and TokenStore(run.world.control_engine).authenticate(value, now_ms=wall_clock_ms()) is not None
+    assert (
+        value.startswith("sqx_")
+        and TokenStore(run.world.control_engine).authenticate(value, now_ms=wall_clock_ms()) is not None
+    )
     listed = run.ok("tokens", "list")
     assert [(t["account_id"], t["scope"], t["name"]) for t in listed] == [("acme", "account", "dashboard")]
     secret = value.removeprefix(listed[0]["id"] + "_")  # the whole secret: it may contain "_"

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.ledger import LedgerStore
 from seqexport_dagster.store.records import COMMITTED, PART_INTENT, PartRecord, part_record_of
-from seqexport_dagster.store.tables import export_datasets, parts, windows
+from seqexport_dagster.store.tables import export_datasets, part_record_columns, parts, windows
 from seqexport_dagster.store.window_days import read_window_days
 from seqexport_dagster.window import DAY_MS, Window
 
@@ -86,6 +86,30 @@ class LatePartsStore(LedgerStore):
             conn.execute(windows.update().where(windows.c.id == window_id).values(replacing=True))
 
     @translate_errors
+    def pending_body(self, window_id: int, number: int) -> bytes | None:
+        """The bytes part ``number`` of the attempt's window, at its place, was sent with while it
+        is at intent, if they were kept (`ledger.record_part_intent`)."""
+        with self.engine.connect() as conn:
+            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            body = conn.execute(
+                sa.select(parts.c.pending_body).where(
+                    parts.c.export_id == w.export_id,
+                    parts.c.dataset == w.dataset,
+                    parts.c.from_ms == w.from_ms,
+                    parts.c.to_ms == w.to_ms,
+                    parts.c.location == w.location,
+                    parts.c.part == number,
+                )
+            ).scalar()
+        return None if body is None else bytes(body)
+
+    @translate_errors
+    def clear_replacing(self, window_id: int) -> None:
+        """The replace was refused before anything was overwritten: this attempt replaced nothing."""
+        with self.engine.begin() as conn:
+            conn.execute(windows.update().where(windows.c.id == window_id).values(replacing=False))
+
+    @translate_errors
     def replace_unfinished(self, export_id: str, dataset: str, window: Window, location: str) -> bool:
         """Whether a replace of the window at ``location`` ended after overwriting and before its
         commit (no attempt committed there since): its manifest was not written."""
@@ -150,7 +174,7 @@ def _parts_everywhere() -> sa.Select[Any]:
         windows.c.status == COMMITTED,
     )
     return (
-        sa.select(parts)
+        sa.select(*part_record_columns)
         .where(
             parts.c.export_id == sa.bindparam("e"),
             parts.c.dataset == sa.bindparam("d"),

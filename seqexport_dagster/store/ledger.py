@@ -17,7 +17,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from seqexport_dagster.errors import sanitize_error
-from seqexport_dagster.schema import EVENT_DATASETS
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.lifecycle_events import on_commit, on_failure
 from seqexport_dagster.store.records import (
@@ -36,7 +35,7 @@ from seqexport_dagster.store.records import (
     dataset_state_of,
     part_record_of,
 )
-from seqexport_dagster.store.tables import export_datasets, exports, parts, windows
+from seqexport_dagster.store.tables import export_datasets, exports, part_record_columns, parts, windows
 from seqexport_dagster.window import Window, backoff_ms
 
 
@@ -105,11 +104,14 @@ class LedgerStore:
         md5: str,
         ids: bytes | None,
         now_ms: int,
+        body: bytes | None = None,
     ) -> None:
         """Record a part before its PUT: what it will hold and where its rows end.
 
-        A number already in the ledger is only recorded again by an operator's replace; its row is
-        then rewritten in place as a new intent.
+        A number already in the ledger is only recorded again by an operator's replace (its row is
+        then rewritten in place as a new intent), or by a re-send that created the object with a
+        new cut. ``body``: the bytes, kept until the part lands, when a re-send could not cut them
+        again (`LatePartsStore.pending_body`).
         """
         with self.engine.begin() as conn:
             w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
@@ -126,6 +128,7 @@ class LedgerStore:
                 "ids": ids,
                 "written_at": now_ms,
                 "landed_at": None,
+                "pending_body": body,
             }
             where = sa.and_(
                 self._part_number(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location),
@@ -406,11 +409,11 @@ _PART_OF_WINDOW = sa.and_(
     parts.c.to_ms == sa.bindparam("b_to_ms"),
     parts.c.location == sa.bindparam("b_location"),
 )
-_WINDOW_PARTS = sa.select(parts).where(_PART_OF_WINDOW).order_by(parts.c.part)
+_WINDOW_PARTS = sa.select(*part_record_columns).where(_PART_OF_WINDOW).order_by(parts.c.part)
 _MARK_LANDED = (
     parts.update()
     .where(_PART_OF_WINDOW, parts.c.part == sa.bindparam("b_part"))
-    .values(status=PART_LANDED, landed_at=sa.bindparam("b_landed_at"))
+    .values(status=PART_LANDED, landed_at=sa.bindparam("b_landed_at"), pending_body=None)
 )
 _COMMIT = (
     windows.update()
@@ -452,12 +455,11 @@ def _part_params(export_id: str, dataset: str, window: Window, location: str) ->
 
 
 def _failing_elsewhere(w: Any) -> sa.ColumnElement[bool]:
-    """The dataset's last error is about another event window, disjoint from the committed one (a
-    late-row window behind the position, or the due window while an older one is rewritten): that
-    error stays until its own window commits, so undelivered rows are never hidden."""
+    """The dataset's last error is about another window, disjoint from the committed one (a
+    late-row window behind the position, the due window while an older one is rewritten, or
+    another snapshot day: sim seed 5000's failed replace of a day was hidden by the next day's
+    commit): that error stays until its own window commits, so undelivered rows are never hidden."""
     d = export_datasets.c
-    if w.dataset not in EVENT_DATASETS:
-        return sa.false()
     return sa.and_(
         d.last_error_from_ms.is_not(None),
         d.last_error_to_ms.is_not(None),

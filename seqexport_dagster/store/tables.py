@@ -134,12 +134,17 @@ parts = sa.Table(
     # source against. Pruned (set NULL) once the window is older than any reconciliation looks.
     sa.Column("ids", sa.LargeBinary),
     sa.Column("landed_at", sa.BigInteger),
+    # The bytes of a snapshot part at intent on a store without preconditions: its re-send must be
+    # the same bytes, and the subscribers' rows may have changed since (migration 0014; `delivery`).
+    sa.Column("pending_body", sa.LargeBinary),
     # A window's parts are looked up along ux_parts_number's leading columns (ix_parts_lookup, the
     # same columns without ``part``, was dropped in migration 0007_retention: it only cost bytes).
     sa.Index("ux_parts_number", "export_id", "dataset", "from_ms", "to_ms", "location", "part", unique=True),
     # The parts of window attempts (compaction), and the foreign-key check when a window row goes.
     sa.Index("ix_parts_window", "window_id"),
 )
+#: The part ledger as its records read it: every column but the pending bytes (read only to re-send).
+part_record_columns = tuple(c for c in parts.c if c.name != "pending_body")
 
 # HTTP API (migration 0005): tokens are stored as a SHA-256 of a 256-bit random value, never in clear.
 api_tokens = sa.Table(

@@ -1,0 +1,227 @@
+"""Snapshot days under faults, on every kind of store the simulator knows (`support.sim.bucket`):
+ordinary, create-only answering 412, create-only answering 403 (no precondition), and an ordinary
+store without preconditions.
+
+- Sim seed 10000040: a snapshot part whose answer was lost is re-sent under its name. A subscriber
+  updated in between changed the part's rows, so the re-cut was a different body: refused by a
+  create-only store without preconditions (a different body sent under an existing key), and it
+  would have replaced the landed part on a store without preconditions that may overwrite.
+- Sim seed 5000: a replace of a past snapshot day whose ``_SUCCESS`` answered past the deadline
+  was never finished, and the next day's commit cleared its error; the ledger kept the old
+  snapshot's rows while the bucket held the new one.
+
+Through the real runner, part ledger and planner, into the simulator's in-memory buckets (each
+kind's write semantics, and a log of every send's answer that flags a replaced object).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import json
+
+import pytest
+import sqlalchemy as sa
+
+from seqexport_dagster import planner
+from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
+from seqexport_dagster.destination.base import PutOutcome, content_md5
+from seqexport_dagster.errors import AccessDenied, EndpointTooSlow, ExportError, RetryableError
+from seqexport_dagster.store import COMMITTED, ExportRecord, snapshot_window
+from seqexport_dagster.store.tables import parts
+from seqexport_dagster.window import DAY_MS, HOUR_MS, day_start_ms
+from seqexport_dagster_tests.support.sim.bucket import (
+    CREATE_ONLY_403,
+    KINDS,
+    NO_PRECONDITION,
+    ORDINARY,
+    MemoryBucket,
+)
+from seqexport_dagster_tests.support.world import DAY0, World
+
+DAY = dt.date(2026, 9, 30)
+LAG = 120_000
+FOLDER = "subscribers/date=2026-09-30/"
+
+
+class Store:
+    """One simulated bucket behind the runner; ``faults`` maps a key's name to what happens to its
+    next write: ``lost`` (it lands, the answer does not come back), ``slow`` (it lands, the answer
+    comes after the deadline) or ``reset`` (the connection drops before it is sent)."""
+
+    def __init__(self, kind: str) -> None:
+        self.bucket = MemoryBucket(f"{kind}-b1")
+        self.preconditions = self.bucket.preconditions
+        self.faults: dict[str, str] = {}
+
+    def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
+        fault = self.faults.pop(key.rsplit("/", 1)[-1], None)
+        if fault == "reset":
+            raise RetryableError("connection reset")
+        conditional = create_only and self.preconditions
+        answer = self.bucket.send(key, body, conditional=conditional, plain=not create_only, seq=0, now_ms=0)
+        if fault == "lost":
+            raise RetryableError("connection reset while reading the answer")
+        if fault == "slow":
+            raise EndpointTooSlow("did not finish answering within the request deadline")
+        if answer == "existed":
+            return PutOutcome.EXISTED
+        if answer == "denied":
+            raise AccessDenied(f"access denied for s3:PutObject on {key}")
+        return PutOutcome.CREATED
+
+    def describe(self) -> str:
+        return f"s3://{self.bucket.name}"
+
+    def close(self) -> None:
+        return None
+
+    def day(self, day: dt.date) -> dict[str, bytes]:
+        folder = f"subscribers/date={day.isoformat()}/"
+        return {k: b for k, b in self.bucket.objects.items() if k.startswith(folder)}
+
+
+def part_ids(body: bytes) -> list[str]:
+    return [json.loads(line)["id"] for line in gzip.decompress(body).splitlines()]
+
+
+def update_subscriber(world: World, sid: str) -> None:
+    with world.source_engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE subscribers SET first_name = 'Renamed', updated_at = :t WHERE id = :i"),
+            {"t": "2026-10-01T00:01:00.000Z", "i": sid},
+        )
+
+
+def delete_subscriber(world: World, sid: str) -> None:
+    with world.source_engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM subscribers WHERE id = :i"), {"i": sid})
+
+
+def add_subscribers(world: World, n: int) -> None:
+    """Subscribers created after the days were delivered (copies of one under new ids)."""
+    with world.source_engine.connect() as conn:
+        row = list(conn.execute(sa.text("SELECT * FROM subscribers WHERE id = 'sub_acme_0000000'")).one())
+    copies = [tuple([row[0], f"sub_acme_1{i:06d}", *row[2:]]) for i in range(n)]
+    insert_rows(world.source_engine, "subscribers", copies)
+
+
+def kept_bodies(world: World) -> list[bytes]:
+    with world.control_engine.connect() as conn:
+        return list(conn.execute(sa.select(parts.c.pending_body).where(parts.c.pending_body.is_not(None))).scalars())
+
+
+def setup(world: World, kind: str, subscribers: int = 30) -> tuple[ExportRecord, Store]:
+    export = world.local_export(datasets=("subscribers",))
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + HOUR_MS, scale=Scale(subscribers=subscribers))
+    return export, Store(kind)
+
+
+def committed_rows(world: World, export: ExportRecord, day: dt.date) -> int:
+    window = snapshot_window(day_start_ms(day))
+    attempts = [w for w in world.store.ledger(export.id, dataset="subscribers") if w.window == window]
+    return [w for w in attempts if w.status == COMMITTED][-1].rows
+
+
+def assert_day_agrees(world: World, export: ExportRecord, store: Store, day: dt.date) -> None:
+    """What `verify --ledger` and a loader check: every subscriber once, ``_SUCCESS`` there, and
+    the ledger's parts (rows, MD5) and committed rows those of the objects in the bucket."""
+    objects = store.day(day)
+    names = sorted(k for k in objects if not k.endswith("_SUCCESS"))
+    assert any(k.endswith("_SUCCESS") for k in objects)
+    ids = [i for k in names for i in part_ids(objects[k])]
+    assert len(ids) == len(set(ids)), "every subscriber once"
+    window = snapshot_window(day_start_ms(day))
+    ledger = [p for p in world.store.window_parts(export.id, "subscribers", window, export.location) if p.number >= 0]
+    assert [(p.key, p.rows, p.md5) for p in ledger] == [
+        (k, len(part_ids(objects[k])), content_md5(objects[k])) for k in names
+    ]
+    assert all(p.landed for p in ledger)
+    assert committed_rows(world, export, day) == len(ids)
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["landed-answer-lost", "reset-before-sending"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_snapshot_part_of_unknown_outcome_is_resent_as_the_bytes_it_was_sent_with(
+    world: World, kind: str, landed: bool
+) -> None:
+    """Sim seed 10000040. Between the two attempts one subscriber of part 0000 is updated and one
+    is removed, so its rows cut again are no longer the bytes sent. Without a precondition the
+    re-send reaches the object if it landed: it goes out as the bytes kept with its intent. With
+    one, the new cut goes create-only; where it creates the object, the ledger records the new cut."""
+    export, store = setup(world, kind)
+    runner = world.runner(part_limit=20, destination_factory=lambda config, policy: store)
+    world.clock.now_ms = DAY0 + DAY_MS + LAG
+    store.faults["subscribers-0000.jsonl.gz"] = "lost" if landed else "reset"
+    with pytest.raises(RetryableError):
+        runner.run_day(export.id, "subscribers", DAY)
+    assert (f"{FOLDER}subscribers-0000.jsonl.gz" in store.bucket.objects) is landed
+    (sent,) = [p for p in world.store.window_parts(export.id, "subscribers", snapshot_window(DAY0), export.location)]
+    assert not sent.landed
+    assert len(kept_bodies(world)) == (0 if store.preconditions else 1), "bytes kept only without a precondition"
+    update_subscriber(world, "sub_acme_0000003")
+    delete_subscriber(world, "sub_acme_0000004")
+
+    world.clock.now_ms += HOUR_MS
+    report = runner.run_day(export.id, "subscribers", DAY)
+    assert report.snapshot is not None and report.snapshot.sent.resent == 1
+    assert store.bucket.violations == [], "no different body under an existing key, nothing replaced"
+    assert_day_agrees(world, export, store, DAY)
+    first = part_ids(store.bucket.objects[f"{FOLDER}subscribers-0000.jsonl.gz"])
+    # The part holds the rows as they were sent wherever that send may have landed (no
+    # precondition, or it did land); only a new object cut afresh leaves the removed one out.
+    kept = landed or kind in (CREATE_ONLY_403, NO_PRECONDITION)
+    assert ("sub_acme_0000004" in first) is kept
+    assert kept_bodies(world) == [], "the bytes go once the part has landed"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_failed_replace_of_a_past_snapshot_day_is_finished_and_keeps_its_error_until_then(
+    world: World, kind: str
+) -> None:
+    """Sim seed 5000. An operator replaces two past days; on a store that may overwrite, the first
+    day's ``_SUCCESS`` answers past the deadline (it landed: the day now holds the new snapshot),
+    and the second day's replace succeeds. The first day's error stays (the second day's commit
+    does not clear it), it is due again after the backoff, and that scheduled run finishes it, so
+    the ledger says what the bucket holds. On a create-only key the replace is refused at its first
+    overwrite (nothing replaced): the retry commits the day as it stands and clears the error."""
+    export, store = setup(world, kind)
+    # One part a day: a replace that grows a day by a part creates it after the old `_SUCCESS`.
+    runner = world.runner(part_limit=100, destination_factory=lambda config, policy: store)
+    second = DAY + dt.timedelta(days=1)
+    for n in (1, 2):
+        world.clock.now_ms = DAY0 + n * DAY_MS + LAG
+        assert runner.run_day(export.id, "subscribers", DAY + dt.timedelta(days=n - 1)).snapshot is not None
+    add_subscribers(world, 45)
+    may_overwrite = kind in (ORDINARY, NO_PRECONDITION)
+
+    world.clock.now_ms = DAY0 + 2 * DAY_MS + 3 * HOUR_MS
+    if may_overwrite:
+        store.faults["_SUCCESS"] = "slow"
+    with pytest.raises(ExportError):
+        runner.run_day(export.id, "subscribers", DAY, rewrite=True, replace=True)
+    if may_overwrite:
+        assert runner.run_day(export.id, "subscribers", second, rewrite=True, replace=True).snapshot is not None
+    state = world.store.get_export(export.id).dataset_state("subscribers")
+    assert state is not None and state.failures == 1
+    assert state.last_error_window == snapshot_window(DAY0), "the failed day keeps its error"
+    assert world.store.replace_unfinished(export.id, "subscribers", snapshot_window(DAY0), export.location) is (
+        may_overwrite
+    )
+
+    assert state.next_retry_at is not None
+    record = world.store.get_export(export.id)
+    assert planner.due_day(record, state, state.next_retry_at - 1) is None, "backoff first"
+    assert planner.due_day(record, state, state.next_retry_at) == DAY, "then the failed day again"
+    world.clock.now_ms = state.next_retry_at
+    report = runner.run_day(export.id, "subscribers", DAY)  # what the scheduled run of that day does
+    assert report.snapshot is not None
+    state = world.store.get_export(export.id).dataset_state("subscribers")
+    assert state is not None and state.failures == 0 and state.last_error is None
+    assert not world.store.replace_unfinished(export.id, "subscribers", snapshot_window(DAY0), export.location)
+    assert store.bucket.violations == []
+    for day in (DAY, second):
+        assert_day_agrees(world, export, store, day)
+    rows = len([i for k, b in store.day(DAY).items() if not k.endswith("_SUCCESS") for i in part_ids(b)])
+    assert rows == (75 if may_overwrite else 30), "the replace's snapshot where the key may overwrite"
+    assert planner.due_day(world.store.get_export(export.id), state, world.clock()) is None
