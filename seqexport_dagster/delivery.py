@@ -251,9 +251,12 @@ class Attempt:
         ledger = [
             p for p in self.store.window_parts(self.export.id, dataset, window, self.location) if p.kind != SUCCESS_MARK
         ]
-        if replace or any(p.kind == LEGACY_PART for p in ledger):
+        if replace or any(p.kind == LEGACY_PART for p in ledger) or (finish_replace and _carried_twice(ledger)):
             # An operator's replace, or a window the runner before the part ledger left unfinished
-            # (no boundaries to resume from): rewrite from part 0000. Needs overwrite rights.
+            # (no boundaries to resume from): rewrite from part 0000. Needs overwrite rights. Also a
+            # replace that ended part-way (sim seed 10000118): its new cut stands beside parts it had
+            # not reached yet (an old late part, a part it would have blanked) that carry some of the
+            # same rows; finishing only its parts of unknown outcome would keep both. It is run again.
             return self._replace(window_id, dataset, window, keys, ledger, fmt)
         tally = Tally()
         writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
@@ -558,6 +561,19 @@ def _outcome_unknown(exc: PermanentError) -> bool:
     if isinstance(exc, AccessDenied):
         return exc.outcome_unknown
     return isinstance(exc, EndpointTooSlow | ResponseTooLarge)
+
+
+def _carried_twice(ledger: Sequence[PartRecord]) -> bool:
+    """Whether two parts of the ledger (at one location, landed or not) carry the same row."""
+    seen: set[str] = set()
+    for p in ledger:
+        if p.ids is None or p.kind == SUCCESS_MARK:
+            continue
+        ids = unpack_ids(p.ids)
+        if not seen.isdisjoint(ids):
+            return True
+        seen.update(ids)
+    return False
 
 
 def _one_part(writer: Writer, rows: Iterator[list[Row]], number: int) -> Part:

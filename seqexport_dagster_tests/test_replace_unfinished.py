@@ -97,3 +97,52 @@ def test_a_replace_that_ended_before_its_commit_is_finished_as_a_replace(
     assert [(p["rows"], p["md5"]) for p in manifest["parts"]] == [
         (p.rows, in_bucket[p.key.removeprefix(f"{export.prefix}/")]) for p in parts
     ], "the newest manifest describes the parts in the bucket"
+
+
+@pytest.mark.parametrize("write_once", [False, True], ids=["ordinary", "create-only"])
+def test_a_replace_stopped_at_its_first_part_is_run_again_whole(world: World, moto: Any, write_once: bool) -> None:
+    """Sim seed 10000118: the replace's overwrite of 0000 (now every row, the late ones too) landed
+    but its answer was lost, so the attempt ended before reaching 0001, the old late part. Finishing
+    only 0000 kept 0001 beside it: its rows twice. The replace is run again whole (0001 blanked).
+    A create-only key refuses the replace's first write and nothing changes: the next attempt
+    delivers as before, the late part included, each row once."""
+    server = fp.FaultProxy(moto.port, write_once=write_once)
+    try:
+        generate_account(world.source_engine, "acme", DAY0 - HOUR_MS, DAY0 + 4 * HOUR_MS, scale=Scale(30, 20, 0, 0))
+        s3 = moto.admin_client()
+        export = s3_export(world, s3, server, datasets=("email_events",), frequency="1h")
+        runner = s3_runner(world, part_limit=500)
+        world.clock.now_ms = DAY0 + 3 * HOUR_MS + 3 * MINUTE_MS
+        runner.run_day(export.id, "email_events", DAY)
+        (first,) = world.store.ledger(export.id)
+        w = first.window
+        insert_rows(world.source_engine, "email_events", late_rows(w, 3, "late"))
+        world.clock.now_ms += HOUR_MS
+        reconcile(runner, export.id)
+        old = world.store.window_parts(export.id, "email_events", w, export.location)
+        assert [p.rows for p in old] == [first.rows, 3]
+
+        fault = server.add(fp.lost_reply(match=old[0].key.rsplit("/", 1)[-1], times=None))
+        world.clock.now_ms += HOUR_MS
+        with pytest.raises(ExportError):
+            runner.run_day(export.id, "email_events", DAY, rewrite=True, replace=True)
+        server.remove(fault)
+        world.clock.now_ms += HOUR_MS
+        runner.run_day(export.id, "email_events", DAY, rewrite=True)
+
+        found: Counter[str] = Counter()
+        for key, body in read_objects(s3, export.bucket, export.prefix).items():
+            if key.startswith("email_events/") and key.endswith(".jsonl.gz"):
+                found.update(json.loads(line)["id"] for line in gzip.decompress(body).splitlines())
+        position = world.store.get_export(export.id).dataset_state("email_events")
+        assert position is not None
+        assert set(found) == source_ids(world.source_engine, "email_events", "acme", (DAY0, position.position_ms))
+        assert [i for i, n in found.items() if n > 1] == [], "every row once"
+        parts = world.store.window_parts(export.id, "email_events", w, export.location)
+        assert [p.rows for p in parts] == ([first.rows, 3] if write_once else [first.rows + 3, 0])
+        latest = max(
+            (a for a in world.store.ledger(export.id) if a.window == w and a.status == "committed"), key=lambda a: a.id
+        )
+        assert latest.rows == first.rows + 3, "the ledger counts each row once"
+    finally:
+        server.close()

@@ -104,10 +104,10 @@ def ledger_problems(
 
 def committed_here(store: ControlPlane, export_id: str, source: str) -> dict[tuple[str, Window], int] | None:
     """Rows of the latest committed attempt of each window at ``source``; ``None`` when the place is
-    not recognised (`ledger_scope.source_locations`)."""
+    not recognised (`ledger_scope.source_locations`: no attempt was ever made there)."""
     import sqlalchemy as sa
 
-    from seqexport_dagster.ledger_scope import source_locations
+    from seqexport_dagster.ledger_scope import attempted_at, source_locations
     from seqexport_dagster.store import COMMITTED, ControlPlane
     from seqexport_dagster.store.tables import windows
 
@@ -126,7 +126,7 @@ def committed_here(store: ControlPlane, export_id: str, source: str) -> dict[tup
             .order_by(windows.c.id)
         ).all()
     if not rows:
-        return None
+        return {} if attempted_at(store, export_id, places) else None
     # A commit with no part and no row here claims nothing in this bucket: a late-rows pass that
     # found every row already delivered at an earlier place (it clears the window's error; sim
     # seed 10000000 at 3 days; seed 8002 too). A window written here always has a part, an empty 0000 at least.
