@@ -6,6 +6,8 @@
 - the core never imports the wiring; only the CLI, a front end, reaches into it (the demo, and the
   daemon check behind `export-now`), and only lazily;
 - no product module grows past about 400 lines without saying why at its top (``Size: <reason>``).
+- the layers point one way: a module imports its own layer and the layers below it, never one above
+  (`LAYERS`, from the top), and every module has its layer;
 
 That test modules never import each other lives in `test_structure_of_tests`.
 """
@@ -24,17 +26,32 @@ DAGSTER_PACKAGES = ("dagster", "dagster_aws", "dagster_gcp", "dagster_postgres",
 WIRING = (f"{PACKAGE}.definitions", f"{PACKAGE}.defs", f"{PACKAGE}.demo")
 FRONT_ENDS = (f"{PACKAGE}.cli",)
 
+#: The layers, from the top, each with the module trees it holds. A module may import its own layer
+#: and every layer below it, never one above: the contract (what a customer's files promise) knows
+#: nothing of buckets, a destination nothing of the control plane, the control plane nothing of the
+#: delivery that drives it, delivery nothing of the management and front ends that call it. The shared
+#: modules (every error class, the clock, progress) sit below all and import no other layer.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("front end", ("seqexport_dagster.cli", "seqexport_dagster.service", "seqexport_dagster.defs", "seqexport_dagster.demo", "seqexport_dagster.definitions")),
+    ("management", ("seqexport_dagster.api", "seqexport_dagster.status", "seqexport_dagster.history", "seqexport_dagster.health", "seqexport_dagster.presentation", "seqexport_dagster.tenancy", "seqexport_dagster.remote", "seqexport_dagster.remote_webhooks", "seqexport_dagster.webhooks_api", "seqexport_dagster.webhook_presentation", "seqexport_dagster.role_setup", "seqexport_dagster.terminal", "seqexport_dagster.verify", "seqexport_dagster.ledger_scope")),
+    ("delivery", ("seqexport_dagster.planner", "seqexport_dagster.idle", "seqexport_dagster.writer", "seqexport_dagster.parquet_writer", "seqexport_dagster.part_writers", "seqexport_dagster.delivered", "seqexport_dagster.manifest", "seqexport_dagster.delivery", "seqexport_dagster.runner", "seqexport_dagster.batch", "seqexport_dagster.backfill", "seqexport_dagster.reconcile", "seqexport_dagster.run_summary", "seqexport_dagster.connection_test", "seqexport_dagster.config", "seqexport_dagster.assembly", "seqexport_dagster.webhook", "seqexport_dagster.webhook_dispatch")),
+    ("control plane and source", ("seqexport_dagster.store", "seqexport_dagster.source")),
+    ("destination", ("seqexport_dagster.destination", "seqexport_dagster.redaction")),
+    ("contract", ("seqexport_dagster.window", "seqexport_dagster.keys", "seqexport_dagster.schema", "seqexport_dagster.schema_publish", "seqexport_dagster.file_format", "seqexport_dagster.validation", "seqexport_dagster.warehouse", "seqexport_dagster.warehouse_parquet", "seqexport_dagster.warehouse_stage", "seqexport_dagster.warehouse_types")),
+    ("shared", ("seqexport_dagster.errors", "seqexport_dagster.clock", "seqexport_dagster.progress")),
+)  # fmt: skip
+
 
 def is_under(name: str, roots: tuple[str, ...]) -> bool:
     return any(name == root or name.startswith(root + ".") for root in roots)
 
 
-def modules(package: str) -> dict[str, Path]:
-    return {module_name(ROOT, p): p for p in sorted((ROOT / package).rglob("*.py"))}
+def modules(package: str, root: Path = ROOT) -> dict[str, Path]:
+    return {module_name(root, p): p for p in sorted((root / package).rglob("*.py"))}
 
 
-def imports_of(path: Path) -> set[str]:
-    return {name for _, name in imported(ROOT, path)}
+def imports_of(path: Path, root: Path = ROOT) -> set[str]:
+    return {name for _, name in imported(root, path)}
 
 
 def owner(name: str, known: dict[str, Path]) -> str | None:
@@ -45,14 +62,14 @@ def owner(name: str, known: dict[str, Path]) -> str | None:
     return ".".join(parts) or None
 
 
-def import_graph(package: str) -> dict[str, set[str]]:
+def import_graph(package: str, root: Path = ROOT) -> dict[str, set[str]]:
     """Who imports whom. A module's own parent packages are left out: Python has initialised them
     before the module runs, so ``from seqexport_dagster.cli import render`` inside ``cli/`` depends on
     ``cli.render``, not on ``cli/__init__``."""
-    known = modules(package)
+    known = modules(package, root)
     graph: dict[str, set[str]] = {}
     for name, path in known.items():
-        targets = {owner(m, known) for m in imports_of(path)}
+        targets = {owner(m, known) for m in imports_of(path, root)}
         graph[name] = {m for m in targets if m and m != name and not name.startswith(m + ".")}
     return graph
 
@@ -152,3 +169,66 @@ def test_the_wiring_rule_sees_an_offender(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from seqexport_dagster.defs.resources import x\n")
     assert any(is_under(m, WIRING) for m in imports_of(source))
+
+
+def layer_of(name: str, layers: tuple[tuple[str, tuple[str, ...]], ...] = LAYERS) -> int | None:
+    """The index of the layer ``name`` belongs to (0 is the top), or None. The package itself (its
+    ``__init__``, which imports nothing) counts with the shared modules."""
+    if name == PACKAGE:
+        return len(layers) - 1
+    found = [i for i, (_, roots) in enumerate(layers) if is_under(name, roots)]
+    return found[0] if found else None
+
+
+def upward_imports(graph: dict[str, set[str]], layers: tuple[tuple[str, tuple[str, ...]], ...] = LAYERS) -> list[str]:
+    """Every import that points up the layers (or out of them), one line each, sorted."""
+    found = []
+    for name in sorted(graph):
+        here = layer_of(name, layers)
+        if here is None:
+            continue  # reported by `unplaced`
+        for target in sorted(graph[name]):
+            there = layer_of(target, layers)
+            if there is not None and there < here:
+                found.append(f"{name} ({layers[here][0]}) imports {target} ({layers[there][0]})")
+    return found
+
+
+def unplaced(graph: dict[str, set[str]], layers: tuple[tuple[str, tuple[str, ...]], ...] = LAYERS) -> list[str]:
+    return sorted(name for name in graph if layer_of(name, layers) is None)
+
+
+def test_every_module_has_its_layer() -> None:
+    assert unplaced(import_graph(PACKAGE)) == [], "modules in no layer: add them to a layer's package"
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    offenders = upward_imports(import_graph(PACKAGE))
+    assert not offenders, (
+        "imports against the layers (a module may import its own layer and those below):\n" + "\n".join(offenders)
+    )
+
+
+def test_the_layer_rules_see_a_planted_offender_each(tmp_path: Path) -> None:
+    """A package in miniature, one module per layer, each importing the layer just above it (every
+    other one lazily, inside a function): each rule reports its offender, and nothing else is reported."""
+    first = [roots[0] for _, roots in LAYERS]
+    for index, module in enumerate(first):
+        path = tmp_path / (module.replace(".", "/") + ".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        above = f"import {first[index - 1]}\n" if index else ""
+        path.write_text(f"def later():\n    {above}" if index % 2 else above)
+    graph = import_graph(PACKAGE, tmp_path)
+    assert unplaced(graph) == []
+    assert upward_imports(graph) == sorted(
+        f"{first[i]} ({LAYERS[i][0]}) imports {first[i - 1]} ({LAYERS[i - 1][0]})" for i in range(1, len(first))
+    )
+    (tmp_path / PACKAGE / "stray.py").write_text("")
+    assert unplaced(import_graph(PACKAGE, tmp_path)) == [f"{PACKAGE}.stray"]
+
+
+def test_the_layers_allow_imports_down_and_within() -> None:
+    """Guards the rule against refusing everything: from the top to the bottom, and inside one layer."""
+    top, delivery, shared = LAYERS[0][1], LAYERS[2][1], LAYERS[-1][1]
+    graph = {top[0]: {shared[0], delivery[0]}, delivery[0]: {delivery[1], shared[0]}, shared[0]: {shared[1]}}
+    assert upward_imports(graph) == []

@@ -65,6 +65,9 @@ LEGACY_PART: Final = PartKind.LEGACY
 SUCCESS_MARK: Final = PartKind.SUCCESS
 
 HISTORY_MS = 14 * DAY_MS
+#: Part ids of committed windows older than this are dropped: no reconciliation looks back further
+#: (`reconcile`), and compaction keeps at least this much whole (`store.compaction`).
+PRUNE_AFTER_MS: Final = 7 * DAY_MS
 WORKER_LOST = "the run writing this window ended without finishing (run worker lost); it was retried"
 
 
