@@ -44,8 +44,7 @@ from seqexport_dagster.batch import RETRY_DELAYS_S
 from seqexport_dagster.errors import ExportError, RunInterrupted
 from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.schema import EVENT_DATASETS
-from seqexport_dagster.store import ACTIVE, LATE_PART, DatasetState, ExportRecord, PartRecord
-from seqexport_dagster.store.records import PRUNE_AFTER_MS
+from seqexport_dagster.store import ACTIVE, LATE_PART, PRUNE_AFTER_MS, DatasetState, ExportRecord, PartRecord
 from seqexport_dagster.window import DAY_MS, Window, frequency_ms
 
 DEFAULT_LOOKBACK_MS = DAY_MS
