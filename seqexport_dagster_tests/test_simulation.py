@@ -137,6 +137,11 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # day's first attempt was interrupted. Such a part's bytes are now kept with its intent until it
     # lands and re-sent as they were (`delivery.Attempt._resend`, migration 0014).
     10000040: {"days": 3},
+    # Long-run seeds (first seed 10000100, on a9890d2) still failing on the merged fixes (see OPEN_FINDINGS).
+    10000107: {"days": 3},
+    10000142: {"days": 3},
+    10000163: {"days": 3},
+    10000194: {"days": 3},
 }
 
 
@@ -148,7 +153,13 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
 #: replaced (the replace rewrote the names it had loaded; a replaced day is owed by its reload). The
 #: third, a failed snapshot replace never finished, is fixed on branch fix40 (see REGRESSION_SEEDS),
 #: as is long-run seed 10000040.
-OPEN_FINDINGS: set[int] = set()
+#: The long run of 2026-12-02 (135 seeds from 10000100, 1,579 export-days, on a9890d2) failed 11
+#: seeds; on the merged fixes of fix28, fix40, fix8011 and fix118, 7 hold (10000114, 10000118,
+#: 10000132, 10000135, 10000165, 10000173, 10000218) and 4 do not, not diagnosed yet: late rows
+#: lost in 10000142 (6), 10000163 (2) and 10000194 (3), a family fix28's `since_for` change does not
+#: cover; and 10000107, a `subscribers` day at a create-only store answering 403 left without its
+#: `_SUCCESS` ("the snapshot is incomplete").
+OPEN_FINDINGS: set[int] = {10000107, 10000142, 10000163, 10000194}
 
 
 def _seeds(seeds: object) -> list[object]:
