@@ -26,7 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from seqexport_dagster.demo.generator import Scale, generate_account
+from benchmarks import reconcile_history
+from seqexport_dagster.demo.generator import Scale
 from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of
 from seqexport_dagster_tests.support.world import World, postgres_world, sqlite_world
@@ -36,6 +37,7 @@ STEP = 15 * MINUTE_MS
 LAG = 2 * MINUTE_MS
 DATASETS = ("email_events", "custom_events")
 LATENESS = 24 * HOUR_MS
+SLOTS_PER_DAY = 96
 SCALE = Scale(subscribers=50, email_sends_per_hour=40, sms_sends_per_hour=0, custom_per_hour=20)
 
 
@@ -67,30 +69,51 @@ def reconcile_pass(world: World, export_ids: list[str], *, thin: bool) -> tuple[
     return time.process_time() - started, changed
 
 
-def measure(exports: int, postgres: bool, slots: int = 4) -> dict[str, Any]:
+def history_slots(slots: int = SLOTS_PER_DAY) -> range:
+    """The ends of the history's slots: 24 h (``slots`` quarter-hours) from DAY0."""
+    return range(DAY0 + STEP, DAY0 + slots * STEP + 1, STEP)
+
+
+def build_world(world: World, exports: int, history: int = SLOTS_PER_DAY) -> tuple[list[str], list[str]]:
+    """The steady state: two exports' history by the real runner, the others' copied from it."""
+    return reconcile_history.build(
+        world, exports, datasets=DATASETS, frequency="15m", lag_ms=LAG,
+        source_span=(DAY0, DAY0 + history * STEP + 2 * HOUR_MS), scale=SCALE,
+        slot_ends=history_slots(history), run_slot=scheduled_slot,
+    )  # fmt: skip
+
+
+def measure(exports: int, postgres: bool, slots: int = 4, history: int = SLOTS_PER_DAY) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="seqexport-reconcile-") as tmp, world_for(Path(tmp), postgres) as world:
-        ids = []
-        for i in range(exports):
-            account = f"acct{i:04d}"
-            generate_account(world.source_engine, account, DAY0, DAY0 + DAY_MS + 2 * HOUR_MS, scale=SCALE)
-            ids.append(world.local_export(account, datasets=DATASETS, frequency="15m", lag_ms=LAG, folder=account).id)
-        built = time.monotonic()
-        for end in range(DAY0 + STEP, DAY0 + DAY_MS + 1, STEP):  # 24 h of history, slot by slot
-            scheduled_slot(world, ids, end)
-        history_s = time.monotonic() - built
+        started = time.monotonic()
+        real, copied = build_world(world, exports, history)
+        history_s = time.monotonic() - started
+        ids = [*real, *copied]
+        # The copy must be what the runner writes: a copy against the twin the runner built on the same rows.
+        before_hour = reconcile_history.differences(world, real[1], copied[0]) if copied and len(real) > 1 else []
+        hour_start = DAY0 + history * STEP
         write = full = thin = 0.0
+        changed = 0
         for k in range(1, slots + 1):
-            scheduled_slot_cpu = scheduled_slot(world, ids, DAY0 + DAY_MS + k * STEP)
-            write += scheduled_slot_cpu
-            full_cpu, _ = reconcile_pass(world, ids, thin=False)
+            write += scheduled_slot(world, ids, hour_start + k * STEP)
+            full_cpu, full_changed = reconcile_pass(world, ids, thin=False)
             thin_cpu, _ = reconcile_pass(world, ids, thin=True)
-            full, thin = full + full_cpu, thin + thin_cpu
+            full, thin, changed = full + full_cpu, thin + thin_cpu, changed + full_changed
+        # And what the measured hour wrote for a copy equals what it wrote for the real twin.
+        after_hour = (
+            reconcile_history.differences(world, real[1], copied[0], since_ms=hour_start) if copied else []
+        )
         windows = exports * len(DATASETS) * slots
         return {
             "database": "postgresql" if postgres else "sqlite",
             "exports": exports,
+            "exports_by_runner": len(real),
+            "exports_copied": len(copied),
+            "history_slots": history,
             "windows": windows,
             "history_build_s": round(history_s, 1),
+            "copy_differences": before_hour + after_hour,
+            "late_windows_appended": changed,
             "write_cpu_s_per_window": write / windows,
             "before_cpu_s_per_window": (write + full) / windows,
             "after_cpu_s_per_window": (write + thin) / windows,
@@ -103,9 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--exports", type=int, default=20)
     parser.add_argument("--postgres", action="store_true", help="control plane and source on PostgreSQL")
+    parser.add_argument("--history", type=int, default=SLOTS_PER_DAY, help="quarter-hours of history (96: 24 h)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args(argv)
-    result = measure(args.exports, args.postgres)
+    result = measure(args.exports, args.postgres, history=args.history)
     if args.json:
         print(json.dumps(result))
         return 0
