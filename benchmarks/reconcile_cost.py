@@ -1,16 +1,22 @@
 """Run-worker CPU per export-window of a scheduled run, with reconciliation, in the steady state.
 
 Issue 29: a scheduled run rechecked a whole day of windows per export and dataset, every run. This
-builds that steady state for real (N exports at 15-minute windows, two event datasets, 24 h of
-committed history through the real runner into local folders, the part ledger holding every
-part's ids), then runs the next scheduled hour (4 due slots) the way a scheduled run's body does:
-each export's due windows (`Runner.run_day`), then `reconcile` with the default 24 h lateness.
-Each slot reconciles twice, side by side on the same state: the full recheck (before) and the
-recheck thinned with age (after, `reconcile.rechecked_now`). The process CPU of each part is
-measured separately; the figure is CPU-s per (export, dataset) window, the write included.
-Dagster's own per-run overhead is not in it (see the `launch` section for that).
+builds that steady state (N exports at 15-minute windows, two event datasets, 24 h of committed
+history into local folders, the part ledger holding every part's ids), then runs the next scheduled
+hour (4 due slots) the way a scheduled run's body does: each export's due windows
+(`Runner.run_day`), then `reconcile` with the default 24 h lateness. Each slot reconciles twice,
+side by side on the same state: the full recheck (before) and the recheck thinned with age (after,
+`reconcile.rechecked_now`). The process CPU of each part is measured separately; the figure is
+CPU-s per (export, dataset) window, the write included. Dagster's own per-run overhead is not in it
+(see the `launch` section for that).
 
-    python -m benchmarks.reconcile_cost [--exports 20] [--postgres]
+The history of two exports is written by the real runner, slot by slot; every other export's is
+bulk-copied from the first (`benchmarks.reconcile_history`: 1,000 exports through the runner would
+take hours). ``copy_differences`` in the result lists where a copy's rows differ from those the
+runner wrote for the second export on the same source rows, before and after the hour: it must be
+empty.
+
+    python -m benchmarks.reconcile_cost [--exports 20] [--postgres] [--history 96] [--json]
 """
 
 from __future__ import annotations
@@ -69,6 +75,10 @@ def reconcile_pass(world: World, export_ids: list[str], *, thin: bool) -> tuple[
     return time.process_time() - started, changed
 
 
+def progress(text: str) -> None:
+    print(f"  {text}", file=sys.stderr, flush=True)
+
+
 def history_slots(slots: int = SLOTS_PER_DAY) -> range:
     """The ends of the history's slots: 24 h (``slots`` quarter-hours) from DAY0."""
     return range(DAY0 + STEP, DAY0 + slots * STEP + 1, STEP)
@@ -88,6 +98,7 @@ def measure(exports: int, postgres: bool, slots: int = 4, history: int = SLOTS_P
         started = time.monotonic()
         real, copied = build_world(world, exports, history)
         history_s = time.monotonic() - started
+        progress(f"{exports} exports with {history} slots of history in {history_s:.0f} s")
         ids = [*real, *copied]
         # The copy must be what the runner writes: a copy against the twin the runner built on the same rows.
         before_hour = reconcile_history.differences(world, real[1], copied[0]) if copied and len(real) > 1 else []
@@ -99,10 +110,11 @@ def measure(exports: int, postgres: bool, slots: int = 4, history: int = SLOTS_P
             full_cpu, full_changed = reconcile_pass(world, ids, thin=False)
             thin_cpu, _ = reconcile_pass(world, ids, thin=True)
             full, thin, changed = full + full_cpu, thin + thin_cpu, changed + full_changed
+            done = exports * len(DATASETS) * k
+            progress(f"slot {k}: CPU-s per window so far: write {write / done:.4f}, full {full / done:.4f},"
+                     f" thinned {thin / done:.4f}")  # fmt: skip
         # And what the measured hour wrote for a copy equals what it wrote for the real twin.
-        after_hour = (
-            reconcile_history.differences(world, real[1], copied[0], since_ms=hour_start) if copied else []
-        )
+        after_hour = reconcile_history.differences(world, real[1], copied[0], since_ms=hour_start) if copied else []
         windows = exports * len(DATASETS) * slots
         return {
             "database": "postgresql" if postgres else "sqlite",

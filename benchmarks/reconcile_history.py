@@ -53,11 +53,11 @@ def generate_sources(world: World, n: int, start_ms: int, end_ms: int, scale: Sc
         conn.execute(sa.text("CREATE TABLE bench_accounts (account_id VARCHAR(64) PRIMARY KEY)"))
         conn.execute(sa.text("INSERT INTO bench_accounts VALUES (:a)"), [{"a": a} for a in others])
         for table in SOURCE_TABLES:
-            cols = ", ".join(f.name for f in SOURCE_TABLES[table].fields)
+            names = [f.name for f in SOURCE_TABLES[table].fields]
             conn.execute(
                 sa.text(
-                    f"INSERT INTO {table} (account_id, {cols}) SELECT c.account_id, {', '.join('t.' + f.name for f in SOURCE_TABLES[table].fields)}"  # noqa: E501
-                    f" FROM {table} t, bench_accounts c WHERE t.account_id = :t"
+                    f"INSERT INTO {table} (account_id, {', '.join(names)}) SELECT c.account_id,"
+                    f" {', '.join('t.' + n for n in names)} FROM {table} t, bench_accounts c WHERE t.account_id = :t"
                 ),
                 {"t": account(0)},
             )
@@ -185,4 +185,3 @@ def build(
         run_slot(world, real, end)
     copy_history(world, real[0], copied)
     return real, copied
-
