@@ -93,13 +93,24 @@ def build_world(world: World, exports: int, history: int = SLOTS_PER_DAY) -> tup
     )  # fmt: skip
 
 
-def measure(exports: int, postgres: bool, slots: int = 4, history: int = SLOTS_PER_DAY) -> dict[str, Any]:
+def sample(real: list[str], copied: list[str], measured: int | None) -> list[str]:
+    """The exports run through the measured hour: all, or ``measured`` of them spread evenly over
+    the fleet (the two the runner built among them); the others keep their history untouched."""
+    if measured is None or measured >= len(real) + len(copied):
+        return [*real, *copied]
+    picked = max(1, measured - len(real))  # the first copy too: its hour is compared with the twin's
+    return [*real, *(copied[int(i * len(copied) / picked)] for i in range(picked))]
+
+
+def measure(
+    exports: int, postgres: bool, slots: int = 4, history: int = SLOTS_PER_DAY, measured: int | None = None
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="seqexport-reconcile-") as tmp, world_for(Path(tmp), postgres) as world:
         started = time.monotonic()
         real, copied = build_world(world, exports, history)
         history_s = time.monotonic() - started
         progress(f"{exports} exports with {history} slots of history in {history_s:.0f} s")
-        ids = [*real, *copied]
+        ids = sample(real, copied, measured)
         # The copy must be what the runner writes: a copy against the twin the runner built on the same rows.
         before_hour = reconcile_history.differences(world, real[1], copied[0]) if copied and len(real) > 1 else []
         hour_start = DAY0 + history * STEP
@@ -110,15 +121,16 @@ def measure(exports: int, postgres: bool, slots: int = 4, history: int = SLOTS_P
             full_cpu, full_changed = reconcile_pass(world, ids, thin=False)
             thin_cpu, _ = reconcile_pass(world, ids, thin=True)
             full, thin, changed = full + full_cpu, thin + thin_cpu, changed + full_changed
-            done = exports * len(DATASETS) * k
+            done = len(ids) * len(DATASETS) * k
             progress(f"slot {k}: CPU-s per window so far: write {write / done:.4f}, full {full / done:.4f},"
                      f" thinned {thin / done:.4f}")  # fmt: skip
         # And what the measured hour wrote for a copy equals what it wrote for the real twin.
         after_hour = reconcile_history.differences(world, real[1], copied[0], since_ms=hour_start) if copied else []
-        windows = exports * len(DATASETS) * slots
+        windows = len(ids) * len(DATASETS) * slots
         return {
             "database": "postgresql" if postgres else "sqlite",
             "exports": exports,
+            "exports_measured": len(ids),
             "exports_by_runner": len(real),
             "exports_copied": len(copied),
             "history_slots": history,
@@ -139,9 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exports", type=int, default=20)
     parser.add_argument("--postgres", action="store_true", help="control plane and source on PostgreSQL")
     parser.add_argument("--history", type=int, default=SLOTS_PER_DAY, help="quarter-hours of history (96: 24 h)")
+    parser.add_argument("--measure", type=int, help="run only this many of the exports through the hour")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args(argv)
-    result = measure(args.exports, args.postgres, history=args.history)
+    result = measure(args.exports, args.postgres, history=args.history, measured=args.measure)
     if args.json:
         print(json.dumps(result))
         return 0
