@@ -455,7 +455,9 @@ def reconcile_section(rep: Report, *, quick: bool) -> None:
     rep.ratio("reconciliation CPU, before / after", r["reconcile_before_cpu_s_per_window"]
               / r["reconcile_after_cpu_s_per_window"])  # fmt: skip
     rep.note(f"reconcile: {r['exports']} exports x 2 event datasets on {r['database']}, 4 due slots after 24 h of "
-             "history; the write of the due window is included, Dagster's own run overhead is not")  # fmt: skip
+             f"history ({r['exports_by_runner']} by the runner, {r['exports_copied']} bulk-copied, differences from "
+             f"the runner's rows: {len(r['copy_differences'])}); the write of the due window is included, Dagster's "
+             "own run overhead is not")  # fmt: skip
 
 
 def metadata_section(rep: Report, tmp: str, *, quick: bool) -> None:
