@@ -35,6 +35,7 @@ from typing import Any, Final, NoReturn
 import dagster as dg
 from pydantic import Field
 
+from seqexport_dagster import reconcile as reconciliation
 from seqexport_dagster.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, BatchReport, run_verdict
 from seqexport_dagster.defs.day_cells import CELLS, cell_events
 from seqexport_dagster.defs.health import DATASET_CHECK, check_evaluation
@@ -141,7 +142,12 @@ def deliver(
         if not (scheduled and lateness and events):
             return []
         results = reconcile(
-            runner, export_id, lateness_ms=lateness, datasets=events, run_id=context.run.run_id, thin=True
+            runner,
+            export_id,
+            lateness_ms=lateness,
+            datasets=events,
+            run_id=context.run.run_id,
+            thin=reconciliation.THIN_SCHEDULED_RECHECK,
         )
         return [(export_id, r) for r in results if r.report is not None]
 

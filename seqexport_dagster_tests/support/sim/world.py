@@ -35,6 +35,7 @@ from typing import Any
 from unittest import mock
 
 from seqexport_dagster import planner
+from seqexport_dagster import reconcile as reconciliation
 from seqexport_dagster.api import Exports
 from seqexport_dagster.backfill import backfill
 from seqexport_dagster.batch import BatchRunner, ExportOutcome
@@ -263,8 +264,15 @@ class World:
 
         def after_export(runner: Runner, export_id: str) -> list[object]:
             if events:
+                # As a scheduled run does (`defs.assets`): thinned with age only if production thins.
                 reconcile(
-                    runner, export_id, lateness_ms=self.lateness_ms, datasets=events, run_id=holder, sleep=self._no_wait
+                    runner,
+                    export_id,
+                    lateness_ms=self.lateness_ms,
+                    datasets=events,
+                    run_id=holder,
+                    sleep=self._no_wait,
+                    thin=reconciliation.THIN_SCHEDULED_RECHECK,
                 )
             return []
 
