@@ -19,16 +19,21 @@ from seqexport_dagster.writer import unpack_ids
 def late_ids(
     source: SourceReader, export: ExportRecord, dataset: str, window: Window, ledger: list[PartRecord]
 ) -> set[str]:
-    """Ids in the source that no *landed* part of the window carries. Empty when the ledger no
-    longer holds the window's ids (legacy parts, or pruned after the reconciliation lookback).
+    """Ids in the source that no *landed* part of the window carries. Empty when the window has no
+    part, or when the ledger no longer holds the window's ids (legacy parts, or pruned after the
+    reconciliation lookback).
 
     A part still at ``intent`` (its PUT failed, or its outcome is unknown) delivers nothing yet:
     its ids count as missing, so reconciliation comes back to the window, and `Attempt.deliver`
-    re-sends that part under its own name (create-only) before it looks for late rows.
+    re-sends that part under its own name (create-only) before it looks for late rows. That holds
+    when no part of the window has landed too: a replace whose only part's upload timed out, then a
+    move, left a window whose every row was owed, and the retry at the new place committed it empty
+    (sim seed 10000163).
     """
-    landed = [p for p in ledger if p.landed and p.kind != SUCCESS_MARK]
-    if not landed or any(p.ids is None for p in landed):
+    recorded = [p for p in ledger if p.kind != SUCCESS_MARK]
+    if not recorded or any(p.ids is None for p in recorded):
         return set()
+    landed = [p for p in recorded if p.landed]
     delivered: set[str] = set()
     for p in landed:
         delivered.update(unpack_ids(p.ids or b""))

@@ -6,7 +6,7 @@
   of a rewritten day that docs/customers.md asks for: Snowpipe alone never sees a name's new
   content; sim seeds 10000004 and 10000015).
 - `WindowLoader`: the "incremental loading by window" of docs/customers.md, per location and
-  dataset: a watermark; the window whose ``fromMs`` is the watermark is loaded (all its parts) once
+  dataset (reloading a part an operator's replace rewrote, as the Snowpipe loader does): a watermark; the window whose ``fromMs`` is the watermark is loaded (all its parts) once
   the next window's part 0000 exists, then the watermark moves to its ``toMs``; parts of windows
   that ended in the last 7 days that it has not loaded yet are loaded too (late rows: what the docs
   tell a loader since simholes; a daily export's late part can come 2 days after its window, seed
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from seqexport_dagster.file_format import PARQUET, format_of_key
 from seqexport_dagster.keys import parse_key
 from seqexport_dagster.window import DAY_MS, Window
-from seqexport_dagster_tests.support.sim.bucket import Buckets
+from seqexport_dagster_tests.support.sim.bucket import Buckets, MemoryBucket
 from seqexport_dagster_tests.support.sim.model import Place
 
 _CACHE: dict[bytes, list[str]] = {}
@@ -117,6 +117,8 @@ class _Chain:
     first_ms: int | None = None
     continued: set[Window] = field(default_factory=set)
     loaded_parts: set[str] = field(default_factory=set)
+    #: key -> the body loaded last, of the parts an operator's replace overwrote.
+    reloaded: dict[str, bytes] = field(default_factory=dict)
     loaded_windows: dict[Window, int] = field(default_factory=dict)  # window -> to_ms (for "last day")
 
 
@@ -150,7 +152,7 @@ class WindowLoader:
                     if w.to_ms < now_ms - RELOAD_MS and not final and w not in fresh and w not in chain.continued:
                         continue
                     for _, key in sorted(windows[(dataset, w)].items()):
-                        self._load(chain, loaded, bucket.objects[key], key, dataset, place)
+                        self._load(chain, loaded, bucket, key, dataset, place)
 
     def _advance(
         self,
@@ -182,8 +184,13 @@ class WindowLoader:
             chain.watermark = w.to_ms
         return fresh
 
-    def _load(self, chain: _Chain, loaded: Loaded, body: bytes, key: str, dataset: str, place: Place) -> None:
-        if key in chain.loaded_parts:
+    def _load(self, chain: _Chain, loaded: Loaded, bucket: MemoryBucket, key: str, dataset: str, place: Place) -> None:
+        """A part once; again once with its new content after an operator's replace rewrote it, as
+        the Snowpipe loader does (seeds 10000142, 10000194: a replaced part 0000 never re-read)."""
+        body = bucket.objects[key]
+        if key in chain.loaded_parts and (key not in bucket.replaced_on_purpose or chain.reloaded.get(key) == body):
             return
         chain.loaded_parts.add(key)
+        if key in bucket.replaced_on_purpose:
+            chain.reloaded[key] = body
         loaded.add(dataset, key, body, f"s3://{place.bucket}/{key}")
