@@ -48,13 +48,12 @@ from seqexport_dagster.store import ACTIVE, LATE_PART, PRUNE_AFTER_MS, DatasetSt
 from seqexport_dagster.window import DAY_MS, Window, frequency_ms
 
 DEFAULT_LOOKBACK_MS = DAY_MS
-#: Whether scheduled passes thin the recheck with age (`rechecked_now`, issue 29). Off: with it, the
-#: simulator's seed 10000040 lost a late row (visible 17 h after its window, inside the horizon,
-#: missed by every thinned pass), so scheduled runs recheck their whole lookback until thinning
-#: keeps issue 22's guarantee. Scheduled runs and the simulator both read this one switch. (Since the
-#: fix of seed 10000163 that seed's history changed and it holds thinned: the hole it showed is not
-#: explained, so the switch stays off until a long run with it on finds nothing.)
-THIN_SCHEDULED_RECHECK = False
+#: Whether scheduled passes thin the recheck with age (`rechecked_now`, issue 29). Scheduled runs and
+#: the simulator both read this one switch. It was off from 2026-12-02 to 12-03: thinned, seed
+#: 10000040 lost a late row, which turned out to be the `delivered.late_ids` hole of seed 10000163
+#: (the row's window had its only part at ``intent`` after a replace and a move; old code owed it
+#: nothing, fixed code owes the row), not the thinning.
+THIN_SCHEDULED_RECHECK = True
 
 
 @dataclass(frozen=True, slots=True)
