@@ -48,7 +48,7 @@ from seqexport_dagster.verify.bucket import Bucket, StoredObject
 from seqexport_dagster.verify.checks import verify_bucket
 from seqexport_dagster.window import HOUR_MS, Window, day_start_ms, iso_ms
 from seqexport_dagster_tests.support.sim.bucket import MemoryBucket
-from seqexport_dagster_tests.support.sim.loaders import Loaded, SnowpipeLoader, WindowLoader, relative
+from seqexport_dagster_tests.support.sim.loaders import Loaded, SnowpipeLoader, WindowLoader, ids_of, relative
 from seqexport_dagster_tests.support.sim.model import Place, SimExport
 from seqexport_dagster_tests.support.sim.webhook_oracle import WebhookOracle
 from seqexport_dagster_tests.support.sim.world import World
@@ -169,8 +169,37 @@ class Oracles:
                         # (its answer came too late, a retry follows), as for an open window (seed 10000107).
                         continue
                     what = "verify --ledger" if ledger else "verify"
-                    found.append(Violation(what, e.name, f"{place.source}: {p.kind} {p.dataset} {p.key}: {p.detail}"))
+                    if p.kind == "duplicate_id" and not final and _in_unfinished_replace(world, e, view, p.dataset, p.key):
+                        # docs/customers.md: a rewrite that fails part-way shows as the export's
+                        # error until the next runs finish it; reload once the day shows no error
+                        # (seed 10000315: a replace paused after part 0000, the old late part
+                        # still beside it). The end holds it strictly.
+                        self.known["duplicate id inside an unfinished replace"] += 1
+                        continue
+                    row = p.key if p.kind == "duplicate_id" else None  # traced like a row loaded twice
+                    found.append(Violation(what, e.name, f"{place.source}: {p.kind} {p.dataset} {p.key}: {p.detail}", row))
         return found
+
+
+def _in_unfinished_replace(world: World, e: SimExport, view: BucketView, dataset: str, row_id: str) -> bool:
+    """Whether every object of ``view`` carrying ``row_id`` belongs to a window whose latest attempt
+    is an operator's replace that has not committed."""
+    t = windows
+    with world.engine.connect() as conn:
+        attempts = conn.execute(
+            sa.select(t.c.from_ms, t.c.to_ms, t.c.status, t.c.replacing)
+            .where(t.c.export_id == e.export_id, t.c.dataset == dataset)
+            .order_by(t.c.id)
+        ).all()
+    latest = {(a.from_ms, a.to_ms): a for a in attempts}
+    carrying = []
+    for obj in view.list():
+        parsed = parse_key(obj.key)
+        if parsed is None or parsed.dataset != dataset or parsed.window is None or parsed.part is None:
+            continue
+        if row_id in ids_of(obj.key, view.read(obj.key)):
+            carrying.append(latest.get((parsed.window.from_ms, parsed.window.to_ms)))
+    return bool(carrying) and all(a is not None and a.status != "committed" and a.replacing for a in carrying)
 
 
 def _snapshot_day(key: str) -> str:
