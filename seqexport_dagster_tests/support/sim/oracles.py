@@ -33,6 +33,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -169,6 +170,21 @@ class Oracles:
                         # (its answer came too late, a retry follows), as for an open window (seed 10000107).
                         continue
                     what = "verify --ledger" if ledger else "verify"
+                    if p.kind == "missing_success" and _snapshot_left_for_good(world, e, _snapshot_day(p.key)):
+                        # The day's attempt stopped before its ``_SUCCESS`` and the dataset was
+                        # removed (or the export deleted) before a retry: the day stays incomplete
+                        # at this place, which `verify` rightly reports; the day was complete where
+                        # it was committed before (seed 10000436: a replace at a new place, then
+                        # `subscribers` removed). Not a lost row: rows are owed by event windows.
+                        self.known["snapshot day left incomplete by a removal"] += 1
+                        continue
+                    if p.kind == "gap" and not final and current and _gap_ahead_of_position(world, e, p.dataset, p.detail):
+                        # A backfill delivered windows after the dataset's position while the
+                        # scheduler was still retrying the window at it (seed 10000464: a key
+                        # revoked at the window's run, a backfill of the next day once it came
+                        # back). The scheduler fills it; the end holds it strictly.
+                        self.known["gap ahead of the position (a backfill ran ahead)"] += 1
+                        continue
                     if p.kind == "duplicate_id" and not final and _in_unfinished_replace(world, e, view, p.dataset, p.key):
                         # docs/customers.md: a rewrite that fails part-way shows as the export's
                         # error until the next runs finish it; reload once the day shows no error
@@ -179,6 +195,37 @@ class Oracles:
                     row = p.key if p.kind == "duplicate_id" else None  # traced like a row loaded twice
                     found.append(Violation(what, e.name, f"{place.source}: {p.kind} {p.dataset} {p.key}: {p.detail}", row))
         return found
+
+
+def _snapshot_left_for_good(world: World, e: SimExport, day: str) -> bool:
+    """Whether the snapshot day's latest attempt never committed and nothing will retry it: the
+    export was deleted, or ``subscribers`` was removed after that attempt started (and not added
+    again before it)."""
+    t = windows
+    with world.engine.connect() as conn:
+        last = conn.execute(
+            sa.select(t.c.status, t.c.started_at, t.c.from_ms, t.c.to_ms)
+            .where(t.c.export_id == e.export_id, t.c.dataset == "subscribers")
+            .order_by(t.c.id.desc())
+        ).all()
+    mine = [a for a in last if str(Window(a.from_ms, a.to_ms)) == day]
+    if not mine or mine[0].status == "committed":
+        return False
+    started = mine[0].started_at
+    if e.deleted_at is not None:
+        return True
+    stints = [s for s in e.stints if s.dataset == "subscribers"]
+    return any(s.ended_at is not None and s.ended_at >= started for s in stints) and not any(
+        s.ended_at is None and s.added_at <= started for s in stints
+    )
+
+
+def _gap_ahead_of_position(world: World, e: SimExport, dataset: str, detail: str) -> bool:
+    """Whether the gap `verify` describes (``no window covers (a, b]``) starts at or after the
+    dataset's position: windows the scheduler has still to deliver."""
+    found = re.search(r"no window covers \((\d+), (\d+)\]", detail)
+    state = world.store.get_export(e.export_id).dataset_state(dataset)
+    return found is not None and state is not None and int(found.group(1)) >= state.position_ms
 
 
 def _in_unfinished_replace(world: World, e: SimExport, view: BucketView, dataset: str, row_id: str) -> bool:
