@@ -37,6 +37,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -165,7 +166,7 @@ class Oracles:
                         and (p.dataset, p.key) in open_
                     ):
                         continue
-                    if p.kind == "missing_success" and not final and (p.dataset, _snapshot_day(p.key)) in open_:
+                    if p.kind == "missing_success" and not final and (p.dataset, str(_snapshot_day(p.key))) in open_:
                         # Parts landed, ``_SUCCESS`` not yet: the day's attempt is still going
                         # (its answer came too late, a retry follows), as for an open window (seed 10000107).
                         continue
@@ -197,26 +198,30 @@ class Oracles:
         return found
 
 
-def _snapshot_left_for_good(world: World, e: SimExport, day: str) -> bool:
+def _latest_attempts(world: World, e: SimExport, dataset: str) -> dict[tuple[int, int], sa.Row[Any]]:
+    """(from_ms, to_ms) -> the window's latest attempt (status, started_at, replacing) in the ledger."""
+    t = windows
+    with world.engine.connect() as conn:
+        attempts = conn.execute(
+            sa.select(t.c.from_ms, t.c.to_ms, t.c.status, t.c.started_at, t.c.replacing)
+            .where(t.c.export_id == e.export_id, t.c.dataset == dataset)
+            .order_by(t.c.id)
+        ).all()
+    return {(a.from_ms, a.to_ms): a for a in attempts}
+
+
+def _snapshot_left_for_good(world: World, e: SimExport, day: Window) -> bool:
     """Whether the snapshot day's latest attempt never committed and nothing will retry it: the
     export was deleted, or ``subscribers`` was removed after that attempt started (and not added
     again before it)."""
-    t = windows
-    with world.engine.connect() as conn:
-        last = conn.execute(
-            sa.select(t.c.status, t.c.started_at, t.c.from_ms, t.c.to_ms)
-            .where(t.c.export_id == e.export_id, t.c.dataset == "subscribers")
-            .order_by(t.c.id.desc())
-        ).all()
-    mine = [a for a in last if str(Window(a.from_ms, a.to_ms)) == day]
-    if not mine or mine[0].status == "committed":
+    last = _latest_attempts(world, e, "subscribers").get((day.from_ms, day.to_ms))
+    if last is None or last.status == "committed":
         return False
-    started = mine[0].started_at
     if e.deleted_at is not None:
         return True
     stints = [s for s in e.stints if s.dataset == "subscribers"]
-    return any(s.ended_at is not None and s.ended_at >= started for s in stints) and not any(
-        s.ended_at is None and s.added_at <= started for s in stints
+    return any(s.ended_at is not None and s.ended_at >= last.started_at for s in stints) and not any(
+        s.ended_at is None and s.added_at <= last.started_at for s in stints
     )
 
 
@@ -231,14 +236,7 @@ def _gap_ahead_of_position(world: World, e: SimExport, dataset: str, detail: str
 def _in_unfinished_replace(world: World, e: SimExport, view: BucketView, dataset: str, row_id: str) -> bool:
     """Whether every object of ``view`` carrying ``row_id`` belongs to a window whose latest attempt
     is an operator's replace that has not committed."""
-    t = windows
-    with world.engine.connect() as conn:
-        attempts = conn.execute(
-            sa.select(t.c.from_ms, t.c.to_ms, t.c.status, t.c.replacing)
-            .where(t.c.export_id == e.export_id, t.c.dataset == dataset)
-            .order_by(t.c.id)
-        ).all()
-    latest = {(a.from_ms, a.to_ms): a for a in attempts}
+    latest = _latest_attempts(world, e, dataset)
     carrying = []
     for obj in view.list():
         parsed = parse_key(obj.key)
@@ -249,10 +247,10 @@ def _in_unfinished_replace(world: World, e: SimExport, view: BucketView, dataset
     return bool(carrying) and all(a is not None and a.status != "committed" and a.replacing for a in carrying)
 
 
-def _snapshot_day(key: str) -> str:
+def _snapshot_day(key: str) -> Window:
     """The ledger's window of the snapshot day whose ``_SUCCESS`` is ``key`` (``subscribers/date=…/_SUCCESS``)."""
     day = key.split("date=", 1)[1].split("/", 1)[0]
-    return str(Window.whole_day(dt.date.fromisoformat(day)))
+    return Window.whole_day(dt.date.fromisoformat(day))
 
 
 class BucketView(Bucket):
