@@ -6,8 +6,9 @@
   of a rewritten day that docs/customers.md asks for: Snowpipe alone never sees a name's new
   content; sim seeds 10000004 and 10000015).
 - `WindowLoader`: the "incremental loading by window" of docs/customers.md, per location and
-  dataset (reloading a part an operator's replace rewrote, as the Snowpipe loader does): a watermark; the window whose ``fromMs`` is the watermark is loaded (all its parts) once
-  the next window's part 0000 exists, then the watermark moves to its ``toMs``; parts of windows
+  dataset (reloading a part an operator's replace rewrote, as the Snowpipe loader does, seeds
+  10000142 and 10000194): a watermark; the window whose ``fromMs`` is the watermark is loaded (all
+  its parts) once the next window's part 0000 exists, then the watermark moves to its ``toMs``; parts of windows
   that ended in the last 7 days that it has not loaded yet are loaded too (late rows: what the docs
   tell a loader since simholes; a daily export's late part can come 2 days after its window, seed
   5000). A hole in a location's chain
@@ -28,6 +29,7 @@ import io
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from seqexport_dagster.file_format import PARQUET, format_of_key
 from seqexport_dagster.keys import parse_key
@@ -80,6 +82,19 @@ class Loaded:
             self.rows[(dataset, i)].append(where)
 
 
+def unseen(seen: set[Any], reloaded: dict[Any, bytes], mark: Any, bucket: MemoryBucket, key: str, body: bytes) -> bool:
+    """Whether a loader that loads each name once loads ``key`` now: never loaded yet (``mark`` not
+    in ``seen``), or rewritten by an operator's replace since it was loaded; the customer reloads a
+    rewritten day once (docs/customers.md)."""
+    return mark not in seen or (key in bucket.replaced_on_purpose and reloaded.get(mark) != body)
+
+
+def mark_loaded(seen: set[Any], reloaded: dict[Any, bytes], mark: Any, bucket: MemoryBucket, key: str, body: bytes) -> None:
+    seen.add(mark)
+    if key in bucket.replaced_on_purpose:
+        reloaded[mark] = body
+
+
 def relative(place: Place, key: str) -> str | None:
     head = place.prefix + "/" if place.prefix else ""
     return key[len(head) :] if key.startswith(head) else None
@@ -98,15 +113,13 @@ class SnowpipeLoader:
             bucket = buckets.get(place.bucket)
             for key, body in list(bucket.objects.items()):
                 mark = (place.bucket, key)
-                if mark in self.seen and (key not in bucket.replaced_on_purpose or self.reloaded.get(mark) == body):
+                if not unseen(self.seen, self.reloaded, mark, bucket, key, body):
                     continue
                 rel = relative(place, key)
                 parsed = parse_key(rel) if rel is not None else None
                 if parsed is None or parsed.is_success:
                     continue
-                self.seen.add(mark)
-                if key in bucket.replaced_on_purpose:
-                    self.reloaded[mark] = body
+                mark_loaded(self.seen, self.reloaded, mark, bucket, key, body)
                 loaded.add(parsed.dataset, key, body, f"s3://{place.bucket}/{key}")
 
 
@@ -188,9 +201,7 @@ class WindowLoader:
         """A part once; again once with its new content after an operator's replace rewrote it, as
         the Snowpipe loader does (seeds 10000142, 10000194: a replaced part 0000 never re-read)."""
         body = bucket.objects[key]
-        if key in chain.loaded_parts and (key not in bucket.replaced_on_purpose or chain.reloaded.get(key) == body):
+        if not unseen(chain.loaded_parts, chain.reloaded, key, bucket, key, body):
             return
-        chain.loaded_parts.add(key)
-        if key in bucket.replaced_on_purpose:
-            chain.reloaded[key] = body
+        mark_loaded(chain.loaded_parts, chain.reloaded, key, bucket, key, body)
         loaded.add(dataset, key, body, f"s3://{place.bucket}/{key}")
