@@ -90,6 +90,9 @@ class Tally:
     existed: int = 0
     late_rows: int = 0
     next_number: int = 0
+    #: The window was rewritten from part 0000 with overwrites (`Attempt._replace`); a replace asked
+    #: for where nothing of the window is goes as a first delivery and leaves this False.
+    replaced: bool = False
 
     def landed(self, rows: int, size: int) -> None:
         self.rows, self.parts, self.bytes = self.rows + rows, self.parts + 1, self.bytes + size
@@ -127,6 +130,7 @@ class Attempt:
         clock: Callable[[], int],
         part_limit: int,
         before_file: Callable[[str], None] | None,
+        may_overwrite: set[str] | None = None,
     ) -> None:
         self.store = store
         self.source = source
@@ -139,6 +143,7 @@ class Attempt:
         if self.location != export.location:  # moved between reading the export and its secret
             raise DestinationChanged
         self.destination: Destination = open_destination(self.config, policy)
+        self.may_overwrite = may_overwrite if may_overwrite is not None else set()
 
     def guard(self) -> None:
         if self.before_file is not None:  # issue 14: renews the writer lease
@@ -203,7 +208,12 @@ class Attempt:
         the first part that exists: the new part and the old late part then hold the same rows at
         this location. A fresh probe object under ``<prefix>/_sequenzy/`` is created, then
         overwritten; a key that may only create is refused there, before any part is written.
+        A place that passed is not probed again by the same runner (``may_overwrite``): a replace
+        of a day of 15-minute windows leaves one probe object, not 96.
         """
+        place = f"{self.location}@{self.version}"
+        if place in self.may_overwrite:
+            return
         key = connection_test_key(self.config.prefix, f"overwrite-probe-{secrets.token_hex(8)}")
         self.guard()
         try:
@@ -216,6 +226,7 @@ class Attempt:
             self.destination.put(key, _PROBE, create_only=False)
         except AccessDenied as exc:
             raise _may_not_overwrite(exc) from None
+        self.may_overwrite.add(place)
 
     def close(self) -> None:
         self.destination.close()
@@ -251,6 +262,12 @@ class Attempt:
         ledger = [
             p for p in self.store.window_parts(self.export.id, dataset, window, self.location) if p.kind != SUCCESS_MARK
         ]
+        if replace and not ledger:
+            # Nothing of the window is here (its first delivery at this place, after a move): a
+            # replace overwrites nothing, so it goes as a first delivery, create-only. Sent as
+            # overwrites, a re-send after a lost answer that a create-only store refused was taken
+            # for a refused replace, and the part's record was forgotten (sim seed 10000575).
+            replace = False
         if replace or any(p.kind == LEGACY_PART for p in ledger) or (finish_replace and _carried_twice(ledger)):
             # An operator's replace, or a window the runner before the part ledger left unfinished
             # (no boundaries to resume from): rewrite from part 0000. Needs overwrite rights. Also a
@@ -407,15 +424,18 @@ class Attempt:
         fmt: FileFormat,
     ) -> Tally:
         account = self.export.account_id
-        if ledger and not any(p.number == 0 and p.landed for p in ledger):
-            # Something here is overwritten, but not first: part 0000 is created before it.
-            self.check_may_overwrite()
+        # Before anything of the replace is recorded: its first intent replaces a part's record,
+        # and a key that may only create could never finish what that record then says (sim seed
+        # 10001195: the intent's answer was lost, the redo was refused on every pass, and the
+        # window blocked its dataset's reconciliation). Also, something here may be overwritten
+        # only after part 0000 is created (sim seed 10000000).
+        self.check_may_overwrite()
         self.store.mark_replacing(window_id)  # before the first overwrite: see `runner.write_window`
         if dataset == SNAPSHOT_DATASET:
             batches = self.source.snapshot_batches(account)
         else:
             batches = self.source.window_batches(dataset, account, window)
-        tally = Tally()
+        tally = Tally(replaced=True)
         writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
         before = {p.number: p for p in ledger}
         written = max((p.number + 1 for p in ledger if p.kind != SUCCESS_MARK), default=0)
@@ -549,11 +569,16 @@ class Attempt:
 
 
 def _may_not_overwrite(exc: AccessDenied) -> AccessDenied:
-    return AccessDenied(
+    refused = AccessDenied(
         f"{exc.message}. Replacing files needs a key that may overwrite; this one may only create "
         "(GCS Storage Object Creator, S3 Object Lock or a create-only bucket policy). "
         "Run the backfill without replace: it delivers what is missing and never overwrites"
     )
+    # A refused re-send may follow a first send that created the object (its answer lost): the
+    # caller must keep the part's intent, not forget it (sim seed 10000575: forgotten, the next
+    # attempt cut the snapshot part afresh and sent other bytes under the landed name).
+    refused.outcome_unknown = exc.outcome_unknown
+    return refused
 
 
 def _outcome_unknown(exc: PermanentError) -> bool:

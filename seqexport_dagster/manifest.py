@@ -11,8 +11,8 @@ Order: the runner writes it after the window's last part landed and before the w
 window as of now"; a crash between the manifest and the commit re-sends the same bytes under the
 same name (create-only: 412). Late rows add parts numbered on, so the manifest written then lists
 more parts and has a new name (``through-NNNN``): nothing is ever replaced, and the newest manifest
-of a window is the complete one. The content is a pure function of the part ledger, so a re-send
-is byte-identical.
+of a window is the complete one. The content is a pure function of the part ledger and of the
+chain start recorded with the name's first send, so a re-send is byte-identical.
 
 `verify` reads them (`verify.manifests`) to prove completeness from the bucket alone, and a loader
 can load by manifest instead of by listing (docs/customers.md).
@@ -95,6 +95,7 @@ def write_manifest(
     store: ControlPlane,
     put: Callable[[str, bytes, bool], PutOutcome],
     *,
+    window_id: int,
     export_id: str,
     prefix: str,
     location: str,
@@ -106,10 +107,19 @@ def write_manifest(
     overwrite); None when the window has no landed part. ``put(key, body, replace)`` is the attempt's
     write (`delivery.Attempt`): its guard before the file, and its answer to a 403 on a store that may
     not overwrite (a probe tells "revoked" from "already there": a manifest re-sent after a lost answer
-    or a retried commit is the same bytes under the same name)."""
+    or a retried commit is the same bytes under the same name).
+
+    The chain start is where the chain stands when the name is first sent; a backfill may commit
+    an earlier window before a re-send, so a re-send carries the start recorded with the first
+    (`ControlPlane.manifest_chain`), and an operator's replace, which overwrites, the start of now."""
     parts = manifest_parts(store.window_parts(export_id, dataset, window, location))
     if not parts:
         return None
-    key = manifest_key(prefix, dataset, window, parts[-1].part)
-    body = manifest_body(dataset, window, chain_start(store, export_id, dataset, location, window), parts)
+    through = parts[-1].part
+    key = manifest_key(prefix, dataset, window, through)
+    chain_from_ms = None if replace else store.manifest_chain(window_id, through)
+    if chain_from_ms is None:
+        chain_from_ms = chain_start(store, export_id, dataset, location, window)
+    store.record_manifest_chain(window_id, through, chain_from_ms)
+    body = manifest_body(dataset, window, chain_from_ms, parts)
     return key, put(key, body, replace)

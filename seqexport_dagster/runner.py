@@ -142,6 +142,9 @@ class Runner:
         self.count_retryable = count_retryable
         #: Called before every file with the export id; raises to stop (a lost writer lease).
         self.before_file = before_file
+        #: Places (location and destination version) whose key this runner saw overwrite a probe
+        #: (`Attempt.check_may_overwrite`): a replace of many windows probes once, not per window.
+        self.may_overwrite: set[str] = set()
 
     def counting(self, count_retryable: bool) -> Runner:
         """This runner, with transient failures counted for the backoff or not (in-run retries)."""
@@ -280,7 +283,10 @@ class Runner:
         def write(attempt: Attempt, window_id: int, restarts: int) -> WindowReport:
             committed = self.store.committed_at(export_id, dataset, window, attempt.location)
             elsewhere: list[PartRecord] = []
-            if late_only:
+            # A window committed here may hold only late parts here (delivered whole before a move):
+            # what it holds at the other places counts as delivered for a backfill too, not only
+            # for reconciliation (sim seed 3: a backfill sent the old place's rows here again).
+            if late_only or (committed and not replace):
                 found = self.store.parts_everywhere(export_id, dataset, window)
                 elsewhere = [p for place, ps in found.items() if place != attempt.location for p in ps]
             # Late parts delivered here after a move keep the format the window was written in there.
@@ -313,12 +319,13 @@ class Runner:
                 write_manifest(
                     self.store,
                     attempt.rewrite_unfinished if half_replaced else attempt.write_manifest,
+                    window_id=window_id,
                     export_id=export_id,
                     prefix=attempt.config.prefix,
                     location=attempt.location,
                     dataset=dataset,
                     window=window,
-                    replace=replace,
+                    replace=replace and tally.replaced,
                 )
             advanced = self.store.commit_window(
                 window_id, rows=tally.rows, part_count=tally.parts, size=tally.bytes, now_ms=self.clock()
@@ -353,7 +360,7 @@ class Runner:
                 tally = attempt.deliver(
                     window_id, SNAPSHOT_DATASET, window, keys, replace=replace, committed=False, fmt=fmt
                 )
-            attempt.mark_success(window_id, success, replace=replace)
+            attempt.mark_success(window_id, success, replace=replace and tally.replaced)
             self.store.commit_window(
                 window_id,
                 rows=tally.rows,
@@ -399,6 +406,7 @@ class Runner:
                     clock=self.clock,
                     part_limit=self.part_limit,
                     before_file=self.before_file,
+                    may_overwrite=self.may_overwrite,
                 )
                 return write(attempt, window_id, restarts)
             except DestinationChanged:

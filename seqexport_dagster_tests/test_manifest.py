@@ -8,6 +8,7 @@ first window and a missing last window from the bucket alone.
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import hashlib
 import json
@@ -29,6 +30,8 @@ from seqexport_dagster.verify import LocalBucket, verify_bucket, verify_location
 from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, day_of, iso_ms
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy, lost_reply
 from seqexport_dagster_tests.support.moto_server import MotoServer
+from seqexport_dagster_tests.support.scripted_store import ScriptedStore
+from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_403, NO_PRECONDITION, ORDINARY, SimCrash
 from seqexport_dagster_tests.support.world import DAY0, World
 
 LAG = 120_000
@@ -295,3 +298,44 @@ def test_the_customer_docs_loader_loads_every_row_once_by_manifest(world: World,
         until = {"t": iso_ms(DAY0 + 3 * HOUR_MS)}
         source = set(conn.execute(sa.text("SELECT id FROM email_events WHERE recorded_at <= :t"), until).scalars())
     assert sorted(loaded) == sorted(source), "every row once"
+
+
+@pytest.mark.parametrize("kind", [NO_PRECONDITION, CREATE_ONLY_403])
+def test_a_manifest_re_sent_after_a_backfill_moved_the_chain_start_is_the_same_bytes(world: World, kind: str) -> None:
+    """Sim seed 10000617. An export delivers a day at one place and moves. At the new place, a
+    window's manifest lands and the worker is killed before the commit. Before the retry, a
+    backfill delivers the earlier day at the new place: the chain there now starts a day earlier.
+    The retry re-sends the manifest under its name with the start it was first sent with, so it is
+    the same bytes: a store without preconditions would otherwise have replaced it, and a
+    create-only one been sent a different body under a landed name. The backfill's manifests carry
+    the new start, so `verify` still sees where the chain begins."""
+    day0 = day_of(DAY0)
+    generate_account(world.source_engine, "acme", DAY0 - DAY_MS, DAY0 + 2 * HOUR_MS, scale=SCALE)
+    world.clock.now_ms = DAY0 - DAY_MS
+    export = world.local_export(datasets=("email_events",), prefix="old")
+    old, new = ScriptedStore(ORDINARY), ScriptedStore(kind)
+    stores = {"old": old, "new": new}
+    runner = world.runner(part_limit=1000, destination_factory=lambda config, policy: stores[config.prefix])
+    world.clock.now_ms = DAY0 + LAG
+    assert runner.run_day(export.id, "email_events", day0 - dt.timedelta(days=1)).complete
+    moved = DestinationConfig("local", str(world.root / "bucket"), prefix="new")
+    export = world.store.update_destination(export.id, moved, world.clock())
+
+    window = Window(DAY0, DAY0 + HOUR_MS)
+    key = manifest_key("new", "email_events", window, 0)
+    new.faults[key.rsplit("/", 1)[-1]] = "crash"
+    world.clock.now_ms = DAY0 + HOUR_MS + LAG
+    with pytest.raises(SimCrash):
+        runner.run_day(export.id, "email_events", day0)
+    first = new.bucket.objects[key]
+    assert json.loads(first)["chain_from_ms"] == DAY0
+
+    world.clock.now_ms += 10 * 60_000
+    backfilled = runner.run_day(export.id, "email_events", day0 - dt.timedelta(days=1), rewrite=True)
+    assert len(backfilled.windows) == 1 and backfilled.windows[0].window.from_ms == DAY0 - DAY_MS
+    world.clock.now_ms += HOUR_MS
+    assert any(w.window == window for w in runner.run_day(export.id, "email_events", day0).windows)
+    assert new.bucket.violations == [], "nothing replaced, no other bytes under a landed name"
+    assert new.bucket.objects[key] == first
+    starts = {json.loads(b)["chain_from_ms"] for k, b in new.bucket.objects.items() if f"/{MANIFEST_FOLDER}/" in k}
+    assert min(starts) == DAY0 - DAY_MS, "the backfilled day's manifest carries where the chain starts now"

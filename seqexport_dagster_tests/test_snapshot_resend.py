@@ -6,6 +6,10 @@ store without preconditions.
   updated in between changed the part's rows, so the re-cut was a different body: refused by a
   create-only store without preconditions (a different body sent under an existing key), and it
   would have replaced the landed part on a store without preconditions that may overwrite.
+- Sim seed 10000575: an operator's replace of a day not yet delivered at a create-only store
+  without preconditions created its part, and the re-send after the lost answer was refused. The
+  refusal lost its "outcome unknown" on the way, so the part's record was forgotten; the next
+  attempt cut the day afresh and sent other bytes under the landed name, refused on every retry.
 - Sim seed 5000: a replace of a past snapshot day whose ``_SUCCESS`` answered past the deadline
   was never finished, and the next day's commit cleared its error; the ledger kept the old
   snapshot's rows while the bucket held the new one.
@@ -25,60 +29,19 @@ import sqlalchemy as sa
 
 from seqexport_dagster import planner
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
-from seqexport_dagster.destination.base import PutOutcome, content_md5
-from seqexport_dagster.errors import AccessDenied, EndpointTooSlow, ExportError, RetryableError
+from seqexport_dagster.destination.base import content_md5
+from seqexport_dagster.destination.config import DestinationConfig
+from seqexport_dagster.errors import ExportError, RetryableError
 from seqexport_dagster.store import COMMITTED, ExportRecord, snapshot_window
 from seqexport_dagster.store.tables import parts
 from seqexport_dagster.window import DAY_MS, HOUR_MS, day_start_ms
-from seqexport_dagster_tests.support.sim.bucket import (
-    CREATE_ONLY_403,
-    KINDS,
-    NO_PRECONDITION,
-    ORDINARY,
-    MemoryBucket,
-)
+from seqexport_dagster_tests.support.scripted_store import ScriptedStore as Store
+from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_403, KINDS, NO_PRECONDITION, ORDINARY
 from seqexport_dagster_tests.support.world import DAY0, World
 
 DAY = dt.date(2026, 9, 30)
 LAG = 120_000
 FOLDER = "subscribers/date=2026-09-30/"
-
-
-class Store:
-    """One simulated bucket behind the runner; ``faults`` maps a key's name to what happens to its
-    next write: ``lost`` (it lands, the answer does not come back), ``slow`` (it lands, the answer
-    comes after the deadline) or ``reset`` (the connection drops before it is sent)."""
-
-    def __init__(self, kind: str) -> None:
-        self.bucket = MemoryBucket(f"{kind}-b1")
-        self.preconditions = self.bucket.preconditions
-        self.faults: dict[str, str] = {}
-
-    def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
-        fault = self.faults.pop(key.rsplit("/", 1)[-1], None)
-        if fault == "reset":
-            raise RetryableError("connection reset")
-        conditional = create_only and self.preconditions
-        answer = self.bucket.send(key, body, conditional=conditional, plain=not create_only, seq=0, now_ms=0)
-        if fault == "lost":
-            raise RetryableError("connection reset while reading the answer")
-        if fault == "slow":
-            raise EndpointTooSlow("did not finish answering within the request deadline")
-        if answer == "existed":
-            return PutOutcome.EXISTED
-        if answer == "denied":
-            raise AccessDenied(f"access denied for s3:PutObject on {key}")
-        return PutOutcome.CREATED
-
-    def describe(self) -> str:
-        return f"s3://{self.bucket.name}"
-
-    def close(self) -> None:
-        return None
-
-    def day(self, day: dt.date) -> dict[str, bytes]:
-        folder = f"subscribers/date={day.isoformat()}/"
-        return {k: b for k, b in self.bucket.objects.items() if k.startswith(folder)}
 
 
 def part_ids(body: bytes) -> list[str]:
@@ -225,3 +188,32 @@ def test_a_failed_replace_of_a_past_snapshot_day_is_finished_and_keeps_its_error
     rows = len([i for k, b in store.day(DAY).items() if not k.endswith("_SUCCESS") for i in part_ids(b)])
     assert rows == (75 if may_overwrite else 30), "the replace's snapshot where the key may overwrite"
     assert planner.due_day(world.store.get_export(export.id), state, world.clock()) is None
+
+
+def test_a_replace_at_a_place_the_day_never_reached_is_a_first_delivery(world: World) -> None:
+    """Sim seed 10000575. A day delivered at an ordinary store; the export moves to a create-only
+    store without preconditions (403), and an operator replaces the day there. The day has nothing
+    there to overwrite, so it is delivered as a first delivery, create-only: part 0000 lands, its
+    answer is lost and the re-send is refused, which is taken for "already there" (a probe tells it
+    from a revoked key). It was sent as an overwrite, the refusal was taken for a refused replace,
+    the part's record forgotten, and every retry cut the day afresh and sent other bytes under the
+    landed name, refused again."""
+    export, old = setup(world, ORDINARY)
+    new = Store(CREATE_ONLY_403, prefix="moved/")
+    stores = {"": old, "moved": new}
+    runner = world.runner(part_limit=100, destination_factory=lambda config, policy: stores[config.prefix])
+    world.clock.now_ms = DAY0 + DAY_MS + LAG
+    assert runner.run_day(export.id, "subscribers", DAY).snapshot is not None
+    world.clock.now_ms += HOUR_MS
+    moved = DestinationConfig("local", str(world.root / "bucket"), prefix="moved")
+    export = world.store.update_destination(export.id, moved, world.clock())
+    new.faults["subscribers-0000.jsonl.gz"] = "lost-then-denied"
+    update_subscriber(world, "sub_acme_0000003")  # the replace's cut differs from the old place's
+    report = runner.run_day(export.id, "subscribers", DAY, rewrite=True, replace=True)
+    assert report.snapshot is not None and report.snapshot.sent.existed == 1
+    parts_sent = [w for w in new.bucket.writes if w.key.startswith("moved/" + FOLDER)]
+    assert parts_sent and not any(w.plain_intended for w in parts_sent), "nothing sent as an overwrite"
+    assert new.bucket.violations == [], "no different body sent under the landed name"
+    assert_day_agrees(world, export, new, DAY)
+    state = world.store.get_export(export.id).dataset_state("subscribers")
+    assert state is not None and state.failures == 0

@@ -104,6 +104,38 @@ class LatePartsStore(LedgerStore):
         return None if body is None else bytes(body)
 
     @translate_errors
+    def manifest_chain(self, window_id: int, through: int) -> int | None:
+        """The chain start that the window's manifest ``through`` was first sent with at the
+        attempt's place, by this attempt or an earlier one (None: never recorded)."""
+        with self.engine.connect() as conn:
+            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+            found = conn.execute(
+                sa.select(windows.c.manifest_chain_from_ms)
+                .where(
+                    windows.c.export_id == w.export_id,
+                    windows.c.dataset == w.dataset,
+                    windows.c.from_ms == w.from_ms,
+                    windows.c.to_ms == w.to_ms,
+                    windows.c.location == w.location,
+                    windows.c.manifest_through == through,
+                    windows.c.manifest_chain_from_ms.is_not(None),
+                )
+                .order_by(windows.c.id.desc())
+                .limit(1)
+            ).scalar()
+        return None if found is None else int(found)
+
+    @translate_errors
+    def record_manifest_chain(self, window_id: int, through: int, chain_from_ms: int) -> None:
+        """This attempt sends the window's manifest ``through`` with this chain start (before the PUT)."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                windows.update()
+                .where(windows.c.id == window_id)
+                .values(manifest_through=through, manifest_chain_from_ms=chain_from_ms)
+            )
+
+    @translate_errors
     def clear_replacing(self, window_id: int) -> None:
         """The replace was refused before anything was overwritten: this attempt replaced nothing."""
         with self.engine.begin() as conn:

@@ -98,6 +98,11 @@ windows = sa.Table(
     sa.Column("snapshot_taken_at", sa.BigInteger),
     # An operator's replace overwrote parts in this attempt (migration 0012_simfix; `runner`).
     sa.Column("replacing", sa.Boolean),
+    # The manifest this attempt sends (its last part, ``through-NNNN``) and the chain start it
+    # carries, recorded before its PUT: a re-send under that name by a later attempt carries the
+    # same start, so it is the same bytes (migration 0015; `manifest`, sim seed 10000617).
+    sa.Column("manifest_through", sa.Integer),
+    sa.Column("manifest_chain_from_ms", sa.BigInteger),
     sa.Index("ix_windows_export_dataset_from", "export_id", "dataset", "from_ms"),
     sa.Index("ix_windows_export_started", "export_id", "started_at"),
 )

@@ -42,9 +42,29 @@ DB_CALLS: Final = (
     "destination_config",
     "mark_reconciled",
 )
+#: Calls added to the run's path after the first seeds had found bugs. Their faults are drawn from
+#: a stream of their own (`SimFaults.later_rng`), so every earlier seed's history stays as it was.
+LATER_DB_CALLS: Final = (
+    "pending_body",
+    "mark_replacing",
+    "clear_replacing",
+    "replace_unfinished",
+    "manifest_chain",
+    "record_manifest_chain",
+)
 #: Of those, the writes whose answer may be lost after they committed.
 DB_WRITES: Final = frozenset(
-    {"start_window", "record_part_intent", "mark_part_landed", "commit_window", "fail_window", "mark_reconciled"}
+    {
+        "start_window",
+        "record_part_intent",
+        "mark_part_landed",
+        "commit_window",
+        "fail_window",
+        "mark_reconciled",
+        "mark_replacing",
+        "clear_replacing",
+        "record_manifest_chain",
+    }
 )
 
 
@@ -76,9 +96,11 @@ class SimFaults:
     crash_armed: bool = False
     dead: bool = False
     injected: Counter[str] = field(default_factory=Counter)
+    #: The stream `LATER_DB_CALLS` draw their faults from (None: they get none).
+    later_rng: random.Random | None = None
 
-    def _roll(self, p: float) -> bool:
-        return self.enabled and p > 0 and self.rng.random() < p
+    def _roll(self, p: float, rng: random.Random | None = None) -> bool:
+        return self.enabled and p > 0 and (rng or self.rng).random() < p
 
     def before_send(self, bucket: str, key_id: str, key: str) -> str | None:
         if not self.enabled:
@@ -117,11 +139,14 @@ class SimFaults:
     def db_call(self, name: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self.dead:
             raise SimCrash(name)
-        if self._roll(self.rates.db_error):
+        rng = self.later_rng if name in LATER_DB_CALLS else self.rng
+        if rng is None:
+            return call(*args, **kwargs)
+        if self._roll(self.rates.db_error, rng):
             self.injected["db error"] += 1
             raise RetryableError("control-plane database unavailable: simulated outage")
         result = call(*args, **kwargs)
-        if name in DB_WRITES and self._roll(self.rates.db_error / 2):
+        if name in DB_WRITES and self._roll(self.rates.db_error / 2, rng):
             self.injected["db answer lost"] += 1
             raise RetryableError("control-plane database unavailable: connection lost after the write")
         return result
@@ -129,7 +154,7 @@ class SimFaults:
 
 def faulty_store(store: ControlPlane, faults: SimFaults) -> ControlPlane:
     """``store`` with `DB_CALLS` going through ``faults`` (instance attributes shadow the methods)."""
-    for name in DB_CALLS:
+    for name in DB_CALLS + LATER_DB_CALLS:
         original = getattr(store, name)
         setattr(store, name, functools.partial(faults.db_call, name, original))
     return store

@@ -13,7 +13,8 @@ take no time (`World._no_wait`). One worker thread per run, so the order of ever
 every draw from the world's `random.Random`) is fixed by the seed.
 
 The file format of each export (gzip JSONL or Parquet), format changes and deletes are drawn from
-streams of their own (``Random(f"{seed}/format")``, ``Random(f"{seed}/delete")``), added after the
+streams of their own (``Random(f"{seed}/format")``, ``Random(f"{seed}/delete")``; the faults of the
+control-plane calls added since, `faults.LATER_DB_CALLS`, from ``Random(f"{seed}/db")``), added after the
 world's first seeds had found bugs: the main stream draws exactly what it drew before, so a seed's
 history is the same as before up to its first delete (a format changes bytes, never what is sent
 when, so it leaves the history as it was); ``more`` leaves deletes out for the seeds that predate
@@ -142,6 +143,7 @@ class World:
         self.reader = SourceReader(self.source_engine)
         self.policy = OperatorPolicy(allow_local=True)
         self.faults = SimFaults(random.Random(rng.random()), self.clock, Rates.draw(rng, level))
+        self.faults.later_rng = random.Random(f"{seed}/db")
         self.buckets = Buckets()
         self.factory = destination_factory(self.buckets, self.faults, self.clock)
         self.source = SimSource(self.source_engine, random.Random(rng.random()), self.lateness_ms)
