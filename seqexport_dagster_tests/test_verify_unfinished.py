@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster.api import Exports
-from seqexport_dagster.demo.generator import Scale, generate_account
+from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.base import Destination, PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.local import LocalDestination
@@ -29,6 +29,7 @@ from seqexport_dagster.verify.bucket import LocalBucket
 from seqexport_dagster.verify.checks import verify_bucket
 from seqexport_dagster.verify.unfinished import _possible_rows
 from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of
+from seqexport_dagster_tests.support.late_rows import late_rows
 from seqexport_dagster_tests.support.world import DAY0, World
 
 SCALE = Scale(subscribers=40, email_sends_per_hour=30, sms_sends_per_hour=0, custom_per_hour=0)
@@ -119,6 +120,31 @@ def test_a_window_left_by_a_delete_mid_run_is_the_ledgers(world: World) -> None:
     assert [status for status, _ in _part_ledger(world, exp.id)] == [PART_LANDED, PART_INTENT]
     assert len(list((world.root / "b" / "email_events").rglob("*.jsonl.gz"))) == 1
     assert _kinds(world, exp.id) == {}
+
+
+def test_a_late_part_left_by_a_delete_in_a_committed_window_is_the_ledgers(world: World) -> None:
+    """Sim seeds 10000494, 10000533: a committed window gets a late-row part; it lands, its answer
+    comes too late, and the export is deleted before anything commits the window again. The bucket
+    holds the commit's rows plus the part's; while the export lives, reconciliation will commit
+    them, so the difference is reported; once it is deleted, it is the part ledger's."""
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + DAY_MS, seed=8013, scale=SCALE)
+    api = Exports(world.store, world.policy, clock=world.clock)
+    exp = api.create(account_id="acme", provider="local", bucket=str(world.root / "b"), datasets="email_events")
+    world.clock.advance(HOUR_MS + 2 * MINUTE_MS)
+    world.runner().run_day(exp.id, "email_events", day_of(DAY0))
+    (committed,) = world.store.ledger(exp.id)
+    insert_rows(world.source_engine, "email_events", late_rows(committed.window, 1, "late"))
+    world.clock.advance(10 * MINUTE_MS)
+    late = world.runner(destination_factory=lambda c, p: AfterFirstWrite(c, _too_late))
+    with pytest.raises(EndpointTooSlow):
+        late.write_window(exp.id, "email_events", committed.window, late_only=True)
+    assert [status for status, _ in _part_ledger(world, exp.id)] == [PART_LANDED, PART_INTENT]
+
+    # The bucket alone (its manifests) names the part as not listed, live or deleted: no manifest
+    # will list it until a commit. The ledger diff is what knows whether a commit is still to come.
+    assert _kinds(world, exp.id).keys() == {"ledger_rows_mismatch", "unlisted_part"}, "still to be committed"
+    api.delete(exp.id)
+    assert _kinds(world, exp.id).keys() == {"unlisted_part"}, "nothing will commit it: the part ledger's rows"
 
 
 def test_possible_rows_of_recorded_parts() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from seqexport_dagster.verify.report import Problem
-from seqexport_dagster.verify.unfinished import abandoned_windows
+from seqexport_dagster.verify.unfinished import abandoned_windows, late_parts_left
 from seqexport_dagster.window import Window
 
 if TYPE_CHECKING:
@@ -80,13 +80,15 @@ def ledger_problems(
     else:
         expected = here
     problems: list[Problem] = []
+    differ = {k: rows_by_window[k] for k, rows in expected.items() if rows_by_window.get(k, rows) != rows}
+    settled_for_good = late_parts_left(store, export_id, source, differ)
     for (dataset, window), rows in sorted(expected.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         found = rows_by_window.get((dataset, window))
         if found is None:
             problems.append(
                 Problem("ledger_window_missing", dataset, str(window), f"committed with {rows} rows, not in bucket")
             )
-        elif found != rows:
+        elif found != rows and (dataset, window) not in settled_for_good:
             problems.append(
                 Problem("ledger_rows_mismatch", dataset, str(window), f"bucket has {found} rows, ledger {rows}")
             )

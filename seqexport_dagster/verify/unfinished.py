@@ -14,6 +14,9 @@ The part ledger still records each one, so `verify --ledger` does not call such 
 of the window's recorded parts up to one of them. Parts are sent in order, so only the last ones
 can be of unknown outcome, and every part marked landed must be there. Sim seed 8011: the only
 part's answer came past the deadline, and `sms_events` was removed before the retry.
+
+The same holds for a committed window whose late-row part an attempt left that way
+(`late_parts_left`): the bucket holds the rows of the commit and of that part.
 """
 
 from __future__ import annotations
@@ -34,11 +37,7 @@ Slot = tuple[str, Window]
 def abandoned_windows(store: ControlPlane, export_id: str, source: str, found: Mapping[Slot, int]) -> set[Slot]:
     """The windows of ``found`` (rows in the bucket at ``source``, none committed) that an attempt
     left here for good, with the rows its part ledger recorded."""
-    import sqlalchemy as sa
-
-    from seqexport_dagster.ledger_scope import source_locations
-    from seqexport_dagster.store import DELETED, PART_LANDED, SUCCESS_MARK, ControlPlane
-    from seqexport_dagster.store.tables import parts
+    from seqexport_dagster.store import DELETED, ControlPlane
 
     candidates = {slot for slot in found if slot[0] in EVENT_DATASETS}
     if not candidates or not isinstance(store, ControlPlane):
@@ -48,9 +47,45 @@ def abandoned_windows(store: ControlPlane, export_id: str, source: str, found: M
     # still being written, so still reported.
     retried = set() if export.status == DELETED else {(d.dataset, d.position_ms) for d in export.datasets}
     candidates = {slot for slot in candidates if (slot[0], slot[1].from_ms) not in retried}
+    return _as_recorded(store, export_id, source, export.endpoint, candidates, found)
+
+
+def late_parts_left(store: ControlPlane, export_id: str, source: str, found: Mapping[Slot, int]) -> set[Slot]:
+    """The committed windows of ``found`` (rows in the bucket at ``source``, other than their last
+    commit there) whose late parts an attempt left here that nothing will commit: the export was
+    deleted, or the dataset removed, after the part was sent (sim seeds 10000494, 10000533: a
+    worker died after a late part landed, then the export was deleted). On a live dataset
+    reconciliation commits them (`reconcile.unsettled`), so they are still reported until then."""
+    from seqexport_dagster.store import DELETED, ControlPlane
+
+    candidates = {slot for slot in found if slot[0] in EVENT_DATASETS}
+    if not candidates or not isinstance(store, ControlPlane):
+        return set()
+    export = store.get_export(export_id)
+    live = set() if export.status == DELETED else {d.dataset for d in export.datasets}
+    candidates = {slot for slot in candidates if slot[0] not in live}
+    return _as_recorded(store, export_id, source, export.endpoint, candidates, found)
+
+
+def _as_recorded(
+    store: ControlPlane,
+    export_id: str,
+    source: str,
+    endpoint: str | None,
+    candidates: set[Slot],
+    found: Mapping[Slot, int],
+) -> set[Slot]:
+    """The windows of ``candidates`` whose rows in the bucket are those of the parts the part
+    ledger recorded for them at ``source`` (`_possible_rows`)."""
+    import sqlalchemy as sa
+
+    from seqexport_dagster.ledger_scope import source_locations
+    from seqexport_dagster.store import PART_LANDED, SUCCESS_MARK
+    from seqexport_dagster.store.tables import parts
+
     if not candidates:
         return set()
-    places = source_locations(source, {export.endpoint})
+    places = source_locations(source, {endpoint})
     with store.engine.connect() as conn:
         rows = conn.execute(
             sa.select(parts.c.dataset, parts.c.from_ms, parts.c.to_ms, parts.c.rows, parts.c.status)
