@@ -89,7 +89,9 @@ def unseen(seen: set[Any], reloaded: dict[Any, bytes], mark: Any, bucket: Memory
     return mark not in seen or (key in bucket.replaced_on_purpose and reloaded.get(mark) != body)
 
 
-def mark_loaded(seen: set[Any], reloaded: dict[Any, bytes], mark: Any, bucket: MemoryBucket, key: str, body: bytes) -> None:
+def mark_loaded(
+    seen: set[Any], reloaded: dict[Any, bytes], mark: Any, bucket: MemoryBucket, key: str, body: bytes
+) -> None:
     seen.add(mark)
     if key in bucket.replaced_on_purpose:
         reloaded[mark] = body

@@ -179,14 +179,23 @@ class Oracles:
                         # `subscribers` removed). Not a lost row: rows are owed by event windows.
                         self.known["snapshot day left incomplete by a removal"] += 1
                         continue
-                    if p.kind == "gap" and not final and current and _gap_ahead_of_position(world, e, p.dataset, p.detail):
+                    if (
+                        p.kind == "gap"
+                        and not final
+                        and current
+                        and _gap_ahead_of_position(world, e, p.dataset, p.detail)
+                    ):
                         # A backfill delivered windows after the dataset's position while the
                         # scheduler was still retrying the window at it (seed 10000464: a key
                         # revoked at the window's run, a backfill of the next day once it came
                         # back). The scheduler fills it; the end holds it strictly.
                         self.known["gap ahead of the position (a backfill ran ahead)"] += 1
                         continue
-                    if p.kind == "duplicate_id" and not final and _in_unfinished_replace(world, e, view, p.dataset, p.key):
+                    if (
+                        p.kind == "duplicate_id"
+                        and not final
+                        and _in_unfinished_replace(world, e, view, p.dataset, p.key)
+                    ):
                         # docs/customers.md: a rewrite that fails part-way shows as the export's
                         # error until the next runs finish it; reload once the day shows no error
                         # (seed 10000315: a replace paused after part 0000, the old late part
@@ -194,7 +203,9 @@ class Oracles:
                         self.known["duplicate id inside an unfinished replace"] += 1
                         continue
                     row = p.key if p.kind == "duplicate_id" else None  # traced like a row loaded twice
-                    found.append(Violation(what, e.name, f"{place.source}: {p.kind} {p.dataset} {p.key}: {p.detail}", row))
+                    found.append(
+                        Violation(what, e.name, f"{place.source}: {p.kind} {p.dataset} {p.key}: {p.detail}", row)
+                    )
         return found
 
 
