@@ -177,8 +177,14 @@ def day_windows(
     Scheduled (``committed`` empty): the due windows of that day. A backfill passes the windows
     already committed on that day, which are re-delivered with the same bounds. Never anything
     before the dataset's start (``added_at``): a day before the export existed has nothing to write.
+
+    Due windows are the chain's continuation from the position, so they are written only when the
+    chain's next window is on that day: a backfill of a later day (the position waiting out a
+    backoff on an earlier one) would commit windows ahead of it, and the scheduler, continuing
+    from the position later, cut its catch-up over them (sim seed 10000855: rows twice).
     """
-    due = [w for w in windows_due(export, state, now_ms, unfinished) if w.day == day]
+    chain = windows_due(export, state, now_ms, unfinished)
+    due = [w for w in chain if w.day == day] if chain and chain[0].day == day else []
     kept = [w for w in committed if w.from_ms >= state.added_at]
     return sorted({*kept, *due})
 

@@ -138,6 +138,23 @@ def test_a_backfill_never_writes_before_the_datasets_start():
     assert rewrite == committed
 
 
+def test_a_backfill_of_a_later_day_never_writes_ahead_of_the_position():
+    """Sim seed 10000855: the position waits out a backoff at 22:00 on D0; a backfill of D1 took
+    D1's due windows, committing (00:00, 04:00] ahead of it, and the scheduler, resuming from 22:00,
+    later cut (00:00, 08:00] over them. A day's due windows are the chain's next ones, or none."""
+    failing = ds(
+        "email_events", DAY0 + 22 * HOUR_MS, added_at=DAY0, failures=2, next_retry_at=DAY0 + DAY_MS + 8 * HOUR_MS
+    )
+    e = export(failing)
+    now = DAY0 + DAY_MS + 4 * HOUR_MS + 57 * MINUTE_MS
+    assert day_windows(e, failing, D1, now, committed=[]) == [], "D1 waits for the chain to reach it"
+    behind = day_windows(e, failing, D0, now, committed=[])
+    assert behind and behind[0].from_ms == DAY0 + 22 * HOUR_MS, "the position's own day continues the chain"
+    caught_up = replace(failing, position_ms=DAY0 + DAY_MS, failures=0, next_retry_at=None)
+    ahead = day_windows(export(caught_up), caught_up, D1, now, committed=[])
+    assert ahead and ahead[0].from_ms == DAY0 + DAY_MS and ahead[-1].to_ms <= DAY0 + DAY_MS + 5 * HOUR_MS
+
+
 def test_batches_group_by_day_and_close_at_k_exports_or_weight():
     now = DAY0 + 3 * HOUR_MS + 2 * MINUTE_MS
     punctual = [export(ds("email_events", DAY0 + 2 * HOUR_MS), id=f"exp_{i:04d}") for i in range(300)]

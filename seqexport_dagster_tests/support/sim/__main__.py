@@ -34,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frequencies", default="", help="comma-separated frequencies to draw from")
     parser.add_argument("--formats", default="", help="comma-separated file formats to draw from (default both)")
     parser.add_argument("--more", default=None, help="comma-separated of 'change format,delete' to draw ('' none)")
+    parser.add_argument(
+        "--fault-streams",
+        type=int,
+        default=None,
+        help="1: no faults in the control-plane calls added after long run #3 (its seeds as found)",
+    )
     parser.add_argument("--export-days", type=float, default=None, help="budget mode: stop after this many")
     parser.add_argument("--jobs", type=int, default=1, help="budget mode: seeds run in this many processes")
     parser.add_argument("--first-seed", type=int, default=None, help="budget mode: start here (default random)")
@@ -47,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         kw["formats"] = tuple(f.strip() for f in args.formats.split(","))
     if args.more is not None:
         kw["more"] = tuple(o.strip() for o in args.more.split(",") if o.strip())
+    if args.fault_streams is not None:
+        kw["fault_streams"] = args.fault_streams
     if args.only:
         kw["only"] = tuple(o.strip() for o in args.only.split(","))
     if args.seed is not None:
