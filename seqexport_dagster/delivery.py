@@ -90,9 +90,6 @@ class Tally:
     existed: int = 0
     late_rows: int = 0
     next_number: int = 0
-    #: The window was rewritten from part 0000 with overwrites (`Attempt._replace`); a replace asked
-    #: for where nothing of the window is goes as a first delivery and leaves this False.
-    replaced: bool = False
 
     def landed(self, rows: int, size: int) -> None:
         self.rows, self.parts, self.bytes = self.rows + rows, self.parts + 1, self.bytes + size
@@ -262,12 +259,6 @@ class Attempt:
         ledger = [
             p for p in self.store.window_parts(self.export.id, dataset, window, self.location) if p.kind != SUCCESS_MARK
         ]
-        if replace and not ledger:
-            # Nothing of the window is here (its first delivery at this place, after a move): a
-            # replace overwrites nothing, so it goes as a first delivery, create-only. Sent as
-            # overwrites, a re-send after a lost answer that a create-only store refused was taken
-            # for a refused replace, and the part's record was forgotten (sim seed 10000575).
-            replace = False
         if replace or any(p.kind == LEGACY_PART for p in ledger) or (finish_replace and _carried_twice(ledger)):
             # An operator's replace, or a window the runner before the part ledger left unfinished
             # (no boundaries to resume from): rewrite from part 0000. Needs overwrite rights. Also a
@@ -435,7 +426,7 @@ class Attempt:
             batches = self.source.snapshot_batches(account)
         else:
             batches = self.source.window_batches(dataset, account, window)
-        tally = Tally(replaced=True)
+        tally = Tally()
         writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
         before = {p.number: p for p in ledger}
         written = max((p.number + 1 for p in ledger if p.kind != SUCCESS_MARK), default=0)
@@ -496,7 +487,11 @@ class Attempt:
         except PermanentError as exc:
             # Refused (a create-only key): the old object is still there, so is its record. Left as
             # the new intent, a later attempt would re-send it, take the 412 for "landed" and count
-            # rows the object does not hold as delivered (sim seed 5000).
+            # rows the object does not hold as delivered (sim seed 5000). A re-send refused after a
+            # lost answer leaves an old object standing too (overwriting it would have needed the
+            # right the re-send was refused); only a new name's first send may have created it.
+            if isinstance(exc, AccessDenied) and previous is not None:
+                exc.outcome_unknown = False  # the old object stands: a definite refusal
             if not _outcome_unknown(exc):
                 self._restore(window_id, part.number, previous, kept)
             raise

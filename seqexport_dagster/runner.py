@@ -325,7 +325,7 @@ class Runner:
                     location=attempt.location,
                     dataset=dataset,
                     window=window,
-                    replace=replace and tally.replaced,
+                    replace=replace,
                 )
             advanced = self.store.commit_window(
                 window_id, rows=tally.rows, part_count=tally.parts, size=tally.bytes, now_ms=self.clock()
@@ -360,7 +360,7 @@ class Runner:
                 tally = attempt.deliver(
                     window_id, SNAPSHOT_DATASET, window, keys, replace=replace, committed=False, fmt=fmt
                 )
-            attempt.mark_success(window_id, success, replace=replace and tally.replaced)
+            attempt.mark_success(window_id, success, replace=replace)
             self.store.commit_window(
                 window_id,
                 rows=tally.rows,

@@ -172,7 +172,7 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # day had never reached (after a move to a create-only store without preconditions) sent its
     # snapshot part as an overwrite; the re-send after a lost answer was refused, taken for a
     # refused replace, and the part's record forgotten: every retry sent other bytes under the
-    # landed name. A replace where nothing of the window is now goes as a first delivery.
+    # landed name. A replace now asks the key first (test_snapshot_resend).
     10000575: {"days": 3, "fault_streams": 1},
     # 10001195: a replace on a create-only key (412) of a window whose part 0000 had landed; its
     # first intent's answer was lost, so the replace was unfinished, every pass redid it and was

@@ -10,6 +10,7 @@ store without preconditions.
   without preconditions created its part, and the re-send after the lost answer was refused. The
   refusal lost its "outcome unknown" on the way, so the part's record was forgotten; the next
   attempt cut the day afresh and sent other bytes under the landed name, refused on every retry.
+  A replace now asks the key first.
 - Sim seed 5000: a replace of a past snapshot day whose ``_SUCCESS`` answered past the deadline
   was never finished, and the next day's commit cleared its error; the ledger kept the old
   snapshot's rows while the bucket held the new one.
@@ -31,7 +32,7 @@ from seqexport_dagster import planner
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.base import content_md5
 from seqexport_dagster.destination.config import DestinationConfig
-from seqexport_dagster.errors import ExportError, RetryableError
+from seqexport_dagster.errors import AccessDenied, ExportError, RetryableError
 from seqexport_dagster.store import COMMITTED, ExportRecord, snapshot_window
 from seqexport_dagster.store.tables import parts
 from seqexport_dagster.window import DAY_MS, HOUR_MS, day_start_ms
@@ -190,14 +191,15 @@ def test_a_failed_replace_of_a_past_snapshot_day_is_finished_and_keeps_its_error
     assert planner.due_day(world.store.get_export(export.id), state, world.clock()) is None
 
 
-def test_a_replace_at_a_place_the_day_never_reached_is_a_first_delivery(world: World) -> None:
+def test_a_replace_after_a_move_to_a_create_only_store_is_refused_before_anything(world: World) -> None:
     """Sim seed 10000575. A day delivered at an ordinary store; the export moves to a create-only
-    store without preconditions (403), and an operator replaces the day there. The day has nothing
-    there to overwrite, so it is delivered as a first delivery, create-only: part 0000 lands, its
-    answer is lost and the re-send is refused, which is taken for "already there" (a probe tells it
-    from a revoked key). It was sent as an overwrite, the refusal was taken for a refused replace,
-    the part's record forgotten, and every retry cut the day afresh and sent other bytes under the
-    landed name, refused again."""
+    store without preconditions (403), and an operator replaces the day there. The replace sent
+    part 0000 as an overwrite of a name new there: it landed, its answer was lost, the re-send was
+    refused and taken for a refused replace, and the part's record forgotten; every retry then cut
+    the day afresh and sent other bytes under the landed name. The replace now asks the key first
+    and is refused before it writes or records anything; the backfill without replace that the
+    error suggests delivers the day there, create-only, and takes the refused re-send of the same
+    bytes for "already there" (a probe tells it from a revoked key)."""
     export, old = setup(world, ORDINARY)
     new = Store(CREATE_ONLY_403, prefix="moved/")
     stores = {"": old, "moved": new}
@@ -207,13 +209,14 @@ def test_a_replace_at_a_place_the_day_never_reached_is_a_first_delivery(world: W
     world.clock.now_ms += HOUR_MS
     moved = DestinationConfig("local", str(world.root / "bucket"), prefix="moved")
     export = world.store.update_destination(export.id, moved, world.clock())
+    with pytest.raises(AccessDenied, match="Run the backfill without replace"):
+        runner.run_day(export.id, "subscribers", DAY, rewrite=True, replace=True)
+    assert world.store.window_parts(export.id, "subscribers", snapshot_window(DAY0), export.location) == []
+    assert not [w for w in new.bucket.writes if w.key.startswith("moved/" + FOLDER)], "nothing of the day sent"
+
     new.faults["subscribers-0000.jsonl.gz"] = "lost-then-denied"
-    update_subscriber(world, "sub_acme_0000003")  # the replace's cut differs from the old place's
-    report = runner.run_day(export.id, "subscribers", DAY, rewrite=True, replace=True)
+    update_subscriber(world, "sub_acme_0000003")
+    report = runner.run_day(export.id, "subscribers", DAY, rewrite=True)
     assert report.snapshot is not None and report.snapshot.sent.existed == 1
-    parts_sent = [w for w in new.bucket.writes if w.key.startswith("moved/" + FOLDER)]
-    assert parts_sent and not any(w.plain_intended for w in parts_sent), "nothing sent as an overwrite"
     assert new.bucket.violations == [], "no different body sent under the landed name"
     assert_day_agrees(world, export, new, DAY)
-    state = world.store.get_export(export.id).dataset_state("subscribers")
-    assert state is not None and state.failures == 0
