@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -70,3 +71,23 @@ def test_a_child_that_ignores_sigterm_is_stopped_with_its_leader(tmp_path: Path)
     with group_process([sys.executable, "-c", DEAF_CHILD, str(note)], grace_s=5):
         pgid = pgid_from(note)
     assert wait_gone(pgid), "a child that ignores SIGTERM outlived the group's stop"
+
+
+def test_a_server_starts_with_the_default_answer_to_sigterm_and_sigint() -> None:
+    """Run as a shell's background job, pytest ignores SIGINT, and Dagster run in-process then
+    maps SIGTERM to that (`dagster._utils.interrupts`); an ignored disposition survives exec, so
+    `make dev` started afterwards ignored its test's SIGTERM (CI of 2026-12-03, twice)."""
+    probe = (
+        "import signal; print(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, "
+        "signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    )
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        done = run_in_group([sys.executable, "-c", probe], timeout=30)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN, "this process's own disposition is left as it was"
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    assert done.stdout.split() == ["True", "True"], "SIGTERM at its default, SIGINT raising KeyboardInterrupt"

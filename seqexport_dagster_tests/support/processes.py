@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,13 +31,35 @@ def start_group(
     **popen: Any,
 ) -> subprocess.Popen[Any]:
     """``command`` in its own process group. With ``log``, its stdout and stderr are appended to that
-    file; otherwise ``popen`` (``stdout=``, ``stderr=``, ``text=``...) goes to `subprocess.Popen`."""
-    if log is None:
-        return subprocess.Popen(list(command), cwd=cwd, env=env, start_new_session=True, **popen)
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            list(command), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, **popen
-        )
+    file; otherwise ``popen`` (``stdout=``, ``stderr=``, ``text=``...) goes to `subprocess.Popen`.
+    It starts with the default answer to SIGINT, SIGTERM and SIGHUP (`_default_signals`)."""
+    with _default_signals():
+        if log is None:
+            return subprocess.Popen(list(command), cwd=cwd, env=env, start_new_session=True, **popen)
+        with log.open("ab") as out:
+            return subprocess.Popen(
+                list(command), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, **popen
+            )
+
+
+@contextmanager
+def _default_signals() -> Iterator[None]:
+    """A signal this process ignores is ignored by what it starts (an ignored disposition survives
+    exec). pytest run as a shell's background job ignores SIGINT, and Dagster, once run in-process,
+    maps SIGTERM to SIGINT's disposition (`dagster._utils.interrupts`): every `make dev` started
+    after then ignored the SIGTERM its test sends. Ignored ones are set to the default around the
+    start, which exec then keeps."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may change dispositions
+        return
+    ignored = [s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) == signal.SIG_IGN]
+    for signum in ignored:
+        signal.signal(signum, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        for signum in ignored:
+            signal.signal(signum, signal.SIG_IGN)
 
 
 @contextmanager
