@@ -69,12 +69,7 @@ class LatePartsStore(LedgerStore):
         with self.engine.connect() as conn:
             found = conn.execute(
                 sa.select(sa.func.max(windows.c.id)).where(
-                    windows.c.export_id == export_id,
-                    windows.c.dataset == dataset,
-                    windows.c.from_ms == window.from_ms,
-                    windows.c.to_ms == window.to_ms,
-                    windows.c.location == location,
-                    windows.c.status == COMMITTED,
+                    _at_place(windows, export_id, dataset, window, location), windows.c.status == COMMITTED
                 )
             ).scalar()
         return None if found is None else int(found)
@@ -90,16 +85,8 @@ class LatePartsStore(LedgerStore):
         """The bytes part ``number`` of the attempt's window, at its place, was sent with while it
         is at intent, if they were kept (`ledger.record_part_intent`)."""
         with self.engine.connect() as conn:
-            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
             body = conn.execute(
-                sa.select(parts.c.pending_body).where(
-                    parts.c.export_id == w.export_id,
-                    parts.c.dataset == w.dataset,
-                    parts.c.from_ms == w.from_ms,
-                    parts.c.to_ms == w.to_ms,
-                    parts.c.location == w.location,
-                    parts.c.part == number,
-                )
+                sa.select(parts.c.pending_body).where(_attempts_place(conn, parts, window_id), parts.c.part == number)
             ).scalar()
         return None if body is None else bytes(body)
 
@@ -108,15 +95,10 @@ class LatePartsStore(LedgerStore):
         """The chain start that the window's manifest ``through`` was first sent with at the
         attempt's place, by this attempt or an earlier one (None: never recorded)."""
         with self.engine.connect() as conn:
-            w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
             found = conn.execute(
                 sa.select(windows.c.manifest_chain_from_ms)
                 .where(
-                    windows.c.export_id == w.export_id,
-                    windows.c.dataset == w.dataset,
-                    windows.c.from_ms == w.from_ms,
-                    windows.c.to_ms == w.to_ms,
-                    windows.c.location == w.location,
+                    _attempts_place(conn, windows, window_id),
                     windows.c.manifest_through == through,
                     windows.c.manifest_chain_from_ms.is_not(None),
                 )
@@ -145,13 +127,7 @@ class LatePartsStore(LedgerStore):
     def replace_unfinished(self, export_id: str, dataset: str, window: Window, location: str) -> bool:
         """Whether a replace of the window at ``location`` ended after overwriting and before its
         commit (no attempt committed there since): its manifest was not written."""
-        here = sa.and_(
-            windows.c.export_id == export_id,
-            windows.c.dataset == dataset,
-            windows.c.from_ms == window.from_ms,
-            windows.c.to_ms == window.to_ms,
-            windows.c.location == location,
-        )
+        here = _at_place(windows, export_id, dataset, window, location)
         with self.engine.connect() as conn:
             replaced = conn.execute(
                 sa.select(sa.func.max(windows.c.id)).where(here, windows.c.replacing.is_(True))
@@ -193,6 +169,23 @@ class LatePartsStore(LedgerStore):
         for r in rows:
             found.setdefault(r.location, []).append(part_record_of(r))
         return found
+
+
+def _at_place(table: sa.Table, export_id: str, dataset: str, window: Window, location: str) -> sa.ColumnElement[bool]:
+    """Rows of ``table`` (`windows` or `parts`) of one window at one place."""
+    return sa.and_(
+        table.c.export_id == export_id,
+        table.c.dataset == dataset,
+        table.c.from_ms == window.from_ms,
+        table.c.to_ms == window.to_ms,
+        table.c.location == location,
+    )
+
+
+def _attempts_place(conn: sa.Connection, table: sa.Table, window_id: int) -> sa.ColumnElement[bool]:
+    """Rows of ``table`` of the window of attempt ``window_id``, at the place it wrote to."""
+    w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
+    return _at_place(table, w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location)
 
 
 def _parts_everywhere() -> sa.Select[Any]:
