@@ -268,10 +268,13 @@ class Attempt:
             return self._replace(window_id, dataset, window, keys, ledger, fmt)
         tally = Tally()
         writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
-        # A snapshot part could not be cut again as sent (its rows change); with no precondition
-        # its re-send must be those bytes (`_resend`), so they are kept until it lands. (Read with
-        # a default: wrappers written before anything read the attribute do not all declare it.)
-        keep = snapshot and not getattr(self.destination, "preconditions", True)
+        # A snapshot part could not be cut again as sent (its rows change), so its bytes are kept
+        # with its intent until it lands and every re-send is those bytes (`_resend`). Without a
+        # precondition a re-send of other bytes would replace a part that landed; with one, a new
+        # cut that a send creates and whose answer is lost leaves the ledger unable to tell which
+        # body a later 412 kept (sim seed 10001628: the ledger had the first cut's 110 rows, the
+        # bucket a later cut's 108).
+        keep = snapshot
         boundary: SortKey | None = None
         for p in ledger:
             tally.next_number = p.number + 1
@@ -283,7 +286,8 @@ class Attempt:
                 rows = self._rows(dataset, account, window, lo, hi, wanted=set(unpack_ids(p.ids or b"")))
                 part = _one_part(writer, rows, p.number)
                 if finish_replace:
-                    outcome, held = self.rewrite_unfinished(p.key, part.body, True), (p.rows, p.size)
+                    body = self._as_recorded(window_id, p, part) or part.body
+                    outcome, held = self.rewrite_unfinished(p.key, body, True), (p.rows, p.size)
                 else:
                     outcome, held = self._resend(window_id, dataset, window, p, part)
                 tally.resent += 1
@@ -442,7 +446,8 @@ class Attempt:
         cut = 0
 
         def send(part: Part) -> None:
-            self._overwrite(window_id, keys(part.number), part, tally, before.get(part.number))
+            keep = dataset == SNAPSHOT_DATASET  # its finish re-sends these bytes (see `deliver`)
+            self._overwrite(window_id, keys(part.number), part, tally, before.get(part.number), keep=keep)
             sent.add(part.number)
 
         try:
@@ -475,13 +480,15 @@ class Attempt:
             _close(batches)
         return tally
 
-    def _overwrite(self, window_id: int, key: str, part: Part, tally: Tally, previous: PartRecord | None) -> None:
+    def _overwrite(
+        self, window_id: int, key: str, part: Part, tally: Tally, previous: PartRecord | None, *, keep: bool
+    ) -> None:
         # The guard's reads come before the new intent: a control-plane error there must not leave
         # the new record over a part whose old object still stands (main's sim seed 5000).
         self.guard()
         # An old part still at intent may have its bytes kept for its re-send: put back with it.
         kept = self.store.pending_body(window_id, part.number) if previous and not previous.landed else None
-        self._record_intent(window_id, key, part, RANGE_PART)
+        self._record_intent(window_id, key, part, RANGE_PART, keep=keep)
         try:
             self.overwrite(key, part.body, guarded=True)
         except PermanentError as exc:
@@ -527,23 +534,29 @@ class Attempt:
         returns the answer and the rows and bytes the object now holds.
 
         Event rows do not change, so ``part`` (cut again from the recorded ids) is those bytes. A
-        snapshot part's rows do (a subscriber updated since, sim seed 10000040): without a
-        precondition the re-send reaches the object if it landed, so it goes out as the bytes kept
-        with its intent. Otherwise the new cut goes create-only: a 412 keeps the old object and its
-        record; an object it creates holds the new cut, which is recorded in its place.
+        snapshot part's rows do (a subscriber updated since, sim seed 10000040), so it goes out as
+        the bytes kept with its intent: whatever landed under the name is then those bytes
+        (without a precondition a re-send of other bytes would replace the part; with one, a new
+        cut created under a lost answer would be taken for the recorded one, seed 10001628).
         """
-        if p.md5 is None or part.content_md5 == p.md5:
-            return self.create(p.key, part.body, outcome_unknown=True), (p.rows, p.size)
-        kept = self.store.pending_body(window_id, p.number)
-        if kept is not None and content_md5(kept) == p.md5:
-            return self.create(p.key, kept, outcome_unknown=True), (p.rows, p.size)
-        # Not kept (recorded before migration 0014, or a store that lost its precondition since):
+        body = self._as_recorded(window_id, p, part)
+        if body is not None:
+            return self.create(p.key, body, outcome_unknown=True), (p.rows, p.size)
+        # Not kept (a snapshot part recorded before this release kept its bytes on every store):
         # the new cut is the only body there is; with a precondition it cannot replace anything.
         outcome = self.create(p.key, part.body, outcome_unknown=True)
         if outcome != PutOutcome.CREATED:
             return outcome, (p.rows, p.size)
         self._record_intent(window_id, p.key, part, p.kind)
         return outcome, (part.rows, part.size)
+
+    def _as_recorded(self, window_id: int, p: PartRecord, part: Part) -> bytes | None:
+        """The bytes the ledger recorded for part ``p``: ``part`` (cut again from its recorded ids)
+        when they match, else the bytes kept with its intent, else ``None``."""
+        if p.md5 is None or part.content_md5 == p.md5:
+            return part.body
+        kept = self.store.pending_body(window_id, p.number)
+        return kept if kept is not None and content_md5(kept) == p.md5 else None
 
     def _record_intent(self, window_id: int, key: str, part: Part, kind: str, *, keep: bool = False) -> None:
         """The part ledger's record of ``part`` under ``key``, always before its PUT (``keep``: its

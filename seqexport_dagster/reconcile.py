@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from seqexport_dagster.batch import RETRY_DELAYS_S
 from seqexport_dagster.errors import ExportError, RunInterrupted
+from seqexport_dagster.planner import waiting_for_backoff
 from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.schema import EVENT_DATASETS
 from seqexport_dagster.store import ACTIVE, LATE_PART, PRUNE_AFTER_MS, DatasetState, ExportRecord, PartRecord
@@ -97,7 +98,8 @@ def reconcile(
     ``lateness_ms``, when given, replaces ``lookback_ms`` by `lookback_for` the export (what the
     scheduled runs use: the cost then follows the export's frequency). Besides those windows, it
     always comes back to a window whose late rows have not all landed (a part at ``intent``, or
-    the window named by the dataset's last error), however old, while the ledger has its ids.
+    the window named by the dataset's last error) or whose replace ended before its commit,
+    however old, while the ledger has its ids.
     A transient error is retried after ``retry_delays_s`` like a normal window (`batch`); only
     the last attempt counts for the backoff. ``thin`` (scheduled runs): recheck older windows less
     often (`rechecked_now`), so a run's cost grows with the log of the lookback, not the lookback.
@@ -114,6 +116,12 @@ def reconcile(
     for state in export.datasets:
         if state.dataset not in wanted or state.dataset not in EVENT_DATASETS or failing_ahead(state):
             continue
+        if lateness_ms is not None and waiting_for_backoff(export, state, now):
+            # A scheduled run carries every event dataset of the export; one whose late-row window
+            # failed waits out its backoff like a due window (sim seed 10001810: retried 59 min
+            # after its first failure, the wait being 60, because a neighbour's window was due).
+            # Not marked reconciled, so the pass after the wait reaches back from the last one.
+            continue
         since = since_for(export, state, now, lookback_ms, lateness_ms)
         # The ledger holds ids of windows ending after this (and of every window a pass still owes).
         kept = min(now - max(PRUNE_AFTER_MS, lookback_ms), since)
@@ -121,11 +129,14 @@ def reconcile(
         recent = runner.store.committed_since(export_id, state.dataset, since_ms=since, until_ms=state.position_ms)
         if thin:
             recent = [w for w in recent if rechecked_now(export, w, now, lookback_ms)]
-        owed = set(
-            runner.store.windows_awaiting_parts(
+        owed = {
+            *runner.store.windows_awaiting_parts(
                 export_id, state.dataset, export.location, state.position_ms, after_ms=kept
-            )
-        )
+            ),
+            *runner.store.windows_replace_unfinished(
+                export_id, state.dataset, export.location, state.position_ms, after_ms=kept
+            ),
+        }
         if state.failures and state.last_error_window is not None:
             owed.add(state.last_error_window)  # a late-row window that failed: retried, whatever its age
         for window in sorted({*recent, *owed}):

@@ -218,12 +218,16 @@ class Runner:
                 # an event window's (sim seed 5000); the day it rewrote is owed to its reload.
                 window = snapshot_window(start)
                 finish = not replace and self.store.replace_unfinished(export_id, dataset, window, export.location)
-                if (
-                    replace
-                    or finish
-                    or owed
-                    or not self.store.committed_at(export_id, dataset, window, export.location)
-                ):
+                places = self.store.committed_places(export_id, dataset, window)
+                here = export.location in places
+                if owed and not (backfill or finish or here) and places and not self._attempted_here(export, window):
+                    # The day's failed backfill or replace was at a place the export has left, where
+                    # the day is committed: the old place is never written again, and delivering the
+                    # day here would put it before this place's chain, a gap (sim seed 10001613:
+                    # a replace refused by a create-only key, then a move). Settled, not redelivered.
+                    self.store.settle_error(export_id, dataset, window, self.clock())
+                    report.skipped_windows = 1
+                elif replace or finish or owed or not here:
                     report.snapshot = self.write_snapshot(export_id, day, run_id=run_id, replace=replace or finish)
                 else:
                     report.skipped_windows = 1
@@ -244,6 +248,10 @@ class Runner:
             report.complete = position >= day_start_ms(day) + DAY_MS
         self._settle_export_now(export_id)
         return report
+
+    def _attempted_here(self, export: ExportRecord, window: Window) -> bool:
+        """Whether a snapshot day's part ledger has anything at the export's current place."""
+        return bool(self.store.window_parts(export.id, SNAPSHOT_DATASET, window, export.location))
 
     def needs_delivery(self, export: ExportRecord, dataset: str, window: Window) -> bool:
         """Whether a window behind the position lacks anything in the bucket: a part of unknown

@@ -28,7 +28,7 @@ from seqexport_dagster.keys import part_key
 from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.store import PART_INTENT
 from seqexport_dagster.verify import verify_location
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window, iso_ms
+from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
 from seqexport_dagster_tests.support.bucket_audit import audit_export, read_objects, source_ids
 from seqexport_dagster_tests.support.faults import proxy as fp
 from seqexport_dagster_tests.support.faults.scene import new_bucket, s3_export, s3_runner
@@ -121,6 +121,45 @@ def test_a_late_part_that_failed_every_try_is_sent_again_and_its_error_stays_unt
     cleared = world.store.get_export(export.id).dataset_state("email_events")
     assert cleared is not None and cleared.failures == 0 and cleared.last_error is None
     assert not any(r.report for r in reconcile(runner, export.id)), "nothing owed any more"
+
+
+def test_a_scheduled_pass_waits_out_the_backoff_of_a_failed_late_window(
+    world: World, s3: Any, proxy: fp.FaultProxy
+) -> None:
+    """Sim seed 10001810. A late-row window's part fails every try: the dataset is in backoff
+    (1 h at 1h windows). A scheduled run 59 minutes later, launched for the export's other due
+    work, used to retry that window at once; its pass now leaves the dataset alone until the
+    wait is over, then sends the part under its own name."""
+    generate_account(world.source_engine, "acme", DAY0 - HOUR_MS, DAY0 + 7 * HOUR_MS, scale=SCALE)
+    export = s3_export(world, s3, proxy, datasets=EMAIL)
+    runner = s3_runner(world, part_limit=20)
+    for hour in (1, 2, 3):
+        scheduled(world, runner, export.id, hour)
+    insert_rows(world.source_engine, "email_events", late_rows(W12, 4, "late"))
+    fault = proxy.add(fp.reset(match=f"-{W12.from_ms}-{W12.to_ms}-", times=None))
+    world.clock.now_ms = DAY0 + 4 * HOUR_MS + 3 * MINUTE_MS
+    with pytest.raises(RetryableError):
+        reconcile(runner, export.id, lateness_ms=DAY_MS, thin=True)
+    proxy.remove(fault)
+    state = world.store.get_export(export.id).dataset_state("email_events")
+    assert state is not None and state.failures == 1 and state.next_retry_at is not None
+
+    def sends_of_w12() -> int:
+        return sum(1 for r in proxy.log if r.method == "PUT" and f"-{W12.from_ms}-{W12.to_ms}-" in r.path)
+
+    before = sends_of_w12()
+    world.clock.now_ms = state.next_retry_at - MINUTE_MS
+    assert not any(r.report for r in reconcile(runner, export.id, lateness_ms=DAY_MS, thin=True))
+    assert sends_of_w12() == before, "nothing sent to the bucket inside the wait"
+    waiting = world.store.get_export(export.id).dataset_state("email_events")
+    assert waiting is not None and waiting.failures == 1 and waiting.reconciled_at == state.reconciled_at
+
+    world.clock.now_ms = state.next_retry_at
+    (result,) = [r for r in reconcile(runner, export.id, lateness_ms=DAY_MS, thin=True) if r.report]
+    assert result.window == W12 and result.report is not None and result.report.sent.resent == 1
+    cleared = world.store.get_export(export.id).dataset_state("email_events")
+    assert cleared is not None and cleared.failures == 0
+    audit_export(world.store, world.source_engine, s3, export.id).assert_clean()
 
 
 def test_reconciliation_retries_a_transient_failure_inside_the_run(world: World, s3: Any, proxy: fp.FaultProxy) -> None:

@@ -21,17 +21,21 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import pytest
 
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
-from seqexport_dagster.errors import ExportError
+from seqexport_dagster.errors import ExportError, RetryableError
 from seqexport_dagster.reconcile import reconcile
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS
+from seqexport_dagster.store.tables import export_datasets
+from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS
 from seqexport_dagster_tests.support.bucket_audit import read_objects, source_ids
 from seqexport_dagster_tests.support.faults import proxy as fp
 from seqexport_dagster_tests.support.faults.scene import s3_export, s3_runner
 from seqexport_dagster_tests.support.late_rows import late_rows
+from seqexport_dagster_tests.support.scripted_store import ScriptedStore as Store
+from seqexport_dagster_tests.support.sim.bucket import NO_PRECONDITION, ORDINARY
 from seqexport_dagster_tests.support.world import DAY0, World
 
 DAY = dt.date(2026, 9, 30)
@@ -146,3 +150,58 @@ def test_a_replace_stopped_at_its_first_part_is_run_again_whole(world: World, mo
         assert latest.rows == first.rows + 3, "the ledger counts each row once"
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("kind", [ORDINARY, NO_PRECONDITION])
+def test_a_replace_whose_failure_was_never_recorded_is_finished_by_reconciliation(world: World, kind: str) -> None:
+    """Sim seed 10001768. A window committed with its range part and a late part; an operator's
+    replace overwrites 0000 with every row (the late ones too) and stops there, the control plane
+    down: its failure is never recorded, so no error names the window, and every part is landed.
+    Before, nothing came back to it and the late rows stayed twice (0000 and the old 0001). The
+    scheduled reconciliation finds the unfinished replace and finishes it: 0001 blanked."""
+    export = world.local_export(datasets=("email_events",))
+    generate_account(world.source_engine, "acme", DAY0 - HOUR_MS, DAY0 + 4 * HOUR_MS, scale=Scale(30, 20, 0, 0))
+    store = Store(kind)
+    runner = world.runner(part_limit=500, destination_factory=lambda config, policy: store)
+    world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
+    runner.run_day(export.id, "email_events", DAY)
+    (first,) = world.store.ledger(export.id)
+    w = first.window
+    insert_rows(world.source_engine, "email_events", late_rows(w, 3, "late"))
+    world.clock.now_ms += 10 * MINUTE_MS
+    reconcile(runner, export.id)
+    old = world.store.window_parts(export.id, "email_events", w, export.location)
+    assert [p.rows for p in old] == [first.rows, 3]
+
+    record = world.store.record_part_intent
+
+    def outage_at_0001(window_id: int, *, number: int, **kw: Any) -> None:
+        if number == 1:
+            raise RetryableError("control-plane database unavailable")
+        record(window_id, number=number, **kw)
+
+    world.clock.now_ms += 10 * MINUTE_MS
+    with mock.patch.object(world.store, "record_part_intent", outage_at_0001), pytest.raises(ExportError):
+        runner.run_day(export.id, "email_events", DAY, rewrite=True, replace=True)
+    with world.control_engine.begin() as conn:  # the outage also kept its failure from the ledger
+        conn.execute(
+            export_datasets.update().values(
+                failures=0, next_retry_at=None, last_error=None, last_error_from_ms=None, last_error_to_ms=None
+            )
+        )
+    assert world.store.replace_unfinished(export.id, "email_events", w, export.location)
+    assert all(p.landed for p in world.store.window_parts(export.id, "email_events", w, export.location))
+    world.clock.now_ms += 10 * MINUTE_MS
+    reconcile(runner, export.id, lateness_ms=DAY_MS, thin=True)  # what a scheduled run does
+
+    assert not world.store.replace_unfinished(export.id, "email_events", w, export.location)
+    found: Counter[str] = Counter()
+    for key, body in store.bucket.objects.items():
+        if key.startswith("email_events/"):
+            found.update(json.loads(line)["id"] for line in gzip.decompress(body).splitlines())
+    assert len(found) == first.rows + 3 and max(found.values()) == 1, "every row once"
+    assert [p.rows for p in world.store.window_parts(export.id, "email_events", w, export.location)] == [
+        first.rows + 3,
+        0,
+    ]
+    assert store.bucket.violations == []

@@ -190,6 +190,32 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # due windows ahead of the position, and the scheduler, resuming, cut its catch-up window over
     # them: 14 rows twice. A day's due windows are now written only when the chain reaches that day.
     10000855: {"days": 3},
+    # Long run #4 (from 10001300, on a486dc7), the oracle's and verify's: 10001585, a snapshot
+    # day's part and `_SUCCESS` landed, the `_SUCCESS`'s answer came too late, the retry met a
+    # revoked key and the export was deleted: `verify --ledger` called the day `not_in_ledger`.
+    # `verify.unfinished.abandoned_windows` now reads snapshot days too (test_verify_unfinished).
+    10001585: {"days": 3},
+    # 10001613 (the product's): an operator's replace of a snapshot day was refused by a create-only
+    # key, which left the day owed to its retry (`planner.owed_snapshot_day`); the export moved,
+    # and the retry delivered the day at the new place, before its chain: `gap` there. A day owed
+    # at a place the export has left, committed there, is now settled (`ControlPlane.settle_error`).
+    10001613: {"days": 3},
+    # 10001628 (the product's, an ordinary bucket): a snapshot part was recorded and never sent, a
+    # subscriber of it was removed, the re-send (a new cut) landed under a lost answer, and the next
+    # re-send's 412 was taken for the recorded cut: ledger 118 rows, bucket 116. Snapshot parts now
+    # keep their bytes with the intent on every store, and every re-send is those bytes.
+    10001628: {"days": 3},
+    # Long run #5 (from 10001700, on 6dfdbd0): 10001768, a backfill with replace overwrote a
+    # window's part 0000 with every row (its late ones too) and stopped on a control-plane outage
+    # that kept its failure from the ledger too: no error named the window, every part was landed,
+    # and nothing came back to blank the old late part 0001 (2 rows twice). Reconciliation now
+    # comes back to a window whose replace is unfinished (`windows_replace_unfinished`). With the
+    # fault streams of the store calls added since, its history no longer reaches that state:
+    # test_replace_unfinished keeps the finding.
+    # 10001810 (the product's): a late-row window of sms_events failed (the dataset in backoff,
+    # 1 h); a scheduled run 59 minutes later, for the export's other due work, retried it at once
+    # in its reconciliation pass. A scheduled pass now skips a dataset waiting out its backoff.
+    10001810: {"days": 3},
 }
 
 

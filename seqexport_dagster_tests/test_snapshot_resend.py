@@ -14,6 +14,8 @@ store without preconditions.
 - Sim seed 5000: a replace of a past snapshot day whose ``_SUCCESS`` answered past the deadline
   was never finished, and the next day's commit cleared its error; the ledger kept the old
   snapshot's rows while the bucket held the new one.
+- Sim seed 10001613: a replace refused by a create-only key left its day owed to the retry; after a
+  move the retry delivered the day at the new place, before that place's chain (a gap).
 
 Through the real runner, part ledger and planner, into the simulator's in-memory buckets (each
 kind's write semantics, and a log of every send's answer that flags a replaced object).
@@ -37,7 +39,13 @@ from seqexport_dagster.store import COMMITTED, ExportRecord, snapshot_window
 from seqexport_dagster.store.tables import parts
 from seqexport_dagster.window import DAY_MS, HOUR_MS, day_start_ms
 from seqexport_dagster_tests.support.scripted_store import ScriptedStore as Store
-from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_403, KINDS, NO_PRECONDITION, ORDINARY
+from seqexport_dagster_tests.support.sim.bucket import (
+    CREATE_ONLY_403,
+    CREATE_ONLY_412,
+    KINDS,
+    NO_PRECONDITION,
+    ORDINARY,
+)
 from seqexport_dagster_tests.support.world import DAY0, World
 
 DAY = dt.date(2026, 9, 30)
@@ -110,9 +118,10 @@ def test_a_snapshot_part_of_unknown_outcome_is_resent_as_the_bytes_it_was_sent_w
     world: World, kind: str, landed: bool
 ) -> None:
     """Sim seed 10000040. Between the two attempts one subscriber of part 0000 is updated and one
-    is removed, so its rows cut again are no longer the bytes sent. Without a precondition the
-    re-send reaches the object if it landed: it goes out as the bytes kept with its intent. With
-    one, the new cut goes create-only; where it creates the object, the ledger records the new cut."""
+    is removed, so its rows cut again are no longer the bytes sent. The re-send goes out as the
+    bytes kept with its intent, on every store: without a precondition it reaches the object if it
+    landed, and with one a new cut whose answer were lost could not be told from the recorded one
+    by a later 412 (seed 10001628)."""
     export, store = setup(world, kind)
     runner = world.runner(part_limit=20, destination_factory=lambda config, policy: store)
     world.clock.now_ms = DAY0 + DAY_MS + LAG
@@ -122,7 +131,7 @@ def test_a_snapshot_part_of_unknown_outcome_is_resent_as_the_bytes_it_was_sent_w
     assert (f"{FOLDER}subscribers-0000.jsonl.gz" in store.bucket.objects) is landed
     (sent,) = [p for p in world.store.window_parts(export.id, "subscribers", snapshot_window(DAY0), export.location)]
     assert not sent.landed
-    assert len(kept_bodies(world)) == (0 if store.preconditions else 1), "bytes kept only without a precondition"
+    assert len(kept_bodies(world)) == 1, "the bytes are kept until the part lands"
     update_subscriber(world, "sub_acme_0000003")
     delete_subscriber(world, "sub_acme_0000004")
 
@@ -132,11 +141,37 @@ def test_a_snapshot_part_of_unknown_outcome_is_resent_as_the_bytes_it_was_sent_w
     assert store.bucket.violations == [], "no different body under an existing key, nothing replaced"
     assert_day_agrees(world, export, store, DAY)
     first = part_ids(store.bucket.objects[f"{FOLDER}subscribers-0000.jsonl.gz"])
-    # The part holds the rows as they were sent wherever that send may have landed (no
-    # precondition, or it did land); only a new object cut afresh leaves the removed one out.
-    kept = landed or kind in (CREATE_ONLY_403, NO_PRECONDITION)
-    assert ("sub_acme_0000004" in first) is kept
+    assert "sub_acme_0000004" in first, "the part holds the rows as they were first sent"
     assert kept_bodies(world) == [], "the bytes go once the part has landed"
+
+
+@pytest.mark.parametrize("kind", [ORDINARY, CREATE_ONLY_412])
+def test_a_new_cut_created_under_a_lost_answer_is_not_taken_for_the_recorded_part(world: World, kind: str) -> None:
+    """Sim seed 10001628, on stores with a precondition. Part 0000 is recorded and its connection
+    drops before it is sent; a subscriber of it is removed. The next attempt's re-send lands and
+    its answer is lost; the one after gets a 412. Sent as a new cut, the object would hold 19 rows
+    while the ledger kept the first cut's 20 and its MD5 (`verify --ledger`: ledger_rows_mismatch).
+    Every re-send is the bytes kept with the intent, so the object is the recorded part."""
+    export, store = setup(world, kind)
+    runner = world.runner(part_limit=20, destination_factory=lambda config, policy: store)
+    world.clock.now_ms = DAY0 + DAY_MS + LAG
+    store.faults["subscribers-0000.jsonl.gz"] = "reset"
+    with pytest.raises(RetryableError):
+        runner.run_day(export.id, "subscribers", DAY)
+    assert f"{FOLDER}subscribers-0000.jsonl.gz" not in store.bucket.objects
+    delete_subscriber(world, "sub_acme_0000004")
+    for fault in ("lost", None):
+        world.clock.now_ms += HOUR_MS
+        if fault:
+            store.faults["subscribers-0000.jsonl.gz"] = fault
+            with pytest.raises(RetryableError):
+                runner.run_day(export.id, "subscribers", DAY)
+        else:
+            assert runner.run_day(export.id, "subscribers", DAY).snapshot is not None
+    assert [w.answer for w in store.bucket.writes if w.key.endswith("-0000.jsonl.gz")] == ["created", "existed"]
+    assert store.bucket.violations == []
+    assert_day_agrees(world, export, store, DAY)
+    assert "sub_acme_0000004" in part_ids(store.bucket.objects[f"{FOLDER}subscribers-0000.jsonl.gz"])
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -220,3 +255,43 @@ def test_a_replace_after_a_move_to_a_create_only_store_is_refused_before_anythin
     assert report.snapshot is not None and report.snapshot.sent.existed == 1
     assert new.bucket.violations == [], "no different body sent under the landed name"
     assert_day_agrees(world, export, new, DAY)
+
+
+@pytest.mark.parametrize("kind", [CREATE_ONLY_412, CREATE_ONLY_403])
+def test_a_failed_replace_of_a_day_at_a_place_left_is_settled_not_delivered_at_the_new_one(
+    world: World, kind: str
+) -> None:
+    """Sim seed 10001613. Two days delivered on a create-only store; an operator's replace of the
+    first is refused by the key (nothing written), which leaves the dataset's error on that day; the
+    export then moves. The day is owed to its retry, but its place is left for good and the day is
+    complete there: delivered at the new place, it would sit before that place's chain with the
+    second day missing, a gap. The retry settles the error instead and sends nothing."""
+    export, old = setup(world, kind)
+    new = Store(kind, prefix="moved/")
+    stores = {"": old, "moved": new}
+    runner = world.runner(part_limit=100, destination_factory=lambda config, policy: stores[config.prefix])
+    for n in (1, 2):
+        world.clock.now_ms = DAY0 + n * DAY_MS + LAG
+        assert runner.run_day(export.id, "subscribers", DAY + dt.timedelta(days=n - 1)).snapshot is not None
+    world.clock.now_ms += HOUR_MS
+    with pytest.raises(AccessDenied, match="Run the backfill without replace"):
+        runner.run_day(export.id, "subscribers", DAY, rewrite=True, replace=True)
+    moved = DestinationConfig("local", str(world.root / "bucket"), prefix="moved")
+    export = world.store.update_destination(export.id, moved, world.clock())
+    state = world.store.get_export(export.id).dataset_state("subscribers")
+    assert state is not None and state.last_error_window == snapshot_window(DAY0) and state.next_retry_at
+
+    world.clock.now_ms = state.next_retry_at
+    assert planner.due_day(export, state, world.clock()) == DAY, "the failed day is owed to its retry"
+    report = runner.run_day(export.id, "subscribers", DAY)  # what the scheduled run of that day does
+    assert report.snapshot is None and report.skipped_windows == 1
+    assert not new.bucket.writes, "nothing sent to the new place"
+    state = world.store.get_export(export.id).dataset_state("subscribers")
+    assert state is not None and state.failures == 0 and state.last_error is None and state.next_retry_at is None
+    assert planner.due_day(export, state, world.clock()) is None, "nothing due until the next day"
+
+    world.clock.now_ms = DAY0 + 3 * DAY_MS + LAG
+    third = DAY + dt.timedelta(days=2)
+    assert planner.due_day(export, state, world.clock()) == third, "the chain goes on from the position"
+    assert runner.run_day(export.id, "subscribers", third).snapshot is not None
+    assert {k.split("/")[2] for k in new.bucket.objects} == {"date=2026-10-02"}, "the new place's chain, no gap"

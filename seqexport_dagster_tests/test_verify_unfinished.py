@@ -36,18 +36,21 @@ SCALE = Scale(subscribers=40, email_sends_per_hour=30, sms_sends_per_hour=0, cus
 
 
 class AfterFirstWrite:
-    """A local folder whose first PUT lands, then ``then`` runs (it may raise: an answer too late)."""
+    """A local folder whose first PUT (of a key that ``ends`` so) lands, then ``then`` runs (it may
+    raise: an answer too late)."""
 
-    def __init__(self, config: DestinationConfig, then: Callable[[], None]) -> None:
+    def __init__(self, config: DestinationConfig, then: Callable[[], None], ends: str = "") -> None:
         self.inner = LocalDestination(config.bucket)
         self.then = then
+        self.ends = ends
         self.writes = 0
 
     def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
         outcome = self.inner.put(key, body, create_only=create_only)
-        self.writes += 1
-        if self.writes == 1:
-            self.then()
+        if key.endswith(self.ends):
+            self.writes += 1
+            if self.writes == 1:
+                self.then()
         return outcome
 
     def describe(self) -> str:
@@ -120,6 +123,26 @@ def test_a_window_left_by_a_delete_mid_run_is_the_ledgers(world: World) -> None:
     assert [status for status, _ in _part_ledger(world, exp.id)] == [PART_LANDED, PART_INTENT]
     assert len(list((world.root / "b" / "email_events").rglob("*.jsonl.gz"))) == 1
     assert _kinds(world, exp.id) == {}
+
+
+def test_a_snapshot_day_left_by_a_delete_is_the_ledgers(world: World) -> None:
+    """Sim seed 10001585: a snapshot day's part and its `_SUCCESS` landed, the `_SUCCESS`'s answer
+    came too late, and the export was deleted before the retry: the day's part is the ledger's."""
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + DAY_MS, seed=8014, scale=SCALE)
+    api = Exports(world.store, world.policy, clock=world.clock)
+    exp = api.create(account_id="acme", provider="local", bucket=str(world.root / "b"), datasets="subscribers")
+    world.clock.advance(DAY_MS + 2 * HOUR_MS)
+    runner = world.runner(destination_factory=lambda c, p: AfterFirstWrite(c, _too_late, ends="_SUCCESS"))
+    with pytest.raises(EndpointTooSlow):
+        runner.run_day(exp.id, "subscribers", day_of(DAY0))
+    (attempt,) = world.store.ledger(exp.id)
+    assert attempt.status != COMMITTED
+    assert list((world.root / "b" / "subscribers").rglob("_SUCCESS")), "the day's _SUCCESS landed"
+
+    # Live, the day is retried at the position: still being written, so reported.
+    assert list(_kinds(world, exp.id)) == ["not_in_ledger"]
+    api.delete(exp.id)
+    assert _kinds(world, exp.id) == {}, "nothing will finish it: the part ledger's rows"
 
 
 def test_a_late_part_left_by_a_delete_in_a_committed_window_is_the_ledgers(world: World) -> None:

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.ledger import LedgerStore
 from seqexport_dagster.store.records import COMMITTED, PART_INTENT, PartRecord, part_record_of
-from seqexport_dagster.store.tables import export_datasets, part_record_columns, parts, windows
+from seqexport_dagster.store.tables import WINDOW_OPEN, export_datasets, part_record_columns, parts, windows
 from seqexport_dagster.store.window_days import read_window_days
 from seqexport_dagster.window import DAY_MS, Window
 
@@ -58,6 +58,47 @@ class LatePartsStore(LedgerStore):
                     parts.c.from_ms > after_ms - DAY_MS,  # windows are at most a day long
                     parts.c.to_ms > after_ms,
                     parts.c.to_ms <= until_ms,
+                )
+                .distinct()
+            ).all()
+        return sorted(Window(r.from_ms, r.to_ms) for r in rows)
+
+    @translate_errors
+    def windows_replace_unfinished(
+        self, export_id: str, dataset: str, location: str, until_ms: int, *, after_ms: int
+    ) -> list[Window]:
+        """Windows ending in ``(after_ms, until_ms]`` whose replace at ``location`` overwrote parts
+        and ended before any commit there since (`replace_unfinished`, for every window at once).
+
+        A replace that stopped on a control-plane outage may not have recorded its failure either,
+        so no error names the window, and with every part landed nothing else brings a pass back
+        to it (sim seed 10001768: its new part 0000 held the window's late rows, and the old late
+        part 0001 it had not yet blanked held them too). Reads the partial index of attempts that
+        are not committed (``ix_windows_open``), a small part of the ledger."""
+        w = windows
+        later = windows.alias("later")
+        committed_since = sa.exists().where(
+            later.c.export_id == w.c.export_id,
+            later.c.dataset == w.c.dataset,
+            later.c.from_ms == w.c.from_ms,
+            later.c.to_ms == w.c.to_ms,
+            later.c.location == w.c.location,
+            later.c.status == COMMITTED,
+            later.c.id > w.c.id,
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(w.c.from_ms, w.c.to_ms)
+                .where(
+                    w.c.export_id == export_id,
+                    w.c.dataset == dataset,
+                    WINDOW_OPEN,
+                    w.c.from_ms > after_ms - DAY_MS,  # windows are at most a day long
+                    w.c.to_ms > after_ms,
+                    w.c.to_ms <= until_ms,
+                    w.c.location == location,
+                    w.c.replacing.is_(True),
+                    ~committed_since,
                 )
                 .distinct()
             ).all()

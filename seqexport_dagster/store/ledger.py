@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.store.database import translate_errors
-from seqexport_dagster.store.lifecycle_events import on_commit, on_failure
+from seqexport_dagster.store.lifecycle_events import on_commit, on_failure, on_recovered
 from seqexport_dagster.store.records import (
     CANCELED,
     COMMITTED,
@@ -369,6 +369,55 @@ class LedgerStore:
                 .limit(1)
             ).first()
         return found is not None
+
+    @translate_errors
+    def committed_places(self, export_id: str, dataset: str, window: Window) -> set[str]:
+        """The locations at which the window was ever committed (while its rows are not compacted)."""
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                sa.select(windows.c.location)
+                .where(
+                    windows.c.export_id == export_id,
+                    windows.c.dataset == dataset,
+                    windows.c.from_ms == window.from_ms,
+                    windows.c.to_ms == window.to_ms,
+                    windows.c.status == COMMITTED,
+                )
+                .distinct()
+            ).all()
+        return {r.location for r in found}
+
+    @translate_errors
+    def settle_error(self, export_id: str, dataset: str, window: Window, now_ms: int) -> bool:
+        """Clear the dataset's failures if its last error names ``window``, which nothing will
+        deliver again: a snapshot day owed by a failed replace at a place the export has since left
+        (sim seed 10001613). Like a commit that clears them, a long streak sends ``export.recovered``.
+        Returns whether it cleared them."""
+        with self.engine.begin() as conn:
+            d = export_datasets.c
+            named = sa.and_(
+                d.export_id == export_id,
+                d.dataset == dataset,
+                d.removed_at.is_(None),
+                d.last_error_from_ms == window.from_ms,
+                d.last_error_to_ms == window.to_ms,
+            )
+            before = conn.execute(sa.select(d.failures).where(named)).scalar()
+            cleared = conn.execute(
+                export_datasets.update()
+                .where(named)
+                .values(
+                    failures=0,
+                    next_retry_at=None,
+                    last_error=None,
+                    last_error_at=None,
+                    last_error_from_ms=None,
+                    last_error_to_ms=None,
+                )
+            ).rowcount
+            if cleared:
+                on_recovered(conn, export_id, dataset, failures_before=int(before or 0), now_ms=now_ms)
+        return bool(cleared)
 
     def history(self, export_id: str, now_ms: int) -> list[RunSummary]:
         """Every run of the last 14 days, newest first, as the customer sees it."""

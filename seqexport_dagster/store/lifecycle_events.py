@@ -5,7 +5,8 @@
   so every earlier window of the day is committed: its parts, and for the snapshot ``_SUCCESS``,
   have landed). ``dataset.day_complete`` carries the day's objects, rows and bytes, once per
   (export, dataset, day). A commit that clears a streak of at least an endpoint's ``failing_after``
-  failures sends it ``export.recovered`` (it had been sent ``export.failing``).
+  failures sends it ``export.recovered`` (it had been sent ``export.failing``), as does `on_recovered`
+  (failures cleared without a commit).
 - `on_failure`: the failure that brings a dataset's consecutive failures to an endpoint's
   ``failing_after`` (default 3) sends it ``export.failing`` (once per streak: the count only grows
   until a commit resets it).
@@ -46,18 +47,30 @@ def on_commit(conn: sa.Connection, w: Any, *, advanced: bool, failures_before: i
     e = _export(conn, w.export_id)
     if e is None:
         return
-    if cleared and failures_before > 0:
+    if cleared:
+        _recovered(conn, e, w.export_id, w.dataset, failures_before, now_ms)
+    if advanced and w.to_ms % DAY_MS == 0:
+        _day_complete(conn, w, e, now_ms)
+
+
+def on_recovered(conn: sa.Connection, export_id: str, dataset: str, *, failures_before: int, now_ms: int) -> None:
+    """The dataset's failures were cleared without a commit (`ControlPlane.settle_error`)."""
+    e = _export(conn, export_id)
+    if e is not None:
+        _recovered(conn, e, export_id, dataset, failures_before, now_ms)
+
+
+def _recovered(conn: sa.Connection, e: Any, export_id: str, dataset: str, failures_before: int, now_ms: int) -> None:
+    if failures_before > 0:
         emit(
             conn,
             account_id=e.account_id,
             kind=EXPORT_RECOVERED,
-            export_id=w.export_id,
+            export_id=export_id,
             now_ms=now_ms,
-            data={"export_id": w.export_id, "dataset": w.dataset, "failures": failures_before},
+            data={"export_id": export_id, "dataset": dataset, "failures": failures_before},
             wants=lambda failing_after: failures_before >= failing_after,
         )
-    if advanced and w.to_ms % DAY_MS == 0:
-        _day_complete(conn, w, e, now_ms)
 
 
 def _day_complete(conn: sa.Connection, w: Any, e: Any, now_ms: int) -> None:

@@ -1,5 +1,5 @@
-"""Event windows an attempt left in the bucket that nothing will ever finish: `verify --ledger`'s
-reading of them.
+"""Windows (event windows and snapshot days) an attempt left in the bucket that nothing will ever
+finish: `verify --ledger`'s reading of them.
 
 An attempt sends its parts before it commits its window. If it stops before the commit, the
 scheduler retries the window later, but only while the window is the position of a dataset
@@ -39,7 +39,9 @@ def abandoned_windows(store: ControlPlane, export_id: str, source: str, found: M
     left here for good, with the rows its part ledger recorded."""
     from seqexport_dagster.store import DELETED, ControlPlane
 
-    candidates = {slot for slot in found if slot[0] in EVENT_DATASETS}
+    # Every dataset: a snapshot day's attempt leaves its parts the same way (sim seed 10001585: the
+    # day's `_SUCCESS` landed past the deadline, the retry met a revoked key, then the export was deleted).
+    candidates = set(found)
     if not candidates or not isinstance(store, ControlPlane):
         return set()  # the HTTP API's ledger (remote CLI) carries no parts
     export = store.get_export(export_id)

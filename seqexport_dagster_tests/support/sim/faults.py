@@ -51,6 +51,8 @@ LATER_DB_CALLS: Final = (
     "replace_unfinished",
     "manifest_chain",
     "record_manifest_chain",
+    "committed_places",
+    "settle_error",
 )
 #: Of those, the writes whose answer may be lost after they committed.
 DB_WRITES: Final = frozenset(
