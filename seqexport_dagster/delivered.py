@@ -7,7 +7,7 @@ window was committed at count (`delivery.Attempt.deliver`, `reconcile`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from seqexport_dagster.keys import SNAPSHOT_DATASET
 from seqexport_dagster.source.reader import Row, SourceReader
@@ -30,18 +30,26 @@ def late_ids(
     move, left a window whose every row was owed, and the retry at the new place committed it empty
     (sim seed 10000163).
     """
-    recorded = [p for p in ledger if p.kind != SUCCESS_MARK]
-    if not recorded or any(p.ids is None for p in recorded):
+    if not holds_ids(ledger):
         return set()
-    landed = [p for p in recorded if p.landed]
-    delivered: set[str] = set()
-    for p in landed:
-        delivered.update(unpack_ids(p.ids or b""))
     scope = None if dataset == SNAPSHOT_DATASET else window
-    missing: set[str] = set()
-    for batch in source.ids(dataset, export.account_id, scope):
-        missing.update(i for i in batch if i not in delivered)
-    return missing
+    return missing_ids((i for batch in source.ids(dataset, export.account_id, scope) for i in batch), ledger)
+
+
+def holds_ids(ledger: list[PartRecord]) -> bool:
+    """Whether the ledger can say which ids it delivered: it has parts, and none had its ids pruned."""
+    recorded = [p for p in ledger if p.kind != SUCCESS_MARK]
+    return bool(recorded) and all(p.ids is not None for p in recorded)
+
+
+def missing_ids(ids: Iterable[str], ledger: list[PartRecord]) -> set[str]:
+    """Of the source's ``ids`` of a window, those no landed part of its ``ledger`` carries (the
+    ledger `holds_ids`)."""
+    delivered: set[str] = set()
+    for p in ledger:
+        if p.kind != SUCCESS_MARK and p.landed:
+            delivered.update(unpack_ids(p.ids or b""))
+    return {i for i in ids if i not in delivered}
 
 
 def without_ids(batches: Iterator[list[Row]], ids: set[str]) -> Iterator[list[Row]]:

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from seqexport_dagster.batch import RETRY_DELAYS_S
+from seqexport_dagster.delivered import holds_ids, missing_ids
 from seqexport_dagster.errors import ExportError, RunInterrupted
 from seqexport_dagster.planner import waiting_for_backoff
 from seqexport_dagster.runner import Runner, WindowReport
@@ -139,11 +140,19 @@ def reconcile(
         }
         if state.failures and state.last_error_window is not None:
             owed.add(state.last_error_window)  # a late-row window that failed: retried, whatever its age
-        for window in sorted({*recent, *owed}):
-            found = runner.store.parts_everywhere(export_id, state.dataset, window, here=export.location)
+        checked = sorted({*recent, *owed})
+        # Read up front for every window of the pass, in a few statements instead of a few per
+        # window (issue 29): the pass holds the export's lease, and each window it writes
+        # touches only its own parts, so nothing read here changes before its window's turn.
+        ledgers = runner.store.parts_of_windows(export_id, state.dataset, checked, here=export.location)
+        ledger_of = {w: [p for ps in found.values() for p in ps] for w, found in ledgers.items()}
+        in_source = runner.source.ids_of_windows(
+            state.dataset, export.account_id, [w for w in checked if holds_ids(ledger_of[w])]
+        )
+        for window in checked:
+            found = ledgers[window]
             here = found.get(export.location, [])
-            elsewhere = [p for place, ps in found.items() if place != export.location for p in ps]
-            late = runner.late_ids(export, state.dataset, window, [*here, *elsewhere])
+            late = missing_ids(in_source[window], ledger_of[window]) if window in in_source else set()
             settle = unsettled(runner, export_id, state.dataset, window, export.location, here)
             pending = any(not p.landed for p in here) or window in owed or settle
             report = (

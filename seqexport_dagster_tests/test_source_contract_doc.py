@@ -90,6 +90,12 @@ def _read_through_the_views(engine: sa.Engine) -> None:
     rest = [row for batch in reader.window_batches("email_events", "acme", window, after=boundary) for row in batch]
     assert rest == rows[100:]
     assert sum(len(batch) for batch in reader.ids("email_events", "acme", window)) == 1800
+    # A reconciliation pass reads several windows' ids in one statement: each the same as `ids`.
+    halves = [Window(window.from_ms, window.from_ms + 1_800_000), Window(window.from_ms + 1_800_000, window.to_ms)]
+    by_window = reader.ids_of_windows("email_events", "acme", [*halves, window])
+    for w in [*halves, window]:
+        assert sorted(by_window[w]) == sorted(i for batch in reader.ids("email_events", "acme", w) for i in batch)
+    assert len(by_window[halves[0]]) + len(by_window[halves[1]]) == 1800
 
     subscribers = [row for batch in reader.snapshot_batches("acme") for row in batch]
     names = DATASETS["subscribers"].field_names

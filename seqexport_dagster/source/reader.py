@@ -20,9 +20,9 @@ Files" §2.3 describes this. We stay on one SQLite.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import closing
-from typing import Any
+from typing import Any, Final
 
 import psycopg2
 import sqlalchemy as sa
@@ -104,6 +104,25 @@ class SourceReader:
         for batch in self._stream(sql, params, snapshot=window is None):
             yield [row[0] for row in batch]
 
+    def ids_of_windows(self, dataset: str, account_id: str, windows: Sequence[Window]) -> dict[Window, list[str]]:
+        """The ids of each window's rows, for several windows of one event dataset in one statement
+        per `WINDOWS_PER_STATEMENT` (a reconciliation pass checks about 15 windows a dataset: one
+        round trip instead of 15; each branch is the same index range read as `ids`)."""
+        found: dict[Window, list[str]] = {w: [] for w in windows}
+        ordered = list(found)
+        m = self._mark
+        branch = (
+            f"SELECT {{}} AS w, id FROM {dataset} WHERE account_id = {m} AND recorded_at > {m} AND recorded_at <= {m}"
+        )
+        for start in range(0, len(ordered), WINDOWS_PER_STATEMENT):
+            chunk = ordered[start : start + WINDOWS_PER_STATEMENT]
+            sql = " UNION ALL ".join(branch.format(i) for i in range(len(chunk)))
+            params = tuple(v for w in chunk for v in (account_id, *_bounds(w)))
+            for batch in self._stream(sql, params, snapshot=False):
+                for i, rid in batch:
+                    found[chunk[i]].append(rid)
+        return found
+
     def _range(
         self, key: str, after: tuple[str, ...] | None, until: tuple[str, ...] | None
     ) -> tuple[str, tuple[str, ...]]:
@@ -154,6 +173,10 @@ class SourceReader:
             cur.execute(sql, params)
             while batch := cur.fetchmany(self.batch_size):
                 yield batch
+
+
+#: Windows per statement of `SourceReader.ids_of_windows` (3 parameters each, far below SQLite's 999).
+WINDOWS_PER_STATEMENT: Final = 64
 
 
 def _bounds(window: Window) -> tuple[str, str]:

@@ -7,6 +7,7 @@ stay at the old place and its late rows go to the current one, `delivery.Attempt
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -26,12 +27,12 @@ class LatePartsStore(LedgerStore):
         """The distinct windows committed (anywhere) that end in ``(since_ms, until_ms]``: what
         reconciliation checks for late rows. Attempts are looked up from a day before ``since_ms``,
         since a window that ends after it may have been started that long before."""
-        found = {
-            w.window
-            for w in self.ledger(export_id, dataset=dataset, since_ms=since_ms - DAY_MS)
-            if w.status == COMMITTED and since_ms < w.window.to_ms <= until_ms
-        }
-        return sorted(found)
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                _COMMITTED_SINCE,
+                {"e": export_id, "d": dataset, "started": since_ms - DAY_MS, "since": since_ms, "until": until_ms},
+            ).all()
+        return sorted(Window(r.from_ms, r.to_ms) for r in rows)
 
     def committed_windows(self, export_id: str, dataset: str, day: str) -> list[Window]:
         """The distinct windows ever committed on one day (compacted ones too): what a backfill checks."""
@@ -49,17 +50,8 @@ class LatePartsStore(LedgerStore):
         back to them. ``after_ms`` bounds the index range read (older ids are pruned anyway)."""
         with self.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(parts.c.from_ms, parts.c.to_ms)
-                .where(
-                    parts.c.export_id == export_id,
-                    parts.c.dataset == dataset,
-                    parts.c.location == location,
-                    parts.c.status == PART_INTENT,
-                    parts.c.from_ms > after_ms - DAY_MS,  # windows are at most a day long
-                    parts.c.to_ms > after_ms,
-                    parts.c.to_ms <= until_ms,
-                )
-                .distinct()
+                _AWAITING_PARTS,
+                _range_params(export_id, dataset, location, after_ms, until_ms),
             ).all()
         return sorted(Window(r.from_ms, r.to_ms) for r in rows)
 
@@ -75,32 +67,10 @@ class LatePartsStore(LedgerStore):
         to it (sim seed 10001768: its new part 0000 held the window's late rows, and the old late
         part 0001 it had not yet blanked held them too). Reads the partial index of attempts that
         are not committed (``ix_windows_open``), a small part of the ledger."""
-        w = windows
-        later = windows.alias("later")
-        committed_since = sa.exists().where(
-            later.c.export_id == w.c.export_id,
-            later.c.dataset == w.c.dataset,
-            later.c.from_ms == w.c.from_ms,
-            later.c.to_ms == w.c.to_ms,
-            later.c.location == w.c.location,
-            later.c.status == COMMITTED,
-            later.c.id > w.c.id,
-        )
         with self.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(w.c.from_ms, w.c.to_ms)
-                .where(
-                    w.c.export_id == export_id,
-                    w.c.dataset == dataset,
-                    WINDOW_OPEN,
-                    w.c.from_ms > after_ms - DAY_MS,  # windows are at most a day long
-                    w.c.to_ms > after_ms,
-                    w.c.to_ms <= until_ms,
-                    w.c.location == location,
-                    w.c.replacing.is_(True),
-                    ~committed_since,
-                )
-                .distinct()
+                _REPLACE_UNFINISHED,
+                _range_params(export_id, dataset, location, after_ms, until_ms),
             ).all()
         return sorted(Window(r.from_ms, r.to_ms) for r in rows)
 
@@ -196,6 +166,29 @@ class LatePartsStore(LedgerStore):
             )
 
     @translate_errors
+    @translate_errors
+    def parts_of_windows(
+        self, export_id: str, dataset: str, wanted: Sequence[Window], *, here: str
+    ) -> dict[Window, dict[str, list[PartRecord]]]:
+        """`parts_everywhere` of several windows of one dataset, in two statements instead of two
+        per window (what a reconciliation pass reads for the windows it checks)."""
+        starts = sorted({w.from_ms for w in wanted})
+        found: dict[Window, dict[str, list[PartRecord]]] = {w: {} for w in wanted}
+        if not starts:
+            return found
+        with self.engine.connect() as conn:
+            committed = conn.execute(_COMMITTED_PLACES, {"e": export_id, "d": dataset, "starts": starts}).all()
+            rows = conn.execute(_PARTS_OF_WINDOWS, {"e": export_id, "d": dataset, "starts": starts}).all()
+        places: dict[Window, set[str]] = {}
+        for r in committed:
+            places.setdefault(Window(r.from_ms, r.to_ms), set()).add(r.location)
+        for r in rows:
+            window = Window(r.from_ms, r.to_ms)
+            by_place = found.get(window)
+            if by_place is not None and (r.location == here or r.location in places.get(window, ())):
+                by_place.setdefault(r.location, []).append(part_record_of(r))
+        return found
+
     def parts_everywhere(
         self, export_id: str, dataset: str, window: Window, *, here: str | None = None
     ) -> dict[str, list[PartRecord]]:
@@ -253,3 +246,95 @@ def _parts_everywhere() -> sa.Select[Any]:
 
 
 _PARTS_EVERYWHERE: Final = _parts_everywhere()
+
+# Reconciliation's per-dataset reads, built once with bind parameters: building a statement (and
+# its cache key) anew on every pass cost more than running it (issue 29).
+_COMMITTED_SINCE: Final = (
+    sa.select(windows.c.from_ms, windows.c.to_ms)
+    .where(
+        windows.c.export_id == sa.bindparam("e"),
+        windows.c.started_at >= sa.bindparam("started"),  # `ledger`'s index range
+        windows.c.dataset == sa.bindparam("d"),
+        windows.c.status == COMMITTED,
+        windows.c.to_ms > sa.bindparam("since"),
+        windows.c.to_ms <= sa.bindparam("until"),
+    )
+    .distinct()
+)
+_AWAITING_PARTS: Final = (
+    sa.select(parts.c.from_ms, parts.c.to_ms)
+    .where(
+        parts.c.export_id == sa.bindparam("e"),
+        parts.c.dataset == sa.bindparam("d"),
+        parts.c.location == sa.bindparam("here"),
+        parts.c.status == PART_INTENT,
+        parts.c.from_ms > sa.bindparam("from_after"),  # windows are at most a day long
+        parts.c.to_ms > sa.bindparam("after"),
+        parts.c.to_ms <= sa.bindparam("until"),
+    )
+    .distinct()
+)
+
+
+def _range_params(export_id: str, dataset: str, location: str, after_ms: int, until_ms: int) -> dict[str, Any]:
+    """Of `_AWAITING_PARTS` and `_REPLACE_UNFINISHED`: windows ending in ``(after_ms, until_ms]``
+    at ``location``; they start at most a day before they end."""
+    return {
+        "e": export_id,
+        "d": dataset,
+        "here": location,
+        "after": after_ms,
+        "until": until_ms,
+        "from_after": after_ms - DAY_MS,
+    }
+
+
+def _replace_unfinished() -> sa.Select[Any]:
+    w = windows
+    later = windows.alias("later")
+    committed_since = sa.exists().where(
+        later.c.export_id == w.c.export_id,
+        later.c.dataset == w.c.dataset,
+        later.c.from_ms == w.c.from_ms,
+        later.c.to_ms == w.c.to_ms,
+        later.c.location == w.c.location,
+        later.c.status == COMMITTED,
+        later.c.id > w.c.id,
+    )
+    return (
+        sa.select(w.c.from_ms, w.c.to_ms)
+        .where(
+            w.c.export_id == sa.bindparam("e"),
+            w.c.dataset == sa.bindparam("d"),
+            WINDOW_OPEN,
+            w.c.from_ms > sa.bindparam("from_after"),  # windows are at most a day long
+            w.c.to_ms > sa.bindparam("after"),
+            w.c.to_ms <= sa.bindparam("until"),
+            w.c.location == sa.bindparam("here"),
+            w.c.replacing.is_(True),
+            ~committed_since,
+        )
+        .distinct()
+    )
+
+
+_REPLACE_UNFINISHED: Final = _replace_unfinished()
+_COMMITTED_PLACES: Final = (
+    sa.select(windows.c.from_ms, windows.c.to_ms, windows.c.location)
+    .where(
+        windows.c.export_id == sa.bindparam("e"),
+        windows.c.dataset == sa.bindparam("d"),
+        windows.c.from_ms.in_(sa.bindparam("starts", expanding=True)),
+        windows.c.status == COMMITTED,
+    )
+    .distinct()
+)
+_PARTS_OF_WINDOWS: Final = (
+    sa.select(*part_record_columns)
+    .where(
+        parts.c.export_id == sa.bindparam("e"),
+        parts.c.dataset == sa.bindparam("d"),
+        parts.c.from_ms.in_(sa.bindparam("starts", expanding=True)),
+    )
+    .order_by(parts.c.location, parts.c.part)
+)
