@@ -52,6 +52,7 @@ from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store import (
     ACTIVE,
     COMMITTED,
+    PRUNE_AFTER_MS,
     SUCCESS_MARK,
     ControlPlane,
     DatasetState,
@@ -213,6 +214,8 @@ class Runner:
             owed = planner.owed_snapshot_day(state) == day  # its backfill or replace failed
             if due and state.position_ms == start:
                 report.snapshot = self.write_snapshot(export_id, day, run_id=run_id)
+                if not (rewrite or replace):
+                    self._finish_snapshot_replaces(export, before_ms=start, run_id=run_id)
             elif due and (backfill or owed) and start < state.position_ms:
                 # A replace that overwrote here and never committed is finished as a replace, like
                 # an event window's (sim seed 5000); the day it rewrote is owed to its reload.
@@ -248,6 +251,20 @@ class Runner:
             report.complete = position >= day_start_ms(day) + DAY_MS
         self._settle_export_now(export_id)
         return report
+
+    def _finish_snapshot_replaces(self, export: ExportRecord, *, before_ms: int, run_id: str | None) -> None:
+        """Finish, as replaces, the past snapshot days whose replace here ended before its commit.
+
+        The owed day of the dataset's last error is finished after its backoff; this is for a
+        replace whose failure never reached the ledger (a control-plane outage after its overwrites,
+        as sim seed 10001768 for an event window, which reconciliation finds). Once a day, after the
+        day's own snapshot, so a failure here never holds that one back; it is recorded against its
+        day, which is then owed like any other."""
+        unfinished = self.store.windows_replace_unfinished(
+            export.id, SNAPSHOT_DATASET, export.location, before_ms, after_ms=self.clock() - PRUNE_AFTER_MS
+        )
+        for window in unfinished:
+            self.write_snapshot(export.id, window.day, run_id=run_id, replace=True)
 
     def _attempted_here(self, export: ExportRecord, window: Window) -> bool:
         """Whether a snapshot day's part ledger has anything at the export's current place."""

@@ -23,14 +23,14 @@ import pytest
 
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.config import DestinationConfig
-from seqexport_dagster.errors import AccessDenied
+from seqexport_dagster.errors import AccessDenied, RetryableError
 from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.store import ExportRecord
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster_tests.support.bucket_audit import source_ids
 from seqexport_dagster_tests.support.late_rows import late_rows
 from seqexport_dagster_tests.support.scripted_store import ScriptedStore
-from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_412, ORDINARY
+from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_403, CREATE_ONLY_412, ORDINARY
 from seqexport_dagster_tests.support.world import DAY0, World
 
 DAY = dt.date(2026, 9, 30)
@@ -115,4 +115,37 @@ def test_a_backfill_of_a_window_moved_after_delivery_sends_only_what_no_place_ho
     expected = source_ids(world.source_engine, "email_events", "acme", (DAY0, DAY0 + 2 * HOUR_MS))
     counted = ids_in([old, new])
     assert set(counted) == expected and max(counted.values()) == 1, "every row once across both places"
+    assert old.bucket.violations == new.bucket.violations == []
+
+
+@pytest.mark.parametrize("kind", [ORDINARY, CREATE_ONLY_403])
+def test_a_backfill_at_the_new_place_counts_a_late_part_it_re_sends(world: World, kind: str) -> None:
+    """Sim seed 10002190. A window delivered at the old place gets its late rows at the new one as
+    part 0001, whose answer is lost: the pass fails with the part at intent and nothing committed
+    there. An operator's backfill of the day then delivers the window there whole (nothing is
+    committed at that place), after re-sending 0001. The rows of 0001 were left out only if it had
+    landed before the backfill began, so its two late rows went out again in the new part 0002."""
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + 2 * HOUR_MS, scale=SCALE)
+    export = world.local_export(datasets=("email_events",), frequency="1h", prefix="old")
+    old, new = ScriptedStore(ORDINARY), ScriptedStore(kind)
+    stores = {"old": old, "new": new}
+    runner = world.runner(part_limit=1000, destination_factory=lambda config, policy: stores[config.prefix])
+    scheduled(world, runner, export, 1)
+    moved = DestinationConfig("local", str(world.root / "bucket"), prefix="new")
+    export = world.store.update_destination(export.id, moved, world.clock())
+    insert_rows(world.source_engine, "email_events", late_rows(W01, 2, "moved"))
+    new.faults[f"email_events-{W01.from_ms}-{W01.to_ms}-0001.jsonl.gz"] = "lost"
+    world.clock.now_ms = DAY0 + 2 * HOUR_MS + 3 * MINUTE_MS
+    with pytest.raises(RetryableError):
+        reconcile(runner, export.id, retry_delays_s=(), sleep=lambda _s: None)
+    (late,) = world.store.window_parts(export.id, "email_events", W01, export.location)
+    assert late.number == 1 and not late.landed
+
+    world.clock.now_ms += 10 * MINUTE_MS
+    runner.run_day(export.id, "email_events", DAY, rewrite=True)
+    here = world.store.window_parts(export.id, "email_events", W01, export.location)
+    assert [(p.number, p.landed) for p in here] == [(1, True), (2, True)]
+    counted = ids_in([new])
+    assert max(counted.values()) == 1, "every row once at the new place"
+    assert set(counted) >= set(ids_in([old])), "the window whole at the new place"
     assert old.bucket.violations == new.bucket.violations == []

@@ -36,7 +36,7 @@ from seqexport_dagster.destination.base import content_md5
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.errors import AccessDenied, ExportError, RetryableError
 from seqexport_dagster.store import COMMITTED, ExportRecord, snapshot_window
-from seqexport_dagster.store.tables import parts
+from seqexport_dagster.store.tables import export_datasets, parts
 from seqexport_dagster.window import DAY_MS, HOUR_MS, day_start_ms
 from seqexport_dagster_tests.support.scripted_store import ScriptedStore as Store
 from seqexport_dagster_tests.support.sim.bucket import (
@@ -295,3 +295,41 @@ def test_a_failed_replace_of_a_day_at_a_place_left_is_settled_not_delivered_at_t
     assert planner.due_day(export, state, world.clock()) == third, "the chain goes on from the position"
     assert runner.run_day(export.id, "subscribers", third).snapshot is not None
     assert {k.split("/")[2] for k in new.bucket.objects} == {"date=2026-10-02"}, "the new place's chain, no gap"
+
+
+@pytest.mark.parametrize("kind", [ORDINARY, NO_PRECONDITION])
+def test_a_snapshot_replace_whose_failure_was_never_recorded_is_finished_by_the_next_day(
+    world: World, kind: str
+) -> None:
+    """As sim seed 10001768 for an event window: a replace of a past day overwrites its part, its
+    ``_SUCCESS`` answers too late, and a control-plane outage keeps the failure from the ledger too,
+    so no error names the day and nothing owes it. The next day's scheduled snapshot finishes it
+    after taking its own day, and the ledger says what the bucket holds."""
+    export, store = setup(world, kind)
+    runner = world.runner(part_limit=100, destination_factory=lambda config, policy: store)
+    world.clock.now_ms = DAY0 + DAY_MS + LAG
+    assert runner.run_day(export.id, "subscribers", DAY).snapshot is not None
+    add_subscribers(world, 45)
+    world.clock.now_ms += 3 * HOUR_MS
+    store.faults["_SUCCESS"] = "slow"
+    with pytest.raises(ExportError):
+        runner.run_day(export.id, "subscribers", DAY, rewrite=True, replace=True)
+    with world.control_engine.begin() as conn:  # the outage also kept its failure from the ledger
+        conn.execute(
+            export_datasets.update().values(
+                failures=0, next_retry_at=None, last_error=None, last_error_from_ms=None, last_error_to_ms=None
+            )
+        )
+    assert world.store.replace_unfinished(export.id, "subscribers", snapshot_window(DAY0), export.location)
+    state = world.store.get_export(export.id).dataset_state("subscribers")
+    assert state is not None and planner.owed_snapshot_day(state) is None, "nothing owes the day"
+
+    second = DAY + dt.timedelta(days=1)
+    world.clock.now_ms = DAY0 + 2 * DAY_MS + LAG
+    assert runner.run_day(export.id, "subscribers", second).snapshot is not None  # the scheduled run
+    assert not world.store.replace_unfinished(export.id, "subscribers", snapshot_window(DAY0), export.location)
+    assert store.bucket.violations == []
+    for day in (DAY, second):
+        assert_day_agrees(world, export, store, day)
+    rows = len([i for k, b in store.day(DAY).items() if not k.endswith("_SUCCESS") for i in part_ids(b)])
+    assert rows == 75, "the replace's snapshot"
