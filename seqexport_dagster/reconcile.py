@@ -46,6 +46,7 @@ from seqexport_dagster.errors import ExportError, RunInterrupted
 from seqexport_dagster.planner import waiting_for_backoff
 from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.schema import EVENT_DATASETS
+from seqexport_dagster.source.reader import WINDOWS_PER_STATEMENT
 from seqexport_dagster.store import ACTIVE, LATE_PART, PRUNE_AFTER_MS, DatasetState, ExportRecord, PartRecord
 from seqexport_dagster.window import DAY_MS, Window, frequency_ms
 
@@ -141,26 +142,28 @@ def reconcile(
         if state.failures and state.last_error_window is not None:
             owed.add(state.last_error_window)  # a late-row window that failed: retried, whatever its age
         checked = sorted({*recent, *owed})
-        # Read up front for every window of the pass, in a few statements instead of a few per
-        # window (issue 29): the pass holds the export's lease, and each window it writes
-        # touches only its own parts, so nothing read here changes before its window's turn.
-        ledgers = runner.store.parts_of_windows(export_id, state.dataset, checked, here=export.location)
-        ledger_of = {w: [p for ps in found.values() for p in ps] for w, found in ledgers.items()}
-        in_source = runner.source.ids_of_windows(
-            state.dataset, export.account_id, [w for w in checked if holds_ids(ledger_of[w])]
-        )
-        for window in checked:
-            found = ledgers[window]
-            here = found.get(export.location, [])
-            late = missing_ids(in_source[window], ledger_of[window]) if window in in_source else set()
-            settle = unsettled(runner, export_id, state.dataset, window, export.location, here)
-            pending = any(not p.landed for p in here) or window in owed or settle
-            report = (
-                _write(runner, export_id, state.dataset, window, run_id, retry_delays_s, sleep, settle)
-                if late or pending
-                else None
+        # Read up front for a chunk of the pass's windows at a time, in a few statements instead of
+        # a few per window (issue 29), and a chunk's ids only in memory at once (a manual pass may
+        # reach back days). The pass holds the export's lease, and each window it writes touches
+        # only its own parts, so nothing read here changes before its window's turn.
+        for start in range(0, len(checked), WINDOWS_PER_STATEMENT):
+            chunk = checked[start : start + WINDOWS_PER_STATEMENT]
+            ledgers = runner.store.parts_of_windows(export_id, state.dataset, chunk, here=export.location)
+            ledger_of = {w: [p for ps in found.values() for p in ps] for w, found in ledgers.items()}
+            in_source = runner.source.ids_of_windows(
+                state.dataset, export.account_id, [w for w in chunk if holds_ids(ledger_of[w])]
             )
-            results.append(Reconciled(state.dataset, window, len(late), report))
+            for window in chunk:
+                here = ledgers[window].get(export.location, [])
+                late = missing_ids(in_source[window], ledger_of[window]) if window in in_source else set()
+                settle = unsettled(runner, export_id, state.dataset, window, export.location, here)
+                pending = any(not p.landed for p in here) or window in owed or settle
+                report = (
+                    _write(runner, export_id, state.dataset, window, run_id, retry_delays_s, sleep, settle)
+                    if late or pending
+                    else None
+                )
+                results.append(Reconciled(state.dataset, window, len(late), report))
         if lateness_ms is not None:
             runner.store.mark_reconciled(export_id, state.dataset, now)
     return results

@@ -52,7 +52,6 @@ from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store import (
     ACTIVE,
     COMMITTED,
-    PRUNE_AFTER_MS,
     SUCCESS_MARK,
     ControlPlane,
     DatasetState,
@@ -214,8 +213,6 @@ class Runner:
             owed = planner.owed_snapshot_day(state) == day  # its backfill or replace failed
             if due and state.position_ms == start:
                 report.snapshot = self.write_snapshot(export_id, day, run_id=run_id)
-                if not (rewrite or replace):
-                    self._finish_snapshot_replaces(export, before_ms=start, run_id=run_id)
             elif due and (backfill or owed) and start < state.position_ms:
                 # A replace that overwrote here and never committed is finished as a replace, like
                 # an event window's (sim seed 5000); the day it rewrote is owed to its reload.
@@ -223,11 +220,13 @@ class Runner:
                 finish = not replace and self.store.replace_unfinished(export_id, dataset, window, export.location)
                 places = self.store.committed_places(export_id, dataset, window)
                 here = export.location in places
-                if owed and not (backfill or finish or here) and places and not self._attempted_here(export, window):
+                failed_at = self.store.last_attempt_place(export_id, dataset, window) if owed else None
+                if owed and not (backfill or finish or here) and places and failed_at not in (None, export.location):
                     # The day's failed backfill or replace was at a place the export has left, where
                     # the day is committed: the old place is never written again, and delivering the
                     # day here would put it before this place's chain, a gap (sim seed 10001613:
                     # a replace refused by a create-only key, then a move). Settled, not redelivered.
+                    # A failure here (an operator's backfill after the move) is retried as owed.
                     self.store.settle_error(export_id, dataset, window, self.clock())
                     report.skipped_windows = 1
                 elif replace or finish or owed or not here:
@@ -251,24 +250,6 @@ class Runner:
             report.complete = position >= day_start_ms(day) + DAY_MS
         self._settle_export_now(export_id)
         return report
-
-    def _finish_snapshot_replaces(self, export: ExportRecord, *, before_ms: int, run_id: str | None) -> None:
-        """Finish, as replaces, the past snapshot days whose replace here ended before its commit.
-
-        The owed day of the dataset's last error is finished after its backoff; this is for a
-        replace whose failure never reached the ledger (a control-plane outage after its overwrites,
-        as sim seed 10001768 for an event window, which reconciliation finds). Once a day, after the
-        day's own snapshot, so a failure here never holds that one back; it is recorded against its
-        day, which is then owed like any other."""
-        unfinished = self.store.windows_replace_unfinished(
-            export.id, SNAPSHOT_DATASET, export.location, before_ms, after_ms=self.clock() - PRUNE_AFTER_MS
-        )
-        for window in unfinished:
-            self.write_snapshot(export.id, window.day, run_id=run_id, replace=True)
-
-    def _attempted_here(self, export: ExportRecord, window: Window) -> bool:
-        """Whether a snapshot day's part ledger has anything at the export's current place."""
-        return bool(self.store.window_parts(export.id, SNAPSHOT_DATASET, window, export.location))
 
     def needs_delivery(self, export: ExportRecord, dataset: str, window: Window) -> bool:
         """Whether a window behind the position lacks anything in the bucket: a part of unknown

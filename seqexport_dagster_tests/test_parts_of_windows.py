@@ -5,9 +5,15 @@ late rows continued at the new place, and for a window the ledger never saw."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
+from unittest import mock
+
+import pytest
+import sqlalchemy as sa
 
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.config import DestinationConfig
+from seqexport_dagster.errors import RetryableError
 from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster_tests.support.late_rows import late_rows
@@ -41,3 +47,39 @@ def test_parts_of_windows_agrees_with_parts_everywhere(world: World) -> None:
     assert len(together[committed[1]]) == 2, "the window at both places"
     assert together[never] == {}
     assert sum(len(p) for p in together[committed[0]].values()) >= 2, "its late part is there too"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s, e, w: s.parts_of_windows(e, "email_events", [w], here="x"),
+        lambda s, e, w: s.parts_everywhere(e, "email_events", w, here="x"),
+        lambda s, e, w: s.committed_since(e, "email_events", since_ms=w.from_ms, until_ms=w.to_ms),
+        lambda s, e, w: s.windows_awaiting_parts(e, "email_events", "x", w.to_ms, after_ms=w.from_ms),
+        lambda s, e, w: s.windows_replace_unfinished(e, "email_events", "x", w.to_ms, after_ms=w.from_ms),
+        lambda s, e, w: s.committed_places(e, "email_events", w),
+        lambda s, e, w: s.last_attempt_place(e, "email_events", w),
+        lambda s, e, w: s.settle_error(e, "email_events", w, 0),
+    ],
+    ids=[
+        "parts_of_windows",
+        "parts_everywhere",
+        "committed_since",
+        "windows_awaiting_parts",
+        "windows_replace_unfinished",
+        "committed_places",
+        "last_attempt_place",
+        "settle_error",
+    ],
+)
+def test_reconciliations_reads_leave_an_outage_as_retryable(world: World, call: Any) -> None:
+    """A control-plane outage in any of these reads is `RetryableError` (retried in the run), not
+    a driver error taken for an internal one."""
+    down = sa.exc.OperationalError("SELECT 1", {}, Exception("connection refused"))
+    window = Window(DAY0, DAY0 + HOUR_MS)
+    with (
+        mock.patch.object(world.store.engine, "connect", side_effect=down),
+        mock.patch.object(world.store.engine, "begin", side_effect=down),
+    ):
+        with pytest.raises(RetryableError, match="control-plane database unavailable"):
+            call(world.store, "exp_x", window)

@@ -36,7 +36,7 @@ from seqexport_dagster.destination.base import content_md5
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.errors import AccessDenied, ExportError, RetryableError
 from seqexport_dagster.store import COMMITTED, ExportRecord, snapshot_window
-from seqexport_dagster.store.tables import export_datasets, parts
+from seqexport_dagster.store.tables import parts
 from seqexport_dagster.window import DAY_MS, HOUR_MS, day_start_ms
 from seqexport_dagster_tests.support.scripted_store import ScriptedStore as Store
 from seqexport_dagster_tests.support.sim.bucket import (
@@ -297,39 +297,30 @@ def test_a_failed_replace_of_a_day_at_a_place_left_is_settled_not_delivered_at_t
     assert {k.split("/")[2] for k in new.bucket.objects} == {"date=2026-10-02"}, "the new place's chain, no gap"
 
 
-@pytest.mark.parametrize("kind", [ORDINARY, NO_PRECONDITION])
-def test_a_snapshot_replace_whose_failure_was_never_recorded_is_finished_by_the_next_day(
-    world: World, kind: str
-) -> None:
-    """As sim seed 10001768 for an event window: a replace of a past day overwrites its part, its
-    ``_SUCCESS`` answers too late, and a control-plane outage keeps the failure from the ledger too,
-    so no error names the day and nothing owes it. The next day's scheduled snapshot finishes it
-    after taking its own day, and the ledger says what the bucket holds."""
-    export, store = setup(world, kind)
-    runner = world.runner(part_limit=100, destination_factory=lambda config, policy: store)
-    world.clock.now_ms = DAY0 + DAY_MS + LAG
-    assert runner.run_day(export.id, "subscribers", DAY).snapshot is not None
-    add_subscribers(world, 45)
-    world.clock.now_ms += 3 * HOUR_MS
-    store.faults["_SUCCESS"] = "slow"
-    with pytest.raises(ExportError):
-        runner.run_day(export.id, "subscribers", DAY, rewrite=True, replace=True)
-    with world.control_engine.begin() as conn:  # the outage also kept its failure from the ledger
-        conn.execute(
-            export_datasets.update().values(
-                failures=0, next_retry_at=None, last_error=None, last_error_from_ms=None, last_error_to_ms=None
-            )
-        )
-    assert world.store.replace_unfinished(export.id, "subscribers", snapshot_window(DAY0), export.location)
+def test_a_failed_backfill_of_a_day_at_the_new_place_is_retried_there(world: World) -> None:
+    """The other side of seed 10001613's settling: after a move, an operator's backfill delivers a
+    day committed at the old place to the new one, and its first PUT is refused outright (a bucket
+    policy, fixed since): nothing of it is recorded there. The day is owed, and since it failed at
+    the current place its retry delivers it there, rather than settling it as a day of a place left."""
+    export, old = setup(world, ORDINARY)
+    new = Store(ORDINARY, prefix="moved/")
+    stores = {"": old, "moved": new}
+    runner = world.runner(part_limit=100, destination_factory=lambda config, policy: stores[config.prefix])
+    for n in (1, 2):
+        world.clock.now_ms = DAY0 + n * DAY_MS + LAG
+        assert runner.run_day(export.id, "subscribers", DAY + dt.timedelta(days=n - 1)).snapshot is not None
+    moved = DestinationConfig("local", str(world.root / "bucket"), prefix="moved")
+    export = world.store.update_destination(export.id, moved, world.clock())
+    new.faults["subscribers-0000.jsonl.gz"] = "denied"
+    with pytest.raises(AccessDenied):
+        runner.run_day(export.id, "subscribers", DAY, rewrite=True)
+    assert world.store.window_parts(export.id, "subscribers", snapshot_window(DAY0), export.location) == []
     state = world.store.get_export(export.id).dataset_state("subscribers")
-    assert state is not None and planner.owed_snapshot_day(state) is None, "nothing owes the day"
+    assert state is not None and state.last_error_window == snapshot_window(DAY0) and state.next_retry_at
 
-    second = DAY + dt.timedelta(days=1)
-    world.clock.now_ms = DAY0 + 2 * DAY_MS + LAG
-    assert runner.run_day(export.id, "subscribers", second).snapshot is not None  # the scheduled run
-    assert not world.store.replace_unfinished(export.id, "subscribers", snapshot_window(DAY0), export.location)
-    assert store.bucket.violations == []
-    for day in (DAY, second):
-        assert_day_agrees(world, export, store, day)
-    rows = len([i for k, b in store.day(DAY).items() if not k.endswith("_SUCCESS") for i in part_ids(b)])
-    assert rows == 75, "the replace's snapshot"
+    world.clock.now_ms = state.next_retry_at
+    report = runner.run_day(export.id, "subscribers", DAY)  # the scheduled retry of the owed day
+    assert report.snapshot is not None, "delivered at the new place, as the operator asked"
+    state = world.store.get_export(export.id).dataset_state("subscribers")
+    assert state is not None and state.failures == 0
+    assert_day_agrees(world, export, new, DAY)

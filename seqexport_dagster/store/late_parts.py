@@ -23,6 +23,7 @@ from seqexport_dagster.window import DAY_MS, Window
 class LatePartsStore(LedgerStore):
     """Mixed into `ControlPlane` with the ledger it reads."""
 
+    @translate_errors
     def committed_since(self, export_id: str, dataset: str, *, since_ms: int, until_ms: int) -> list[Window]:
         """The distinct windows committed (anywhere) that end in ``(since_ms, until_ms]``: what
         reconciliation checks for late rows. Attempts are looked up from a day before ``since_ms``,
@@ -166,7 +167,6 @@ class LatePartsStore(LedgerStore):
             )
 
     @translate_errors
-    @translate_errors
     def parts_of_windows(
         self, export_id: str, dataset: str, wanted: Sequence[Window], *, here: str
     ) -> dict[Window, dict[str, list[PartRecord]]]:
@@ -189,6 +189,7 @@ class LatePartsStore(LedgerStore):
                 by_place.setdefault(r.location, []).append(part_record_of(r))
         return found
 
+    @translate_errors
     def parts_everywhere(
         self, export_id: str, dataset: str, window: Window, *, here: str | None = None
     ) -> dict[str, list[PartRecord]]:

@@ -388,6 +388,22 @@ class LedgerStore:
         return {r.location for r in found}
 
     @translate_errors
+    def last_attempt_place(self, export_id: str, dataset: str, window: Window) -> str | None:
+        """The location of the window's latest attempt, whatever its outcome (None: never attempted)."""
+        with self.engine.connect() as conn:
+            return conn.execute(
+                sa.select(windows.c.location)
+                .where(
+                    windows.c.export_id == export_id,
+                    windows.c.dataset == dataset,
+                    windows.c.from_ms == window.from_ms,
+                    windows.c.to_ms == window.to_ms,
+                )
+                .order_by(windows.c.id.desc())
+                .limit(1)
+            ).scalar()
+
+    @translate_errors
     def settle_error(self, export_id: str, dataset: str, window: Window, now_ms: int) -> bool:
         """Clear the dataset's failures if its last error names ``window``, which nothing will
         deliver again: a snapshot day owed by a failed replace at a place the export has since left

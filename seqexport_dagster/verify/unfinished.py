@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
+from seqexport_dagster.keys import SNAPSHOT_DATASET
 from seqexport_dagster.schema import EVENT_DATASETS
 from seqexport_dagster.window import Window
 
@@ -48,7 +49,14 @@ def abandoned_windows(store: ControlPlane, export_id: str, source: str, found: M
     # A live dataset's window at its position is retried (`store.fleet.unfinished_attempts`):
     # still being written, so still reported.
     retried = set() if export.status == DELETED else {(d.dataset, d.position_ms) for d in export.datasets}
-    candidates = {slot for slot in candidates if (slot[0], slot[1].from_ms) not in retried}
+    # A live dataset's past snapshot day may be owed to its retry too (`planner.owed_snapshot_day`):
+    # a snapshot day is left for good only once the export is deleted or the dataset removed.
+    live = set() if export.status == DELETED else {d.dataset for d in export.datasets}
+    candidates = {
+        slot
+        for slot in candidates
+        if (slot[0], slot[1].from_ms) not in retried and not (slot[0] == SNAPSHOT_DATASET and slot[0] in live)
+    }
     return _as_recorded(store, export_id, source, export.endpoint, candidates, found)
 
 

@@ -15,7 +15,8 @@ class ScriptedStore:
     """One simulated bucket behind the runner; ``faults`` maps a key's name to what happens to its
         next write: ``lost`` (it lands, the answer does not come back), ``slow`` (it lands, the answer
         comes after the deadline), ``lost-then-denied`` (it lands, the answer is lost and the re-send is
-    refused with a 403), ``crash`` (it lands, and the worker is killed) or ``reset`` (the connection drops before it is sent)."""
+    refused with a 403), ``crash`` (it lands, and the worker is killed), ``reset`` (the connection drops before it is sent) or
+    ``denied`` (a definite 403, nothing lands)."""
 
     def __init__(self, kind: str, prefix: str = "") -> None:
         self.bucket = MemoryBucket(f"{kind}-b1")
@@ -27,6 +28,8 @@ class ScriptedStore:
         fault = self.faults.pop(key.rsplit("/", 1)[-1], None)
         if fault == "reset":
             raise RetryableError("connection reset")
+        if fault == "denied":  # refused before anything landed (a bucket policy, a definite 403)
+            raise AccessDenied(f"access denied for s3:PutObject on {key}")
         conditional = create_only and self.preconditions
         answer = self.bucket.send(key, body, conditional=conditional, plain=not create_only, seq=0, now_ms=0)
         if fault == "crash":  # the worker is killed once the object has landed
