@@ -359,10 +359,7 @@ class LedgerStore:
             found = conn.execute(
                 sa.select(windows.c.id)
                 .where(
-                    windows.c.export_id == export_id,
-                    windows.c.dataset == dataset,
-                    windows.c.from_ms == window.from_ms,
-                    windows.c.to_ms == window.to_ms,
+                    _of_window(export_id, dataset, window),
                     windows.c.location == location,
                     windows.c.status == COMMITTED,
                 )
@@ -377,10 +374,7 @@ class LedgerStore:
             found = conn.execute(
                 sa.select(windows.c.location)
                 .where(
-                    windows.c.export_id == export_id,
-                    windows.c.dataset == dataset,
-                    windows.c.from_ms == window.from_ms,
-                    windows.c.to_ms == window.to_ms,
+                    _of_window(export_id, dataset, window),
                     windows.c.status == COMMITTED,
                 )
                 .distinct()
@@ -394,10 +388,7 @@ class LedgerStore:
             return conn.execute(
                 sa.select(windows.c.location)
                 .where(
-                    windows.c.export_id == export_id,
-                    windows.c.dataset == dataset,
-                    windows.c.from_ms == window.from_ms,
-                    windows.c.to_ms == window.to_ms,
+                    _of_window(export_id, dataset, window),
                 )
                 .order_by(windows.c.id.desc())
                 .limit(1)
@@ -506,6 +497,16 @@ def _ledger_query(by_dataset: bool, by_since: bool, by_date: bool) -> sa.Select[
     if by_date:
         query = query.where(windows.c.date == sa.bindparam("b_date"))
     return query.order_by(windows.c.id)
+
+
+def _of_window(export_id: str, dataset: str, window: Window) -> sa.ColumnElement[bool]:
+    """Attempts (`windows` rows) of one window, at any place."""
+    return sa.and_(
+        windows.c.export_id == export_id,
+        windows.c.dataset == dataset,
+        windows.c.from_ms == window.from_ms,
+        windows.c.to_ms == window.to_ms,
+    )
 
 
 def _part_params(export_id: str, dataset: str, window: Window, location: str) -> dict[str, Any]:
