@@ -21,11 +21,17 @@ its own process against the same control plane and a fresh Dagster database, in 
 day-totals query of each is also run alone under ``EXPLAIN ANALYZE`` over yesterday.
 
     python -m benchmarks.daemon_tick [--exports 300,1000] [--ticks 5] [--before-rev 446eeff] [--out f.json]
+
+``SEQEXPORT_TICK_PROFILE=path`` also writes a cProfile of each tree's cold slot tick to
+``path.<tree folder>`` (read it with ``python -m pstats``).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import gc
+import importlib
 import json
 import os
 import statistics
@@ -62,11 +68,13 @@ def child(p: dict[str, Any]) -> dict[str, Any]:
             FixedClock(at_ms=now),
         )
 
+    gc_time = GcTime()
+    gc.callbacks.append(gc_time)
     with tempfile.TemporaryDirectory() as home, dg.instance_for_test(overrides=overrides, temp_dir=home) as instance:
 
         def tick(now: int, cursor: str | None) -> dict[str, Any]:
             res = resources(now)
-            w0, c0 = time.perf_counter(), time.process_time()
+            w0, c0, g0 = time.perf_counter(), time.process_time(), gc_time.seconds
             result = evaluate_sensor(instance, res, cursor)
             w1, c1 = time.perf_counter(), time.process_time()
             # What the daemon does with the result (dagster/_daemon/sensor.py, _evaluate_sensor).
@@ -81,10 +89,14 @@ def child(p: dict[str, Any]) -> dict[str, Any]:
                 kinds[type(event).__name__] = kinds.get(type(event).__name__, 0) + 1
             return {
                 "wall_s": w2 - w0, "cpu_s": c2 - c0, "sensor_wall_s": w1 - w0, "sensor_cpu_s": c1 - c0,
-                "store_wall_s": w2 - w1, "store_cpu_s": c2 - c1, "events": kinds,
+                "store_wall_s": w2 - w1, "store_cpu_s": c2 - c1, "gc_s": gc_time.seconds - g0, "events": kinds,
                 "runs": len(result.run_requests or []), "cursor": result.cursor,
             }  # fmt: skip
 
+        # The code server settles its heap once the location has loaded (trees that do).
+        settle = getattr(importlib.import_module("seqexport_dagster.definitions"), "settle_heap", None)
+        if settle is not None:
+            settle()
         first = tick(now0, None)  # registers the exports as partitions: not measured
         cursor = Cursor.parse(first["cursor"])
         cursor.through = {d: before_that for d in DATASETS}
@@ -110,12 +122,33 @@ def child(p: dict[str, Any]) -> dict[str, Any]:
         # `fleet.fleet_exports`, rebuilds every one: the worst tick, as after every export's position
         # moved). Then the same slot twice more, as the daemon's ticks in one process see it.
         forget_fleet()
+        profile_to = os.environ.get("SEQEXPORT_TICK_PROFILE")  # a cProfile of the cold tick, for its cost's breakdown
+        profiler = cProfile.Profile() if profile_to else None
+        if profiler is not None:
+            profiler.enable()
         slot_cold = [tick(slot_now, text)]
+        if profiler is not None and profile_to:
+            profiler.disable()
+            profiler.dump_stats(f"{profile_to}.{Path.cwd().name}")
         slot = [tick(slot_now, text) for _ in range(3)]
     for t in (*day_ticks, *steady, *slot_cold, *slot):
         t.pop("cursor")
     return {"register": {k: v for k, v in first.items() if k != "cursor"}, "day": day_ticks, "steady": steady,
             "slot_cold": slot_cold, "slot": slot}  # fmt: skip
+
+
+class GcTime:
+    """A `gc.callbacks` entry adding up the wall time of the garbage collector's passes."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._began
 
 
 def forget_fleet() -> None:
@@ -135,6 +168,7 @@ def summary(ticks: list[dict[str, Any]]) -> dict[str, Any]:
         "ticks": len(ticks),
         "wall_s": med("wall_s"), "cpu_s": med("cpu_s"), "max_wall_s": max(t["wall_s"] for t in ticks),
         "max_cpu_s": max(t["cpu_s"] for t in ticks), "store_wall_s": med("store_wall_s"),
+        "gc_s": med("gc_s") if all("gc_s" in t for t in ticks) else None,
         "events": max(sum(t["events"].values()) for t in ticks), "runs": max(t["runs"] for t in ticks),
     }  # fmt: skip
 
@@ -179,7 +213,7 @@ def export_before(rev: str, into: Path) -> Path:
     return into
 
 
-def measure(n: int, ticks: int, before_code: Path, progress: Any) -> dict[str, Any]:
+def measure(n: int, ticks: int, before_code: Path | None, progress: Any) -> dict[str, Any]:
     import datetime as dt
 
     from seqexport_dagster.store.crypto import SecretBox, new_key_spec
@@ -204,7 +238,8 @@ def measure(n: int, ticks: int, before_code: Path, progress: Any) -> dict[str, A
                       "yesterday": yesterday.isoformat(),
                       "day_before": (yesterday - dt.timedelta(days=1)).isoformat()}  # fmt: skip
             out: dict[str, Any] = {"exports": n, "explain": explain_day_totals(control, yesterday.isoformat())}
-            for name, code in (("before", before_code), ("after", ROOT)):
+            trees = (("before", before_code), ("after", ROOT)) if before_code is not None else (("after", ROOT),)
+            for name, code in trees:
                 with postgres_database() as dagster_url:
                     # cwd is the code's tree: ``-m`` puts it first on sys.path, before the editable install.
                     env = {**os.environ, "PYTHONPATH": f"{code}{os.pathsep}{ROOT}"}
@@ -230,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--exports", default=os.environ.get("SEQEXPORT_BENCH_TICK_EXPORTS", "300,1000"))
     parser.add_argument("--ticks", type=int, default=5, help="steady ticks measured (median)")
-    parser.add_argument("--before-rev", default=BEFORE_REV, help="git revision of the 'before' code")
+    parser.add_argument("--before-rev", default=BEFORE_REV, help="git revision of the 'before' code ('' for none)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -243,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        before = export_before(args.before_rev, Path(tmp))
+        before = export_before(args.before_rev, Path(tmp)) if args.before_rev else None
         for n in (int(x) for x in args.exports.split(",")):
             results.append(measure(n, args.ticks, before, progress))
     text = json.dumps(results, indent=1)

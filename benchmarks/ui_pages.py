@@ -6,9 +6,10 @@ daemon-launched run has them; per-run defaults to the planner's ``MAX_EXPORTS_PE
 ``export_status`` observation per export every 6 hours (interleaved with the runs an hour at a
 time, as the sensor records them between runs), and the day cells of the four datasets; the ``exports`` partitions hold the N exports. A real
 ``dagster-webserver`` serves it (asset specs of ``benchmarks/partition_layouts.py``, the project's
-partitions), and headless Chromium (Playwright, ``executable_path``) times, from navigation until
-the page's requests settle (Playwright's "networkidle": 500 ms without a request, included), the
-median of 5 loads after a first: ``email_events``'s asset page, its Partitions tab, and the
+partitions), and headless Chromium (Playwright, ``executable_path``) times the median of 5 loads
+after a first, each from navigation until the page is drawn (``drawn_s``: the second frame the
+browser paints after the last GraphQL response of the load) and until its requests settle (``s``:
+Playwright's "networkidle", 500 ms without a request, those 500 ms included): ``email_events``'s asset page, its Partitions tab, and the
 ``export_status`` page of one export (the asset and its check, as ``defs.export_status`` declares
 them). Each page's GraphQL operations are timed too (the slowest per operation), and when the last
 response arrived. While each page loads, ``pg_stat_activity`` is sampled
@@ -131,12 +132,16 @@ def pages(port: int, export_id: str, url: str, database: str) -> dict[str, Any]:
         try:
             # A first page loads the UI's own scripts into the cache, as an operator's browser has them.
             context = browser.new_context(viewport={"width": 1400, "height": 900})
+            # Every document records the time of each frame it paints (epoch ms): the page is drawn
+            # by the first frame after its data arrived (`drawn_at`).
+            context.add_init_script(FRAME_RECORDER)
             warm = context.new_page()
             warm.goto(f"http://127.0.0.1:{port}/assets", timeout=600_000)
             warm.wait_for_load_state("networkidle", timeout=600_000)
             for name, path in targets.items():
                 loads: list[float] = []
                 data: list[float] = []  # navigation until the last GraphQL response has arrived
+                drawn: list[float] = []  # navigation until the frame that shows that response
                 operations: dict[str, float] = {}
                 with Sampler(url, database) as sampler:
                     for _ in range(LOADS):  # after the first, the loads an operator clicking around sees
@@ -155,6 +160,9 @@ def pages(port: int, export_id: str, url: str, database: str) -> dict[str, Any]:
                                 raise RuntimeError(f"{name}: no answer to {DRAWN_BY[name]} in 600 s")
                         page.wait_for_load_state("networkidle", timeout=600_000)
                         loads.append(time.perf_counter() - started)
+                        last_response = max((end for op, _, end in timings if op), default=epoch)
+                        frames = page.evaluate("window.__frames || []")
+                        drawn.append(drawn_at(frames, last_response, epoch + loads[-1]) - epoch)
                         page.close()
                         operations = {}
                         for op, ms, _end in timings:  # the last load's: each GraphQL operation's longest request
@@ -167,6 +175,8 @@ def pages(port: int, export_id: str, url: str, database: str) -> dict[str, Any]:
                     if q.lstrip().upper().startswith("SELECT")
                 ]
                 out[name] = {
+                    "drawn_s": statistics.median(drawn[1:]),
+                    "drawn_loads_s": drawn,
                     "s": statistics.median(loads[1:]),
                     "min_s": min(loads),
                     "last_graphql_response_s": statistics.median(data[1:]),
@@ -177,6 +187,27 @@ def pages(port: int, export_id: str, url: str, database: str) -> dict[str, Any]:
         finally:
             browser.close()
     return out
+
+
+#: Pushes each painted frame's time (epoch ms) onto ``window.__frames``, from the document's start.
+FRAME_RECORDER = """
+window.__frames = [];
+const recordFrame = () => {
+  window.__frames.push(performance.timeOrigin + performance.now());
+  requestAnimationFrame(recordFrame);
+};
+requestAnimationFrame(recordFrame);
+"""
+
+
+def drawn_at(frames_ms: list[float], last_response_s: float, settled_s: float) -> float:
+    """Epoch seconds of the second frame after the last GraphQL response: the response is handled
+    and rendered by then (React commits in the task that handles it, the browser paints it at the
+    next frame; the second one leaves a frame of margin). ``settled_s`` (the network idle) when
+    fewer than two frames were recorded after it, so that a page that did not paint is not timed
+    short."""
+    after = [f / 1000 for f in frames_ms if f / 1000 > last_response_s]
+    return after[1] if len(after) >= 2 else settled_s
 
 
 def graphql_timing(request: Any) -> tuple[str, float, float]:
@@ -266,6 +297,7 @@ def measure(exports: int, days_list: list[int], batch: int, progress: Any, batch
                     json.dumps(
                         {
                             k: [
+                                round(v["drawn_s"], 2),
                                 round(v["s"], 2),
                                 round(v["last_graphql_response_s"], 2),
                                 v["graphql_ms"],

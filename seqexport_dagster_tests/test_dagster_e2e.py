@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -290,9 +293,14 @@ def test_demo_runs_through_dagster_and_leaves_a_browsable_instance(tmp_path):
 def test_workspace_definitions_load_without_any_environment(monkeypatch):
     for name in ("SEQEXPORT_DATABASE_URL", "SEQEXPORT_SOURCE_URL", "SEQEXPORT_SECRET_KEYS", "SEQEXPORT_ALLOW_LOCAL"):
         monkeypatch.delenv(name, raising=False)
+    from seqexport_dagster import definitions
     from seqexport_dagster.definitions import defs
 
+    settled: list[bool] = []
+    # Not this test process's heap: `test_the_code_location_settles_its_heap` checks the real one.
+    monkeypatch.setattr(definitions, "settle_heap", lambda: settled.append(True))
     loaded = defs()
+    assert settled == [True]
     assert loaded.resolve_job_def("export_job")
     # The scheduler, the two run-status sensors that keep `seqexport history` in step with Dagster,
     # and the webhook sender.
@@ -304,3 +312,20 @@ def test_workspace_definitions_load_without_any_environment(monkeypatch):
     }
     scheduler = next(s for s in loaded.sensors if s.name == "scheduler_sensor")
     assert scheduler.minimum_interval_seconds <= 30
+
+
+def test_the_code_location_settles_its_heap():
+    """Loading the location freezes what it loaded, so the collector's full passes skip it (issue 29)."""
+    code = (
+        "import gc, json\n"
+        "from seqexport_dagster.definitions import defs\n"
+        "before = gc.get_freeze_count()\n"
+        "defs()\n"
+        "print(json.dumps([before, gc.get_freeze_count(), len(gc.get_objects(generation=2))]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEQEXPORT_")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, check=True)
+    before, after, walked = json.loads(out.stdout.strip().splitlines()[-1])
+    assert before == 0
+    # Dagster and the definitions: far more objects than the collector still walks after the freeze.
+    assert after > 100_000 and walked < after // 10
