@@ -19,7 +19,8 @@ sequential scan of ``event_logs``/``runs``/``run_tags`` is reported.
 Measured at each ``--days`` (default 1,3), so that the growth with history is measured in the same
 run and 30 days can be extrapolated from it when 30 are too many to build here.
 
-    python -m benchmarks.ui_pages [--exports 3000] [--days 1,3] [--per-run 50,100] [--batch 10] [--out f.json]
+    python -m benchmarks.ui_pages [--exports 3000] [--days 1,3] [--per-run 50,100] [--status-days all,3]
+        [--batch 10] [--out f.json]
 """
 
 from __future__ import annotations
@@ -224,8 +225,15 @@ def graphql_timing(request: Any) -> tuple[str, float, float]:
 
 
 def build_history(
-    url: str, template: str, status_id: int, exports: int, days: range, batch_size: int = MAX_EXPORTS_PER_RUN
+    url: str,
+    template: str,
+    status_id: int,
+    exports: int,
+    days: range,
+    batch_size: int = MAX_EXPORTS_PER_RUN,
+    status_from: int = 0,
 ) -> dict[str, int]:
+    """Copies ``days`` of runs and, on the days from ``status_from`` on, the status refreshes."""
     engine = sa.create_engine(url)
     runs_per_day = SLOTS_PER_DAY * -(-exports // batch_size)
     status_per_day = exports * (DAY_MS // 1000 // TICK_SECONDS) // ROTATION
@@ -234,8 +242,9 @@ def build_history(
     for day in days:
         for hour in range(HOURS):
             with engine.begin() as conn:
-                copy_status(conn, status_id, status_per_day // HOURS, modulo=exports,
-                            start=(day * HOURS + hour) * (status_per_day // HOURS))  # fmt: skip
+                if day >= status_from:
+                    copy_status(conn, status_id, status_per_day // HOURS, modulo=exports,
+                                start=(day * HOURS + hour) * (status_per_day // HOURS))  # fmt: skip
                 copy_runs(conn, template, runs_per_day // HOURS, f"-h{day}-{hour}-")
     with engine.connect() as conn:
         counts = {t: int(conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one()) for t in BIG}
@@ -244,7 +253,13 @@ def build_history(
     return counts
 
 
-def measure(exports: int, days_list: list[int], batch: int, progress: Any, batch_size: int) -> list[dict[str, Any]]:
+def measure(
+    exports: int, days_list: list[int], batch: int, progress: Any, batch_size: int, status_days: int | None = None
+) -> list[dict[str, Any]]:
+    """``status_days``: the status refreshes of only the last that many days of the longest history
+    (what the maintenance job's ``refresh_max_age_days`` keeps, plus the day until its next pass);
+    all of them when ``None``."""
+    status_from = 0 if status_days is None else max(0, max(days_list) - status_days)
     keys = new_key_spec("bench")
     results = []
     with tempfile.TemporaryDirectory() as tmp, postgres_database() as dagster_url:
@@ -278,7 +293,9 @@ def measure(exports: int, days_list: list[int], batch: int, progress: Any, batch
             built = 0
             for days in days_list:
                 started = time.perf_counter()
-                counts = build_history(dagster_url, template, status_id, exports, range(built, days), batch_size)
+                counts = build_history(
+                    dagster_url, template, status_id, exports, range(built, days), batch_size, status_from
+                )
                 with dg.DagsterInstance.from_config(str(home)) as instance:  # the day cells of the new days
                     for d in range(built, days):
                         for dataset in ("email_events", "sms_events", "custom_events", "subscribers"):
@@ -307,7 +324,8 @@ def measure(exports: int, days_list: list[int], batch: int, progress: Any, batch
                         }
                     )
                 )
-                results.append({"exports": exports, "exports_per_run": batch_size, "days": days, "rows": counts, "pages": timed,
+                results.append({"exports": exports, "exports_per_run": batch_size, "days": days,
+                                "status_days": status_days, "rows": counts, "pages": timed,
                                 "load": " ".join(f"{v:.1f}" for v in os.getloadavg())})  # fmt: skip
         finally:
             world.dispose()
@@ -331,6 +349,12 @@ def main(argv: list[str] | None = None) -> int:
         help="exports a run carries, comma-separated: 50,100 measures the 50-a-run design (before) and the"
         " planner's (after) in the same run",
     )
+    parser.add_argument(
+        "--status-days",
+        default="all",
+        help="days of export_status refreshes kept, comma-separated ('all' or a number each): 'all,3' measures"
+        " 30 days of them (before the refresh retention) and 3 (after) in the same run",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
 
@@ -339,8 +363,11 @@ def main(argv: list[str] | None = None) -> int:
 
     results = []
     for size in (int(n) for n in args.per_run.split(",")):  # each on a database of its own
-        progress(f"exports per run: {size}")
-        results += measure(args.exports, [int(d) for d in args.days.split(",")], args.batch, progress, size)
+        for kept in args.status_days.split(","):
+            status_days = None if kept == "all" else int(kept)
+            progress(f"exports per run: {size}; days of status refreshes: {kept}")
+            days = [int(d) for d in args.days.split(",")]
+            results += measure(args.exports, days, args.batch, progress, size, status_days)
     text = json.dumps(results, indent=1)
     if args.out:
         args.out.write_text(text)
