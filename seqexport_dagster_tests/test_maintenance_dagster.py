@@ -26,7 +26,6 @@ from seqexport_dagster.defs.maintenance import (
     maintenance_job,
 )
 from seqexport_dagster.defs.resources import ControlPlaneResource, FixedClock
-from seqexport_dagster.defs.status_refresh import REFRESH_JOB
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster_tests.support.world import DAY0, World
 
@@ -102,47 +101,6 @@ def test_maintenance_job_compacts_the_control_plane_and_deletes_old_runs(
             assert instance.get_run_by_id(result.run_id) is not None  # never itself
             logs = " ".join(e.message for e in instance.all_logs(result.run_id))
             assert "control plane: {" in logs and "deleted 1 finished runs" in logs
-    finally:
-        world.dispose()
-
-
-#: A run under the refresh job's name: what the maintenance job filters on.
-refresh_named_job = dg.GraphDefinition(name="refresh_graph", node_defs=[noisy]).to_job(name=REFRESH_JOB)
-
-
-def test_refresh_runs_go_after_their_own_shorter_age_other_runs_stay(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Issue 23/29: the export_status refreshes (superseded every 6 hours) leave after
-    ``refresh_max_age_days``; runs of other jobs of the same age keep ``run_max_age_days``."""
-    spec = new_key_spec("t1")
-    monkeypatch.setenv("TEST_MAINT_KEYS", spec)
-    world = World.in_files(tmp_path, DAY0, spec)
-    try:
-        (tmp_path / "dagster").mkdir()
-        with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
-            refreshes = [refresh_named_job.execute_in_process(instance=instance).run_id for _ in range(2)]
-            other = small_job.execute_in_process(instance=instance).run_id
-            resources: dict[str, Any] = {
-                "control_plane": ControlPlaneResource(
-                    database_url=world.control_url, secret_keys=dg.EnvVar("TEST_MAINT_KEYS")
-                ),
-                "clock": FixedClock(at_ms=DAY0 + 30 * 86_400_000),
-            }
-            config = {"run_max_age_days": 30.0, "refresh_max_age_days": 1e-9}
-            result = maintenance_job.execute_in_process(
-                instance=instance, resources=resources, run_config={"ops": {"maintenance_op": {"config": config}}}
-            )
-            assert result.success
-            assert all(instance.get_run_by_id(r) is None and not instance.all_logs(r) for r in refreshes)
-            assert instance.get_run_by_id(other) is not None and instance.all_logs(other)
-            logs = " ".join(e.message for e in instance.all_logs(result.run_id))
-            assert f"deleted 2 finished {REFRESH_JOB} runs older than 1e-09 days" in logs
-            assert "deleted 0 finished runs older than 30.0 days" in logs
-            # The default keeps two days of refreshes: a run just made is not touched.
-            fresh = refresh_named_job.execute_in_process(instance=instance).run_id
-            assert maintenance_job.execute_in_process(instance=instance, resources=resources).success
-            assert instance.get_run_by_id(fresh) is not None
     finally:
         world.dispose()
 

@@ -6,8 +6,8 @@ of a healthy export shows how far behind it is now. Dagster's public API deletes
 their run (`DagsterInstance.delete_run`). Refreshes recorded by the sensor would therefore stay
 for ever: 12,000 a day at 3,000 exports, about 5.5 GB a year. A small run records them instead.
 The sensor requests one an hour (`REFRESH_EVERY_TICKS`), and each run covers one of `SLOTS` slices
-of the exports (`slot_of`). The maintenance job deletes them together with their run after 2 days
-(`defs.maintenance`'s ``refresh_max_age_days``; a refresh is superseded by the next one).
+of the exports (`slot_of`). The maintenance job's run retention (`defs.maintenance`, 30 days)
+deletes them together with their run.
 """
 
 from __future__ import annotations
