@@ -165,6 +165,12 @@ def pages(port: int, export_id: str, url: str, database: str) -> dict[str, Any]:
                         frames = page.evaluate("window.__frames || []")
                         drawn.append(drawn_at(frames, last_response, epoch + loads[-1]) - epoch)
                         page.close()
+                        # The last load's requests: (operation, sent, answered), ms after navigation.
+                        waterfall = sorted(
+                            (op, round((end - epoch) * 1000 - ms), round((end - epoch) * 1000))
+                            for op, ms, end in timings
+                            if op
+                        )
                         operations = {}
                         for op, ms, _end in timings:  # the last load's: each GraphQL operation's longest request
                             if op:
@@ -183,6 +189,7 @@ def pages(port: int, export_id: str, url: str, database: str) -> dict[str, Any]:
                     "last_graphql_response_s": statistics.median(data[1:]),
                     "loads_s": loads,
                     "graphql_ms": dict(sorted(operations.items(), key=lambda kv: -kv[1])[:6]),
+                    "waterfall_ms": sorted(waterfall, key=lambda w: w[1]),
                     "slowest_queries": slow,
                 }
         finally:

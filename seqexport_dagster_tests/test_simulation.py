@@ -221,6 +221,11 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # failing too); an operator's backfill then delivered the window there whole after re-sending
     # 0001, and left out only the ids of parts landed *before* it began: 2 late rows twice.
     10002190: {"days": 3},
+    # Long run #9 (from 10002500, on 454ca59): 10002796, the backoff oracle's. A failure was
+    # recorded at 10:57:53.828 (next retry 12:57:53.828), the run went on 4 s, and the oracle
+    # dated the failure from the run's end; the retry at 12:57:53.832 looked 119 min after it,
+    # inside the 120. The oracle now dates a failure from the ledger's `last_error_at`.
+    10002796: {"days": 3, "level": 1.0},
 }
 
 

@@ -77,7 +77,8 @@ class Op:
 
 @dataclass
 class Failure:
-    """A failure counted for (export, dataset), seen after a scheduled run or an operator's backfill."""
+    """A failure counted for (export, dataset), seen after a scheduled run or an operator's backfill,
+    at the time the product recorded it (``last_error_at``); a recovery at the time it was seen."""
 
     at_ms: int
     failures: int

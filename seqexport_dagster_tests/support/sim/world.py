@@ -303,7 +303,11 @@ class World:
             for s in record.datasets:
                 seen = self.failures.setdefault((by_id[export_id].name, s.dataset), [])
                 if s.failures and (not seen or seen[-1].failures != s.failures):
-                    seen.append(Failure(self.clock(), s.failures, frequency_ms(record.frequency), operator))
+                    # When the product counted it (the backoff runs from there), not when the run
+                    # ended: a run that went on after the failure made the next retry look early
+                    # (long-run seed 10002796: 4 s later, the retry "119 min" after it at 120).
+                    at = s.last_error_at if s.last_error_at is not None else self.clock()
+                    seen.append(Failure(at, s.failures, frequency_ms(record.frequency), operator))
                 elif not s.failures and seen and seen[-1].failures:
                     seen.append(Failure(self.clock(), 0, frequency_ms(record.frequency)))
 
