@@ -127,7 +127,7 @@ def child(p: dict[str, Any]) -> dict[str, Any]:
         if profiler is not None:
             profiler.enable()
         slot_cold = [tick(slot_now, text)]
-        if profiler is not None and profile_to:
+        if profiler is not None:
             profiler.disable()
             profiler.dump_stats(f"{profile_to}.{Path.cwd().name}")
         slot = [tick(slot_now, text) for _ in range(3)]

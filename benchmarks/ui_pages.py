@@ -162,6 +162,7 @@ def pages(port: int, export_id: str, url: str, database: str) -> dict[str, Any]:
                         page.wait_for_load_state("networkidle", timeout=600_000)
                         loads.append(time.perf_counter() - started)
                         last_response = max((end for op, _, end in timings if op), default=epoch)
+                        data.append(last_response - epoch)
                         frames = page.evaluate("window.__frames || []")
                         drawn.append(drawn_at(frames, last_response, epoch + loads[-1]) - epoch)
                         page.close()
@@ -175,7 +176,6 @@ def pages(port: int, export_id: str, url: str, database: str) -> dict[str, Any]:
                         for op, ms, _end in timings:  # the last load's: each GraphQL operation's longest request
                             if op:
                                 operations[op] = max(operations.get(op, 0.0), ms)
-                        data.append(max((end for op, _, end in timings if op), default=epoch) - epoch)
                 slow = [
                     {"query": q[:300], "seen_running_s": s, **explain(url, q)}
                     for q, s in sampler.slowest()
@@ -264,8 +264,7 @@ def measure(
     exports: int, days_list: list[int], batch: int, progress: Any, batch_size: int, status_days: int | None = None
 ) -> list[dict[str, Any]]:
     """``status_days``: the status refreshes of only the last that many days of the longest history
-    (what the maintenance job's ``refresh_max_age_days`` keeps, plus the day until its next pass);
-    all of them when ``None``."""
+    (a shorter retention of them than the runs' 30 days); all of them when ``None``."""
     status_from = 0 if status_days is None else max(0, max(days_list) - status_days)
     keys = new_key_spec("bench")
     results = []
@@ -360,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         "--status-days",
         default="all",
         help="days of export_status refreshes kept, comma-separated ('all' or a number each): 'all,3' measures"
-        " 30 days of them (before the refresh retention) and 3 (after) in the same run",
+        " every day's refreshes and only the last 3 days' in the same run, each on a database of its own",
     )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
@@ -369,11 +368,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {text}", file=sys.stderr, flush=True)
 
     results = []
+    days = [int(d) for d in args.days.split(",")]
     for size in (int(n) for n in args.per_run.split(",")):  # each on a database of its own
         for kept in args.status_days.split(","):
             status_days = None if kept == "all" else int(kept)
             progress(f"exports per run: {size}; days of status refreshes: {kept}")
-            days = [int(d) for d in args.days.split(",")]
             results += measure(args.exports, days, args.batch, progress, size, status_days)
     text = json.dumps(results, indent=1)
     if args.out:
