@@ -1,0 +1,110 @@
+"""The engine at two revisions, interleaved: does a change (a refactor, a move) cost the engine CPU?
+
+Each round runs ``benchmarks.child engine`` (``Runner.write_window`` of one window, SQLite source to
+gzip JSONL parts in a local folder) once in the "before" tree and once in this tree, alternating which
+goes first, then the floor (the same four steps streamed alone) in each. Every run is its own process
+whose code is its tree's own: the before tree is a ``git archive`` of ``--before-rev`` (the package
+and the benchmarks), and ``-m`` with the tree as cwd puts it on ``sys.path`` before the editable
+install. A neighbour's burst of load hits both trees alike; the
+median of each is kept and the ratio after/before is printed, raw and normalised by each tree's floor
+of the same round (the floor is the same code in both, so its ratio is the noise).
+
+    python -m benchmarks.engine_revs --before-rev ed2121c [--rows 1000000] [--rounds 5] [--out f.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks import data
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def export_tree(rev: str, into: Path) -> Path:
+    into.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "archive", rev, "seqexport_dagster", "benchmarks"], cwd=ROOT, capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+def run_in(tree: Path, task: str, params: dict[str, Any]) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.child", task, json.dumps(params)],
+        cwd=tree, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise RuntimeError(f"{task} in {tree} failed:\n{out.stderr[-3000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def cpu_per_million(r: dict[str, Any]) -> float:
+    return float(r["cpu"]) / float(r["rows"]) * 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.engine_revs", description=__doc__.splitlines()[0])
+    parser.add_argument("--before-rev", required=True, help="git revision of the 'before' code")
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the window (default 1M)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    parser.add_argument("--data-dir", type=Path, default=data.DATA_DIR, help="where the generated source is cached")
+    parser.add_argument("--out", type=Path, help="also write the raw runs and medians here as JSON")
+    args = parser.parse_args(argv)
+
+    src = data.ensure_source(args.rows, 1_000, args.data_dir)
+    to_ms, rows = src.windows[args.rows]
+    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": [], "before_floor": [], "after_floor": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        before = export_tree(args.before_rev, Path(tmp) / "before")
+        trees = {"before": before, "after": ROOT}
+        params = {"source_url": src.url, "source_path": str(src.path), "to_ms": to_ms, "tmp": tmp}
+        print(
+            f"engine, {rows:,} rows, {args.rounds} rounds: before {args.before_rev}, after this tree", file=sys.stderr
+        )
+        for round_ in range(args.rounds):
+            order = ("before", "after") if round_ % 2 == 0 else ("after", "before")
+            for name in order:
+                runs[name].append(run_in(trees[name], "engine", params))
+            for name in order:
+                runs[f"{name}_floor"].append(run_in(trees[name], "floor", params))
+            shown = {k: round(cpu_per_million(v[-1]), 3) for k, v in runs.items()}
+            print(f"  round {round_ + 1}: CPU-s per million rows {shown}", file=sys.stderr, flush=True)
+
+    medians = {k: statistics.median(cpu_per_million(r) for r in v) for k, v in runs.items()}
+    normalised = statistics.median(
+        (cpu_per_million(a) / cpu_per_million(af)) / (cpu_per_million(b) / cpu_per_million(bf))
+        for a, af, b, bf in zip(runs["after"], runs["after_floor"], runs["before"], runs["before_floor"], strict=True)
+    )
+    result = {
+        "before_rev": args.before_rev,
+        "rows": rows,
+        "rounds": args.rounds,
+        "cpu_s_per_million_rows": {k: round(v, 3) for k, v in medians.items()},
+        "after_over_before": round(medians["after"] / medians["before"], 3),
+        "floor_after_over_before": round(medians["after_floor"] / medians["before_floor"], 3),
+        "after_over_before_normalised_by_floor": round(normalised, 3),
+        "spread": {
+            k: [round(min(cpu_per_million(r) for r in v), 3), round(max(cpu_per_million(r) for r in v), 3)]
+            for k, v in runs.items()
+        },  # fmt: skip
+        "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+    }
+    if args.out:
+        args.out.write_text(json.dumps(result | {"runs": runs}, indent=1))
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
