@@ -51,7 +51,7 @@ def timed(result: Result) -> Iterator[None]:
 
 
 def _window_sql(dialect: str = "sqlite") -> str:
-    from seqexport_dagster.schema import DATASETS
+    from seqexport_dagster.contract.schema import DATASETS
     from seqexport_dagster.source.reader import select_list
 
     mark = "%s" if dialect == "postgresql" else "?"
@@ -62,7 +62,7 @@ def _window_sql(dialect: str = "sqlite") -> str:
 
 
 def _params(p: dict[str, Any]) -> tuple[str, str, str]:
-    from seqexport_dagster.window import iso_ms
+    from seqexport_dagster.contract.window import iso_ms
 
     return ACCOUNT, iso_ms(p.get("from_ms", DAY0)), iso_ms(p["to_ms"])
 
@@ -104,8 +104,8 @@ def _world(p: dict[str, Any], work: Path, destination: Any) -> tuple[Any, str]:
 
 def engine(p: dict[str, Any]) -> Result:
     """Runner.write_window of one window into a local folder (or S3 when ``p['s3']`` is given)."""
+    from seqexport_dagster.contract.window import Window, day_of
     from seqexport_dagster.destination.config import DestinationConfig
-    from seqexport_dagster.window import Window, day_of
 
     result = Result()
     with tempfile.TemporaryDirectory(dir=p.get("tmp")) as tmp:
@@ -172,7 +172,7 @@ def floor(p: dict[str, Any]) -> Result:
     import msgspec
     from isal import isal_zlib
 
-    from seqexport_dagster.schema import DATASETS
+    from seqexport_dagster.contract.schema import DATASETS
     from seqexport_dagster.source.reader import DEFAULT_BATCH
     from seqexport_dagster.writer import GZIP_WBITS, PART_LIMIT, _row_builder
 
@@ -229,7 +229,7 @@ def gzip_levels(p: dict[str, Any]) -> Result:
     import msgspec
     from isal import isal_zlib
 
-    from seqexport_dagster.schema import DATASETS
+    from seqexport_dagster.contract.schema import DATASETS
     from seqexport_dagster.source.reader import DEFAULT_BATCH
     from seqexport_dagster.writer import GZIP_WBITS, PART_LIMIT, _row_builder
 
@@ -282,7 +282,7 @@ def duckdb_copy(p: dict[str, Any]) -> Result:
     import duckdb
     import pyarrow as pa
 
-    from seqexport_dagster.schema import DATASETS
+    from seqexport_dagster.contract.schema import DATASETS
 
     result = Result()
     names = list(DATASETS["email_events"].field_names)
@@ -349,7 +349,7 @@ def pandas_parquet(p: dict[str, Any]) -> Result:
 def source_read(p: dict[str, Any]) -> Result:
     """SourceReader.window_batches alone (the engine's read path), rows consumed and dropped."""
     from seqexport_dagster.assembly import source_at
-    from seqexport_dagster.window import Window
+    from seqexport_dagster.contract.window import Window
 
     result = Result()
     reader = source_at(p["source_url"], **({"batch_size": p["batch"]} if "batch" in p else {}))

@@ -28,6 +28,7 @@ def tick(p: dict[str, Any]) -> dict[str, Any]:
     import dagster as dg
 
     from seqexport_dagster.assembly import control_plane_at
+    from seqexport_dagster.contract.window import HOUR_MS
     from seqexport_dagster.definitions import exporter_resources
     from seqexport_dagster.defs.resources import (
         ControlPlaneResource,
@@ -38,7 +39,6 @@ def tick(p: dict[str, Any]) -> dict[str, Any]:
     from seqexport_dagster.demo.ticker import evaluate_sensor
     from seqexport_dagster.planner import due_work
     from seqexport_dagster.store.crypto import new_key_spec
-    from seqexport_dagster.window import HOUR_MS
 
     n = int(p["exports"])
     now = DAY0 + 26 * HOUR_MS
@@ -133,10 +133,10 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
     import sqlalchemy as sa
 
     from seqexport_dagster.assembly import control_plane_at
+    from seqexport_dagster.contract.window import DAY_MS, day_of
     from seqexport_dagster.demo.generator import Scale, generate_account
     from seqexport_dagster.destination.config import DestinationConfig
     from seqexport_dagster.store.crypto import new_key_spec
-    from seqexport_dagster.window import DAY_MS, day_of
 
     n = int(p.get("exports", 1))
     with tempfile.TemporaryDirectory(dir=p.get("tmp")) as tmp:
@@ -207,9 +207,9 @@ def runs_simulation(p: dict[str, Any]) -> dict[str, Any]:
     Old layout: one run per export with work due. New: `planner.batch` of the same work items."""
     from dataclasses import replace
 
+    from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS
     from seqexport_dagster.planner import batch, due_work, windows_due
     from seqexport_dagster.store import DatasetState, ExportRecord
-    from seqexport_dagster.window import HOUR_MS, MINUTE_MS
 
     n = int(p.get("exports", 1000))
     start = DAY0 + 10 * HOUR_MS

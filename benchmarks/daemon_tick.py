@@ -51,11 +51,11 @@ def child(p: dict[str, Any]) -> dict[str, Any]:
     """One code tree's ticks (this function runs under that tree's ``seqexport_dagster``)."""
     import dagster as dg
 
+    from seqexport_dagster.contract.schema import DATASETS
     from seqexport_dagster.definitions import exporter_resources
     from seqexport_dagster.defs.resources import ControlPlaneResource, FixedClock, OperatorResource, SourceResource
     from seqexport_dagster.defs.sensors import Cursor
     from seqexport_dagster.demo.ticker import evaluate_sensor
-    from seqexport_dagster.schema import DATASETS
 
     now0, yesterday, before_that = int(p["now_ms"]), p["yesterday"], p["day_before"]
     overrides = {"storage": {"postgres": {"postgres_url": p["dagster_url"]}}}
@@ -179,8 +179,8 @@ def explain_day_totals(control_url: str, yesterday: str) -> dict[str, float]:
 
     import sqlalchemy as sa
 
+    from seqexport_dagster.contract.window import DAY_MS, day_start_ms
     from seqexport_dagster.store.fleet import _latest_committed
-    from seqexport_dagster.window import DAY_MS, day_start_ms
 
     start = day_start_ms(dt.date.fromisoformat(yesterday))
     old = (
@@ -216,8 +216,8 @@ def export_before(rev: str, into: Path) -> Path:
 def measure(n: int, ticks: int, before_code: Path | None, progress: Any) -> dict[str, Any]:
     import datetime as dt
 
+    from seqexport_dagster.contract.window import DAY_MS, day_of
     from seqexport_dagster.store.crypto import SecretBox, new_key_spec
-    from seqexport_dagster.window import DAY_MS, day_of
     from seqexport_dagster_tests.support.metadata_rows import deliver_template, replicate
     from seqexport_dagster_tests.support.world import DAY0, Clock, World, postgres_database
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, iso_ms, parse_iso_ms
 from seqexport_dagster.demo.generator import email_events, subscribers
-from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.tables import create_source_tables
-from seqexport_dagster.window import DAY_MS, HOUR_MS, iso_ms, parse_iso_ms
 
 DATA_DIR = Path(__file__).parent / ".data"
 #: 2026-09-30T00:00:00Z, the test world's DAY0 and the customer docs' example day.

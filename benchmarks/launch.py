@@ -73,11 +73,11 @@ def _setup(tmp: Path, n: int) -> tuple[str, str, str]:
 
     from seqexport_dagster.assembly import control_plane_at
     from seqexport_dagster.clock import wall_clock_ms
+    from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS
     from seqexport_dagster.demo.generator import Scale, generate_account
     from seqexport_dagster.destination.config import DestinationConfig
     from seqexport_dagster.source.tables import create_source_tables
     from seqexport_dagster.store.crypto import new_key_spec
-    from seqexport_dagster.window import HOUR_MS, MINUTE_MS
 
     keys, control, source = new_key_spec("bench"), f"sqlite:///{tmp}/control.db", f"sqlite:///{tmp}/source.db"
     created = (wall_clock_ms() - 2 * HOUR_MS) // MINUTE_MS * MINUTE_MS

@@ -32,6 +32,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from seqexport_dagster import planner
+from seqexport_dagster.contract.window import DAY_MS, Window, day_of
 from seqexport_dagster.history import history
 from seqexport_dagster.planner import MAX_EXPORTS_PER_RUN
 from seqexport_dagster.status import export_status
@@ -40,7 +41,6 @@ from seqexport_dagster.store.fleet import changed_since, day_totals, fleet_expor
 from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.maintenance import maintain
 from seqexport_dagster.verify.ledger import ledger_problems
-from seqexport_dagster.window import DAY_MS, Window, day_of
 from seqexport_dagster_tests.support.explain import captured, hot_paths, seq_scans
 from seqexport_dagster_tests.support.metadata_rows import (
     RETENTION_INDEXES,

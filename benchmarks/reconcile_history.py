@@ -22,8 +22,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.schema import DATASETS as SOURCE_TABLES
 from seqexport_dagster.demo.generator import Scale, generate_account
-from seqexport_dagster.schema import DATASETS as SOURCE_TABLES
 from seqexport_dagster.store import tables
 from seqexport_dagster_tests.support.world import World
 

@@ -153,8 +153,8 @@ def peer_child(python: Path, module: str, **params: Any) -> dict[str, Any]:
 def engine_section(
     rep: Report, src: data.Source, size: int, tmp: str, *, quick: bool, repeat: int, data_dir: Path
 ) -> None:
-    from seqexport_dagster.schema import DATASETS
-    from seqexport_dagster.window import iso_ms
+    from seqexport_dagster.contract.schema import DATASETS
+    from seqexport_dagster.contract.window import iso_ms
 
     to_ms, rows = src.windows[size]
     common = {"source_url": src.url, "source_path": str(src.path), "to_ms": to_ms, "tmp": tmp}
@@ -239,8 +239,8 @@ def parquet_section(
 ) -> None:
     """Issue 27: our Parquet engine beside DuckDB's Parquet writer (from the SQLite file and from its own
     table), pandas/pyarrow and our JSONL engine, on the same rows, interleaved; then RSS by window size."""
-    from seqexport_dagster.schema import DATASETS
-    from seqexport_dagster.window import iso_ms
+    from seqexport_dagster.contract.schema import DATASETS
+    from seqexport_dagster.contract.window import iso_ms
 
     to_ms, rows = src.windows[size]
     common = {"source_url": src.url, "source_path": str(src.path), "to_ms": to_ms, "tmp": tmp}

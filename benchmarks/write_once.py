@@ -22,6 +22,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.base import Destination, PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig
@@ -29,7 +30,6 @@ from seqexport_dagster.destination.local import LocalDestination
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import RetryableError
 from seqexport_dagster.store.tables import parts
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster_tests.support.world import DAY0, sqlite_world
 
 WINDOW = Window(DAY0, DAY0 + HOUR_MS)

@@ -39,6 +39,15 @@ from seqexport_dagster.connection_test import (
     DestinationFactory,
     run_connection_test,
 )
+from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, parse_format
+from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS, parse_datasets
+from seqexport_dagster.contract.validation import validate_account, validate_export_id, validate_lag_ms
+from seqexport_dagster.contract.window import (
+    DAY_MS,
+    DEFAULT_FREQUENCY,
+    DEFAULT_LAG_MS,
+    frequency_ms,
+)
 from seqexport_dagster.destination import (
     DestinationConfig,
     OperatorPolicy,
@@ -48,13 +57,11 @@ from seqexport_dagster.destination import (
 )
 from seqexport_dagster.destination.role import RoleSetup
 from seqexport_dagster.errors import ConfigurationError, ConflictError, InvalidInput
-from seqexport_dagster.file_format import DEFAULT_FORMAT, parse_format
 from seqexport_dagster.history import RunHistory
 from seqexport_dagster.history import history as run_history
 from seqexport_dagster.presentation import mask_key_id
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.role_setup import check_role, role_setup, take_role, with_role_change
-from seqexport_dagster.schema import DATASETS, EVENT_DATASETS, parse_datasets
 from seqexport_dagster.status import (
     DatasetStatus,
     ExportNowPlan,
@@ -74,13 +81,6 @@ from seqexport_dagster.store import (
     RunSummary,
 )
 from seqexport_dagster.store.rate_limit import admit_connection_test
-from seqexport_dagster.validation import validate_account, validate_export_id, validate_lag_ms
-from seqexport_dagster.window import (
-    DAY_MS,
-    DEFAULT_FREQUENCY,
-    DEFAULT_LAG_MS,
-    frequency_ms,
-)
 
 if TYPE_CHECKING:
     from seqexport_dagster.webhooks_api import Webhooks

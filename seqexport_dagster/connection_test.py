@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from seqexport_dagster.contract.keys import connection_test_key
+from seqexport_dagster.contract.window import iso_ms
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, open_destination
 from seqexport_dagster.errors import ConnectionTestFailed, ExportError
-from seqexport_dagster.keys import connection_test_key
-from seqexport_dagster.window import iso_ms
 
 DestinationFactory = Callable[[DestinationConfig, OperatorPolicy], Destination]
 

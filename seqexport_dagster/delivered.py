@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from seqexport_dagster.keys import SNAPSHOT_DATASET
+from seqexport_dagster.contract.keys import SNAPSHOT_DATASET
+from seqexport_dagster.contract.window import Window
 from seqexport_dagster.source.reader import Row, SourceReader
 from seqexport_dagster.store import SUCCESS_MARK, ExportRecord, PartRecord
-from seqexport_dagster.window import Window
 from seqexport_dagster.writer import unpack_ids
 
 

@@ -27,6 +27,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, FileFormat
+from seqexport_dagster.contract.keys import SNAPSHOT_DATASET, connection_test_key
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import Window
 from seqexport_dagster.delivered import late_ids, without_ids
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome, content_md5
 from seqexport_dagster.errors import (
@@ -37,10 +41,7 @@ from seqexport_dagster.errors import (
     ResponseTooLarge,
     RunInterrupted,
 )
-from seqexport_dagster.file_format import DEFAULT_FORMAT, FileFormat
-from seqexport_dagster.keys import SNAPSHOT_DATASET, connection_test_key
 from seqexport_dagster.part_writers import Writer, empty_body, part_writer
-from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import Row, SourceReader
 from seqexport_dagster.store import (
     ACTIVE,
@@ -53,7 +54,6 @@ from seqexport_dagster.store import (
     PartRecord,
     location_of,
 )
-from seqexport_dagster.window import Window
 from seqexport_dagster.writer import Part, SortKey, pack_ids, unpack_ids
 
 #: The snapshot's _SUCCESS in the part ledger: a number no part can have.

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Final
 
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import DAY_MS, Window, floor_to_grid, frequency_ms, iso_ms
 from seqexport_dagster.planner import waiting_for_backoff
-from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store import ACTIVE, PAUSED, DatasetState, ExportRecord
-from seqexport_dagster.window import DAY_MS, Window, floor_to_grid, frequency_ms, iso_ms
 
 SHOWN: Final = 5
 

@@ -28,11 +28,11 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.keys import MANIFEST_FORMAT, manifest_key
+from seqexport_dagster.contract.window import Window, iso_ms
 from seqexport_dagster.destination import PutOutcome
-from seqexport_dagster.keys import MANIFEST_FORMAT, manifest_key
 from seqexport_dagster.store import COMMITTED, SUCCESS_MARK, ControlPlane, PartRecord
 from seqexport_dagster.store.tables import windows
-from seqexport_dagster.window import Window, iso_ms
 
 FORMAT: Final = MANIFEST_FORMAT
 

@@ -30,8 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from seqexport_dagster.contract.schema import Dataset, Field
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.schema import Dataset, Field
 from seqexport_dagster.writer import PART_LIMIT, Part, SortKey
 
 COMPRESSION: Final = "zstd"

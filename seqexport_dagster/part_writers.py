@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
-from seqexport_dagster.file_format import PARQUET, FileFormat
-from seqexport_dagster.schema import Dataset
+from seqexport_dagster.contract.file_format import PARQUET, FileFormat
+from seqexport_dagster.contract.schema import Dataset
 from seqexport_dagster.writer import EMPTY_GZIP, PART_LIMIT, Part, PartWriter
 
 

@@ -27,9 +27,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import DAY_MS, MINUTE_MS, Window, day_of, due_windows
 from seqexport_dagster.store import ACTIVE, DatasetState, ExportRecord
-from seqexport_dagster.window import DAY_MS, MINUTE_MS, Window, day_of, due_windows
 
 #: A run that ended without moving any position (worker crash, terminated from the UI) is
 #: requested again after at most this long: the slot is part of the run key.

@@ -17,13 +17,13 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, parse_format
+from seqexport_dagster.contract.window import Window, iso_ms, parse_iso_ms
+from seqexport_dagster.destination.redaction import mask_key_id as mask_key_id
 from seqexport_dagster.errors import sanitize_error
-from seqexport_dagster.file_format import DEFAULT_FORMAT, parse_format
 from seqexport_dagster.history import RunHistory
-from seqexport_dagster.redaction import mask_key_id as mask_key_id
 from seqexport_dagster.status import DatasetStatus, ExportStatus, LastError
 from seqexport_dagster.store import DatasetState, ExportRecord, RotationReport, RunSummary
-from seqexport_dagster.window import Window, iso_ms, parse_iso_ms
 
 
 class WindowJson(TypedDict):

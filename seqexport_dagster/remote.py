@@ -27,6 +27,10 @@ from seqexport_dagster.api import (
     Secret,
     _quiet,
 )
+from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, parse_format
+from seqexport_dagster.contract.schema import parse_datasets
+from seqexport_dagster.contract.validation import validate_account, validate_export_id, validate_lag_ms
+from seqexport_dagster.contract.window import DEFAULT_FREQUENCY, DEFAULT_LAG_MS, Window, frequency_ms
 from seqexport_dagster.destination import DestinationConfig, OperatorPolicy, validate_config, validate_provider
 from seqexport_dagster.destination.role import RoleSetup
 from seqexport_dagster.errors import (
@@ -40,12 +44,8 @@ from seqexport_dagster.errors import (
     RetryableError,
     sanitize_error,
 )
-from seqexport_dagster.file_format import DEFAULT_FORMAT, parse_format
 from seqexport_dagster.history import RunHistory
-from seqexport_dagster.schema import parse_datasets
 from seqexport_dagster.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
-from seqexport_dagster.validation import validate_account, validate_export_id, validate_lag_ms
-from seqexport_dagster.window import DEFAULT_FREQUENCY, DEFAULT_LAG_MS, Window, frequency_ms
 
 if TYPE_CHECKING:
     from seqexport_dagster.remote_webhooks import RemoteWebhooks

@@ -12,12 +12,12 @@ from dataclasses import replace
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.validation import validate_account
 from seqexport_dagster.destination import DestinationConfig, OperatorPolicy
 from seqexport_dagster.destination.policy import AwsIdentity
 from seqexport_dagster.destination.role import RoleSetup
 from seqexport_dagster.errors import ConflictError, InvalidInput
 from seqexport_dagster.store.external_ids import check_external_id, issue_external_id, take_external_id
-from seqexport_dagster.validation import validate_account
 
 
 def role_setup(engine: sa.Engine, policy: OperatorPolicy, account_id: str, now_ms: int) -> RoleSetup:

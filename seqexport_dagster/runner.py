@@ -40,14 +40,15 @@ from typing import TypeVar
 
 from seqexport_dagster import planner
 from seqexport_dagster.clock import wall_clock_ms
+from seqexport_dagster.contract.file_format import FileFormat, window_format
+from seqexport_dagster.contract.keys import SNAPSHOT_DATASET, part_key, snapshot_part_key, success_key
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import DAY_MS, Window, day_start, day_start_ms
 from seqexport_dagster.delivered import late_ids
 from seqexport_dagster.delivery import Attempt, Sent, Tally
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, open_destination
 from seqexport_dagster.errors import DestinationChanged, ExportError, RunInterrupted, internal_error
-from seqexport_dagster.file_format import FileFormat, window_format
-from seqexport_dagster.keys import SNAPSHOT_DATASET, part_key, snapshot_part_key, success_key
 from seqexport_dagster.manifest import write_manifest
-from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store import (
     ACTIVE,
@@ -59,7 +60,6 @@ from seqexport_dagster.store import (
     PartRecord,
     snapshot_window,
 )
-from seqexport_dagster.window import DAY_MS, Window, day_start, day_start_ms
 from seqexport_dagster.writer import PART_LIMIT
 
 _Report = TypeVar("_Report", "WindowReport", "SnapshotReport")

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import DAY_MS, MINUTE_MS, Window, iso_ms, next_midnight
 from seqexport_dagster.idle import next_scheduled
-from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store import DELETED, DatasetState, ExportRecord
-from seqexport_dagster.window import DAY_MS, MINUTE_MS, Window, iso_ms, next_midnight
 
 
 @dataclass(frozen=True, slots=True)

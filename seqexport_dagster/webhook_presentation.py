@@ -9,9 +9,9 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from seqexport_dagster.contract.window import iso_ms, parse_iso_ms
 from seqexport_dagster.store.outbox import FAILING_AFTER
 from seqexport_dagster.store.webhooks import AttemptRecord, DeliveryRecord, NewEndpoint, WebhookEndpoint
-from seqexport_dagster.window import iso_ms, parse_iso_ms
 
 
 class WebhookJson(TypedDict):

@@ -16,11 +16,11 @@ from typing import Final
 import sqlalchemy as sa
 
 from seqexport_dagster.clock import wall_clock_ms
+from seqexport_dagster.contract.validation import validate_account
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ConflictError, InvalidInput
 from seqexport_dagster.store.crypto import SecretBox
 from seqexport_dagster.store.webhooks import DeliveryRecord, NewEndpoint, WebhookEndpoint, WebhookStore
-from seqexport_dagster.validation import validate_account
 from seqexport_dagster.webhook import (
     MAX_ENDPOINTS_PER_ACCOUNT,
     parse_events,

@@ -20,9 +20,9 @@ from typing import Any, Final
 import msgspec
 from isal import isal_zlib
 
+from seqexport_dagster.contract.schema import Dataset
 from seqexport_dagster.destination.base import content_md5
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.schema import Dataset
 
 #: At most this many lines (rows) per part, so a part stays a few MB whatever the window holds.
 PART_LIMIT: Final = 50_000

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from seqexport_dagster.contract.schema import parse_datasets
+from seqexport_dagster.contract.window import frequency_ms
 from seqexport_dagster.destination.config import DestinationConfig, validate_bucket, validate_config, validate_prefix
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.schema import parse_datasets
-from seqexport_dagster.window import frequency_ms
 
 POLICY = OperatorPolicy()
 

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from seqexport_dagster.batch import BUSY, DONE, FAILED, TIMED_OUT, BatchRunner
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, chain, day_of
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.errors import LeaseLost
 from seqexport_dagster.store import COMMITTED
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.store.lease import LEASE_TTL_MS, Leases
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, chain, day_of
 from seqexport_dagster_tests.support.local_bucket import bucket_rows
 from seqexport_dagster_tests.support.processes import kill_group, start_group, stop_group
 from seqexport_dagster_tests.support.world import DAY0, World, postgres_world

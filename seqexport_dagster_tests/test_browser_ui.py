@@ -35,10 +35,10 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from seqexport_dagster.contract.window import MINUTE_MS, floor_to_grid
 from seqexport_dagster.destination import DestinationConfig
 from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.store.crypto import new_key_spec
-from seqexport_dagster.window import MINUTE_MS, floor_to_grid
 from seqexport_dagster_tests.support.moto_server import free_port
 from seqexport_dagster_tests.support.processes import ROOT, daemon_env, group_process
 from seqexport_dagster_tests.support.world import World

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of, iso_ms
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.base import PutOutcome
 from seqexport_dagster.errors import AccessDenied, RunInterrupted
 from seqexport_dagster.store.crypto import new_key_spec
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of, iso_ms
 from seqexport_dagster_tests.support.cli_harness import (  # noqa: F401 - fixtures
     Cli,
     control_plane_rows,

@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.store import COMMITTED
-from seqexport_dagster.window import DAY_MS, HOUR_MS
 from seqexport_dagster_tests.support.cli_harness import Cli, run_sqlite_fixture  # noqa: F401 - fixture
 from seqexport_dagster_tests.support.local_bucket import bucket_rows
 from seqexport_dagster_tests.support.world import DAY0

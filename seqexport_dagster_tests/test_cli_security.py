@@ -188,7 +188,7 @@ def test_delete_without_confirmation_names_the_field(tmp_path: Path) -> None:
 
 
 def test_redact_secrets_matches_whole_tokens_only() -> None:
-    from seqexport_dagster.redaction import option_names_only, redact_secrets
+    from seqexport_dagster.destination.redaction import option_names_only, redact_secrets
 
     aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
     assert (

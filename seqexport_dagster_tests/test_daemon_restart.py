@@ -26,11 +26,11 @@ import pytest
 import yaml
 
 from seqexport_dagster.clock import wall_clock_ms
+from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, floor_to_grid
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.store import COMMITTED
 from seqexport_dagster.store.crypto import new_key_spec
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS, floor_to_grid
 from seqexport_dagster_tests.support.bucket_audit import audit_export
 from seqexport_dagster_tests.support.faults import proxy as fp
 from seqexport_dagster_tests.support.processes import daemon_env, group_gone, kill_group, start_daemon, stop_group

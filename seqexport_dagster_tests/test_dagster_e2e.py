@@ -24,10 +24,10 @@ from dagster import serialize_value
 
 from seqexport_dagster import cli, planner
 from seqexport_dagster.clock import wall_clock_ms
+from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, chain, day_of, day_start
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.store.crypto import new_key_spec
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS, chain, day_of, day_start
 from seqexport_dagster_tests.support.processes import daemon_env, start_daemon, stop_group
 from seqexport_dagster_tests.support.world import World
 

@@ -27,11 +27,11 @@ import dagster as dg
 import pytest
 from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
 from seqexport_dagster.defs.day_cells import cell_exports
 from seqexport_dagster.defs.resources import OperatorResource
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.store import PAUSED
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
 from seqexport_dagster_tests.support.dagster_harness import Harness, harness
 from seqexport_dagster_tests.support.world import DAY0
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 
 from seqexport_dagster import cli
+from seqexport_dagster.contract.window import iso_ms
 from seqexport_dagster.demo.run import DemoSummary
-from seqexport_dagster.window import iso_ms
 from seqexport_dagster_tests.support.layout import check_layout
 
 

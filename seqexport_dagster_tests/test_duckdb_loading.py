@@ -12,10 +12,10 @@ import duckdb
 import pytest
 import sqlalchemy as sa
 
-from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.warehouse import PARTITION_COLUMN, duckdb_type
-from seqexport_dagster.warehouse import duckdb as duckdb_view
-from seqexport_dagster.window import DAY_MS, iso_ms
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.warehouse import PARTITION_COLUMN, duckdb_type
+from seqexport_dagster.contract.warehouse import duckdb as duckdb_view
+from seqexport_dagster.contract.window import DAY_MS, iso_ms
 from seqexport_dagster_tests.support.demo_export import ACCOUNT, write_demo_export
 from seqexport_dagster_tests.support.world import DAY0, World, sqlite_world
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, backoff_ms
 from seqexport_dagster.destination.config import DestinationConfig
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS, backoff_ms
 from seqexport_dagster_tests.support.dagster_harness import Harness, harness
 from seqexport_dagster_tests.support.world import DAY0
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from seqexport_dagster.contract.window import MINUTE_MS, Window
 from seqexport_dagster.destination import DestinationConfig
 from seqexport_dagster.store import DELETED, PAUSED
 from seqexport_dagster.store.fleet import fleet_exports, unfinished_attempts
-from seqexport_dagster.window import MINUTE_MS, Window
 from seqexport_dagster_tests.support.world import World
 
 

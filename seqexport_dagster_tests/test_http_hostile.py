@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from seqexport_dagster.api import Exports
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.config import Settings
+from seqexport_dagster.contract.window import DAY_MS
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.endpoint import ConnectGuard, validate_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy, parse_ports
@@ -38,7 +39,6 @@ from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.idempotency import KEEP_MS, IdempotencyStore
 from seqexport_dagster.store.tables import api_tokens, idempotency_keys
 from seqexport_dagster.store.token import TokenStore
-from seqexport_dagster.window import DAY_MS
 from seqexport_dagster_tests.support.api_server import ApiServer, mint, serve_process, server_env
 from seqexport_dagster_tests.support.http_attack import (
     MB,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, iso_ms
 from seqexport_dagster.idle import idle_reason
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS, iso_ms
 from seqexport_dagster_tests.support.world import DAY0, sqlite_world
 
 

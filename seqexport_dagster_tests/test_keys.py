@@ -8,9 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from seqexport_dagster.file_format import FORMATS, FileFormat, format_of_key, window_format
-from seqexport_dagster.keys import ParsedKey, connection_test_key, parse_key, part_key, snapshot_part_key, success_key
-from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, day_of, day_start_ms
+from seqexport_dagster.contract.file_format import FORMATS, FileFormat, format_of_key, window_format
+from seqexport_dagster.contract.keys import (
+    ParsedKey,
+    connection_test_key,
+    parse_key,
+    part_key,
+    snapshot_part_key,
+    success_key,
+)
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window, day_of, day_start_ms
 from seqexport_dagster_tests.support.world import DAY0
 
 DATASET_NAMES = ("email_events", "sms_events", "custom_events")

@@ -24,15 +24,15 @@ from botocore.exceptions import ClientError
 
 from seqexport_dagster.api import Exports
 from seqexport_dagster.connection_test import ConnectionTestFailed
+from seqexport_dagster.contract.keys import part_key
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window, day_of, iso_ms
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.base import Destination, PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import AccessDenied, RetryableError
-from seqexport_dagster.keys import part_key
 from seqexport_dagster.store import COMMITTED
-from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, day_of, iso_ms
 from seqexport_dagster_tests.support.bucket_audit import audit_export, read_objects
 from seqexport_dagster_tests.support.moto_server import MotoServer
 from seqexport_dagster_tests.support.world import ALL_DATASETS, DAY0, World

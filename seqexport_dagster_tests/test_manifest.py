@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.keys import MANIFEST_FOLDER, manifest_key, parse_manifest_key, part_key
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window, day_of, iso_ms
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.config import DestinationConfig
-from seqexport_dagster.keys import MANIFEST_FOLDER, manifest_key, parse_manifest_key, part_key
 from seqexport_dagster.manifest import FORMAT, manifest_body, manifest_parts
 from seqexport_dagster.store import LATE_PART, PART_LANDED, PartRecord
 from seqexport_dagster.verify import LocalBucket, verify_bucket, verify_location
-from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, day_of, iso_ms
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy, lost_reply
 from seqexport_dagster_tests.support.moto_server import MotoServer
 from seqexport_dagster_tests.support.scripted_store import ScriptedStore

@@ -19,8 +19,8 @@ import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster.api import Exports
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, day_of, iso_ms
 from seqexport_dagster.demo.generator import Scale, generate_account, subscribers
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, day_of, iso_ms
 from seqexport_dagster_tests.support.cli_harness import (  # noqa: F401 - fixtures
     Cli,
     control_plane_rows,
@@ -288,7 +288,7 @@ def test_delete_asks_for_confirmation(run_sqlite: Cli) -> None:
 
 def test_warehouse_command_line(tmp_path: Path) -> None:
     def warehouse(*argv: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "seqexport_dagster.warehouse", *argv]
+        cmd = [sys.executable, "-m", "seqexport_dagster.contract.warehouse", *argv]
         return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=60)
 
     typo = warehouse("duckdb", "emial_events")

@@ -23,15 +23,15 @@ import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqexport_dagster import warehouse, warehouse_parquet
 from seqexport_dagster.api import Exports
+from seqexport_dagster.contract import warehouse, warehouse_parquet
+from seqexport_dagster.contract.keys import parse_key
+from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, parse_iso_ms
 from seqexport_dagster.demo.generator import Scale, email_events, generate_account, insert_rows, subscribers
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.keys import parse_key
 from seqexport_dagster.parquet_writer import ParquetPartWriter, arrow_schema, empty_parquet
-from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.verify import LocalBucket, verify_bucket
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, parse_iso_ms
 from seqexport_dagster.writer import PartWriter
 from seqexport_dagster_tests.support.bucket_audit import audit_export
 from seqexport_dagster_tests.support.cli_harness import run_fixture  # noqa: F401 - the `run` fixture
@@ -319,14 +319,16 @@ def test_size_against_jsonl_is_smaller() -> None:
 
 
 def test_the_published_parquet_schema_files_match_what_the_writer_writes() -> None:
-    from seqexport_dagster import schema_publish
-    from seqexport_dagster.schema import parquet_schema_text
+    from seqexport_dagster.contract import schema_publish
+    from seqexport_dagster.contract.schema import parquet_schema_text
 
     files = sorted(p.name for p in schema_publish.PARQUET_SCHEMA_DIR.glob("*.json"))
     assert files == sorted(f"{name}.json" for name in DATASETS)
     for ds in DATASETS.values():
         published = (schema_publish.PARQUET_SCHEMA_DIR / f"{ds.name}.json").read_text()
-        assert published == parquet_schema_text(ds), f"run `python -m seqexport_dagster.schema_publish` ({ds.name})"
+        assert published == parquet_schema_text(ds), (
+            f"run `python -m seqexport_dagster.contract.schema_publish` ({ds.name})"
+        )
         columns = json.loads(published)["columns"]
         written = arrow_schema(ds)
         assert [c["name"] for c in columns] == written.names

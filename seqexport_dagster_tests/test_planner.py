@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import replace
 
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster.planner import (
     batch,
     complete_through,
@@ -15,7 +16,6 @@ from seqexport_dagster.planner import (
     work_for,
 )
 from seqexport_dagster.store import DatasetState, ExportRecord
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster_tests.support.world import DAY0
 
 D0 = dt.date(2026, 9, 30)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, day_of
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.store.crypto import new_key_spec
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS, day_of
 from seqexport_dagster_tests.support.cli_harness import Cli, run_sqlite_fixture  # noqa: F401 - fixture
 from seqexport_dagster_tests.support.world import DAY0
 

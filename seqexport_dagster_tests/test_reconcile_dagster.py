@@ -14,13 +14,13 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, Window, iso_ms
 from seqexport_dagster.definitions import build_definitions
 from seqexport_dagster.defs.resources import ExporterResource, OperatorResource
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.demo.ticker import tick
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.store import COMMITTED
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window, iso_ms
 from seqexport_dagster_tests.support.bucket_audit import audit_export, read_objects
 from seqexport_dagster_tests.support.dagster_harness import Harness, harness
 from seqexport_dagster_tests.support.world import DAY0

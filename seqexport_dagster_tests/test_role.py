@@ -27,6 +27,7 @@ from seqexport_dagster.api import Exports
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.config import Settings
 from seqexport_dagster.connection_test import ConnectionTestFailed
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, day_of
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.base import Destination, PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig, validate_config
@@ -41,7 +42,6 @@ from seqexport_dagster.destination.sts import (
 )
 from seqexport_dagster.errors import ConfigurationError, ConflictError, InvalidInput
 from seqexport_dagster.presentation import export_json
-from seqexport_dagster.window import DAY_MS, HOUR_MS, day_of
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy, Record
 from seqexport_dagster_tests.support.moto_server import MotoServer
 from seqexport_dagster_tests.support.world import DAY0, World

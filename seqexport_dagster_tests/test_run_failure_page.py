@@ -17,8 +17,8 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS
 from seqexport_dagster.demo.generator import Scale, generate_account
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS
 from seqexport_dagster_tests.support.missing_bucket import missing_bucket_export
 from seqexport_dagster_tests.support.world import DAY0
 

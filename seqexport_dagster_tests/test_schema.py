@@ -9,11 +9,11 @@ import random
 import jsonschema
 import pytest
 
+from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS, json_schema, json_schema_text, schema_tables
+from seqexport_dagster.contract.schema_publish import CUSTOMER_DOC, SCHEMA_DIR, render_tables
+from seqexport_dagster.contract.window import DAY_MS
 from seqexport_dagster.demo import generator
-from seqexport_dagster.schema import DATASETS, EVENT_DATASETS, json_schema, json_schema_text, schema_tables
-from seqexport_dagster.schema_publish import CUSTOMER_DOC, SCHEMA_DIR, render_tables
 from seqexport_dagster.source.tables import TABLES
-from seqexport_dagster.window import DAY_MS
 from seqexport_dagster.writer import PartWriter
 from seqexport_dagster_tests.support.world import DAY0
 
@@ -75,7 +75,7 @@ def test_published_schema_files_do_not_drift() -> None:
     assert names == sorted(f"{n}.json" for n in DATASETS)
     for ds in DATASETS.values():
         assert (SCHEMA_DIR / f"{ds.name}.json").read_text() == json_schema_text(ds), (
-            f"schemas/{ds.name}.json drifted: run python -m seqexport_dagster.schema_publish"
+            f"schemas/{ds.name}.json drifted: run python -m seqexport_dagster.contract.schema_publish"
         )
 
 
@@ -83,7 +83,7 @@ def test_customer_doc_tables_do_not_drift() -> None:
     text = CUSTOMER_DOC.read_text()
     assert schema_tables() in text
     assert render_tables(text) == text, (
-        "docs/customers.md tables drifted: run python -m seqexport_dagster.schema_publish"
+        "docs/customers.md tables drifted: run python -m seqexport_dagster.contract.schema_publish"
     )
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from seqexport_dagster import schema_publish
+from seqexport_dagster.contract import schema_publish
+from seqexport_dagster.contract.schema import DATASETS, SCHEMA_VERSION, json_schema, json_schema_text, schema_tables
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window
 from seqexport_dagster.demo.generator import generate_account
-from seqexport_dagster.schema import DATASETS, SCHEMA_VERSION, json_schema, json_schema_text, schema_tables
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.verify import row_problem
-from seqexport_dagster.window import DAY_MS, HOUR_MS, Window
 from seqexport_dagster.writer import PartWriter
 from seqexport_dagster_tests.support.world import DAY0
 
@@ -57,7 +57,9 @@ def test_schema_files_match_the_definition() -> None:
     assert files == sorted(f"{name}.json" for name in DATASETS)
     for ds in DATASETS.values():
         published = (schema_publish.SCHEMA_DIR / f"{ds.name}.json").read_text()
-        assert published == json_schema_text(ds), f"run `python -m seqexport_dagster.schema_publish` ({ds.name})"
+        assert published == json_schema_text(ds), (
+            f"run `python -m seqexport_dagster.contract.schema_publish` ({ds.name})"
+        )
         jsonschema.Draft202012Validator.check_schema(json.loads(published))
 
 
@@ -65,7 +67,7 @@ def test_customer_doc_tables_match_the_definition() -> None:
     """The row-schema tables live with their section, in the customers' document (not the README)."""
     doc = (REPO / "docs" / "customers.md").read_text()
     assert schema_publish.CUSTOMER_DOC == REPO / "docs" / "customers.md"
-    assert schema_tables() in doc, "run `python -m seqexport_dagster.schema_publish`"
+    assert schema_tables() in doc, "run `python -m seqexport_dagster.contract.schema_publish`"
     assert schema_publish.render_tables(doc) == doc
     assert schema_tables() not in (REPO / "README.md").read_text()
 

@@ -7,6 +7,7 @@ import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster import planner
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, chain
 from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK
 from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.defs.sensors import (
@@ -20,7 +21,6 @@ from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.store import CANCELED, COMMITTED, DatasetState, ExportRecord
 from seqexport_dagster.store.lease import LEASE_TTL_MS, Leases
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, chain
 from seqexport_dagster_tests.support.dagster_harness import Harness, harness
 from seqexport_dagster_tests.support.event_log import committed_windows, event_log_size
 from seqexport_dagster_tests.support.local_bucket import bucket_rows

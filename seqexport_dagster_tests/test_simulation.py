@@ -22,10 +22,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from seqexport_dagster.file_format import FORMATS, extension, format_of_key
+from seqexport_dagster.contract.file_format import FORMATS, extension, format_of_key
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS
 from seqexport_dagster.part_writers import empty_body
-from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS
 from seqexport_dagster_tests.support.sim import world as sim_world
 from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_412, ORDINARY, Buckets
 from seqexport_dagster_tests.support.sim.loaders import SnowpipeLoader, WindowLoader, ids_of

@@ -31,13 +31,13 @@ import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster import planner
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, day_start_ms
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.base import content_md5
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.errors import AccessDenied, ExportError, RetryableError
 from seqexport_dagster.store import COMMITTED, ExportRecord, snapshot_window
 from seqexport_dagster.store.tables import parts
-from seqexport_dagster.window import DAY_MS, HOUR_MS, day_start_ms
 from seqexport_dagster_tests.support.scripted_store import ScriptedStore as Store
 from seqexport_dagster_tests.support.sim.bucket import (
     CREATE_ONLY_403,

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms, parse_iso_ms
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
-from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.source.tables import create_source_tables
 from seqexport_dagster.store.database import create_engine
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms, parse_iso_ms
 from seqexport_dagster_tests.support.world import DAY0, PG_ADMIN_URL, World
 
 TIE_IDS = ["b", "a_b", "ab", "a-c", "A", "Z9", "a", "é", "e", "a b"]
@@ -279,7 +279,7 @@ def test_awkward_text_is_written_identically_from_sqlite_and_postgresql(world: W
 
     import jsonschema
 
-    from seqexport_dagster.schema_publish import SCHEMA_DIR
+    from seqexport_dagster.contract.schema_publish import SCHEMA_DIR
     from seqexport_dagster.writer import PartWriter
 
     props = [

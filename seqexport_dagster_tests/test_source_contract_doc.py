@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from seqexport_dagster.schema import DATASETS, TIMESTAMP_PATTERN
+from seqexport_dagster.contract.schema import DATASETS, TIMESTAMP_PATTERN
+from seqexport_dagster.contract.window import Window, parse_iso_ms
 from seqexport_dagster.source.reader import SourceReader
-from seqexport_dagster.window import Window, parse_iso_ms
 from seqexport_dagster_tests.support.world import PG_ADMIN_URL, postgres_database
 
 pytestmark = pytest.mark.postgres

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of, iso_ms
 from seqexport_dagster.defs.health import status_metadata
 from seqexport_dagster.errors import DestinationError
 from seqexport_dagster.presentation import status_from_json, status_json
 from seqexport_dagster.status import export_status
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of, iso_ms
 from seqexport_dagster_tests.support.cli_harness import Cli, run_fixture, run_sqlite_fixture  # noqa: F401 - fixtures
 from seqexport_dagster_tests.support.world import DAY0
 

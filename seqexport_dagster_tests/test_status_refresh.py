@@ -10,10 +10,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from seqexport_dagster.contract.window import MINUTE_MS
 from seqexport_dagster.defs.maintenance import delete_old_runs
 from seqexport_dagster.defs.sensors import Cursor
 from seqexport_dagster.defs.status_refresh import REFRESH_EVERY_TICKS, REFRESH_JOB, SLOT_TAG, SLOTS, slot_of
-from seqexport_dagster.window import MINUTE_MS
 from seqexport_dagster_tests.support.dagster_harness import Harness, harness
 
 STATUS = dg.AssetKey("export_status")

@@ -7,12 +7,12 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
+from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.errors import NotFound, SecretKeyError
 from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.tables import metadata
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster_tests.support.world import DAY0, World
 
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -255,8 +255,8 @@ def test_destination_update_bumps_version_and_reseals(any_world: World) -> None:
 
 
 def test_a_new_attempt_closes_attempts_left_running_by_a_dead_worker(world):
+    from seqexport_dagster.contract.window import HOUR_MS, Window
     from seqexport_dagster.store import FAILED, RUNNING, WORKER_LOST
-    from seqexport_dagster.window import HOUR_MS, Window
 
     export = world.local_export(datasets=("email_events",))
     window = Window(export.created_at, export.created_at + HOUR_MS)
@@ -271,7 +271,7 @@ def test_a_new_attempt_closes_attempts_left_running_by_a_dead_worker(world):
 
 
 def test_history_shows_the_last_14_days_only(world):
-    from seqexport_dagster.window import DAY_MS, HOUR_MS, Window
+    from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window
 
     export = world.local_export(datasets=("email_events",))
     start = export.created_at

@@ -36,8 +36,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("management", ("seqexport_dagster.api", "seqexport_dagster.status", "seqexport_dagster.history", "seqexport_dagster.health", "seqexport_dagster.presentation", "seqexport_dagster.tenancy", "seqexport_dagster.remote", "seqexport_dagster.remote_webhooks", "seqexport_dagster.webhooks_api", "seqexport_dagster.webhook_presentation", "seqexport_dagster.role_setup", "seqexport_dagster.terminal", "seqexport_dagster.verify", "seqexport_dagster.ledger_scope")),
     ("delivery", ("seqexport_dagster.planner", "seqexport_dagster.idle", "seqexport_dagster.writer", "seqexport_dagster.parquet_writer", "seqexport_dagster.part_writers", "seqexport_dagster.delivered", "seqexport_dagster.manifest", "seqexport_dagster.delivery", "seqexport_dagster.runner", "seqexport_dagster.batch", "seqexport_dagster.backfill", "seqexport_dagster.reconcile", "seqexport_dagster.run_summary", "seqexport_dagster.connection_test", "seqexport_dagster.config", "seqexport_dagster.assembly", "seqexport_dagster.webhook", "seqexport_dagster.webhook_dispatch")),
     ("control plane and source", ("seqexport_dagster.store", "seqexport_dagster.source")),
-    ("destination", ("seqexport_dagster.destination", "seqexport_dagster.redaction")),
-    ("contract", ("seqexport_dagster.window", "seqexport_dagster.keys", "seqexport_dagster.schema", "seqexport_dagster.schema_publish", "seqexport_dagster.file_format", "seqexport_dagster.validation", "seqexport_dagster.warehouse", "seqexport_dagster.warehouse_parquet", "seqexport_dagster.warehouse_stage", "seqexport_dagster.warehouse_types")),
+    ("destination", ("seqexport_dagster.destination",)),
+    ("contract", ("seqexport_dagster.contract",)),
     ("shared", ("seqexport_dagster.errors", "seqexport_dagster.clock", "seqexport_dagster.progress")),
 )  # fmt: skip
 

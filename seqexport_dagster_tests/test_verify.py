@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from seqexport_dagster.contract.keys import parse_key, part_key, success_key
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window, iso_ms
 from seqexport_dagster.demo.generator import Scale
-from seqexport_dagster.keys import parse_key, part_key, success_key
 from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.verify import verify_location
-from seqexport_dagster.window import DAY_MS, HOUR_MS, Window, iso_ms
 from seqexport_dagster_tests.support.demo_export import ACCOUNT, DAY, write_demo_export
 from seqexport_dagster_tests.support.world import DAY0, World, sqlite_world
 

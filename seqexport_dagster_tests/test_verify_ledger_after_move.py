@@ -16,6 +16,7 @@ import datetime as dt
 
 import pytest
 
+from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination import Destination, OperatorPolicy, PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig
@@ -25,7 +26,6 @@ from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.store import COMMITTED
 from seqexport_dagster.verify.bucket import LocalBucket
 from seqexport_dagster.verify.checks import verify_bucket
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS
 from seqexport_dagster_tests.support.world import DAY0, World
 
 DAY = dt.date(2026, 9, 30)

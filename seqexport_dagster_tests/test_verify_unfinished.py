@@ -17,6 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster.api import Exports
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.base import Destination, PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig
@@ -28,7 +29,6 @@ from seqexport_dagster.store.tables import parts
 from seqexport_dagster.verify.bucket import LocalBucket
 from seqexport_dagster.verify.checks import verify_bucket
 from seqexport_dagster.verify.unfinished import _possible_rows
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of
 from seqexport_dagster_tests.support.late_rows import late_rows
 from seqexport_dagster_tests.support.world import DAY0, World
 

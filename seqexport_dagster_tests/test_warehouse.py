@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from seqexport_dagster import warehouse
-from seqexport_dagster.schema import DATASETS, TIMESTAMP_PATTERN, Field
-from seqexport_dagster.window import iso_ms, parse_iso_ms
+from seqexport_dagster.contract import warehouse
+from seqexport_dagster.contract.schema import DATASETS, TIMESTAMP_PATTERN, Field
+from seqexport_dagster.contract.window import iso_ms, parse_iso_ms
 
 CUSTOMER_DOC = (Path(__file__).parent.parent / "docs" / "customers.md").read_text()
 
@@ -20,7 +20,9 @@ REDSHIFT_AUTO_ISO_EXAMPLE = "2019-02-11T05:09:12.195Z"
 @pytest.mark.parametrize("name", ["snowflake", "bigquery", "redshift", "duckdb"])
 def test_customer_doc_shows_the_generated_statements(name: str) -> None:
     statement = warehouse.GENERATORS[name](DATASETS["email_events"])
-    assert statement in CUSTOMER_DOC, f"docs/customers.md's {name} block drifted from seqexport_dagster.warehouse"
+    assert statement in CUSTOMER_DOC, (
+        f"docs/customers.md's {name} block drifted from seqexport_dagster.contract.warehouse"
+    )
 
 
 def test_customer_doc_shows_the_generated_type_table() -> None:

@@ -23,6 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster.api import Exports
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, day_of
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
@@ -41,7 +42,6 @@ from seqexport_dagster.store.webhooks import WEBHOOK_RETENTION_MS, prune_webhook
 from seqexport_dagster.webhook import signature_header, validate_url, verify_signature
 from seqexport_dagster.webhook_dispatch import MAX_ATTEMPTS, pinned_sender, retry_delay_ms
 from seqexport_dagster.webhooks_api import Webhooks
-from seqexport_dagster.window import DAY_MS, HOUR_MS, day_of
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy
 from seqexport_dagster_tests.support.moto_server import MotoServer
 from seqexport_dagster_tests.support.webhook_receiver import Receiver, receiver

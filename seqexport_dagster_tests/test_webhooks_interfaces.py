@@ -12,9 +12,9 @@ import sqlalchemy as sa
 
 from seqexport_dagster.api import Exports
 from seqexport_dagster.cli.exits import EXIT_BAD_INPUT, EXIT_NOT_FOUND
+from seqexport_dagster.contract.window import DAY_MS, day_of
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.store.tables import idempotency_keys
-from seqexport_dagster.window import DAY_MS, day_of
 from seqexport_dagster_tests.support.api_server import mint, serve_thread
 from seqexport_dagster_tests.support.cli_harness import Cli, run_fixture  # noqa: F401 - fixture
 from seqexport_dagster_tests.support.webhook_receiver import receiver

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.window import (
+from seqexport_dagster.contract.window import (
     DAY_MS,
     DEFAULT_LAG_MS,
     FREQUENCIES,
@@ -26,6 +25,7 @@ from seqexport_dagster.window import (
     iso_ms,
     parse_iso_ms,
 )
+from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster_tests.support.world import DAY0
 
 DATASET_NAMES = ("email_events", "sms_events", "custom_events")

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Final
 from seqexport_dagster.cli import render
 from seqexport_dagster.cli.exits import EXIT_OK, EXIT_UNAVAILABLE
 from seqexport_dagster.cli.render import Output
+from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.errors import InvalidInput, sanitize_error
 from seqexport_dagster.progress import reporter
-from seqexport_dagster.schema import DATASETS
 
 if TYPE_CHECKING:
     # The API pulls in SQLAlchemy and Alembic (about a second); `seqexport --help` must not wait.
@@ -78,7 +78,7 @@ def lag_ms(minutes: str) -> int:
         raise InvalidInput("lag", f"{shown} is not a number of minutes (0 to 60)") from None
     if not -1e6 <= value <= 1e6:  # NaN and infinities fail too; 1e308 minutes would overflow below
         raise InvalidInput("lag", f"{shown} minutes is out of range: use 0 to 60 minutes")
-    from seqexport_dagster.validation import validate_lag_ms
+    from seqexport_dagster.contract.validation import validate_lag_ms
 
     return validate_lag_ms(int(round(value * 60_000)))
 

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 from seqexport_dagster.cli.exits import EXIT_OK
 from seqexport_dagster.cli.render import Output
+from seqexport_dagster.contract.window import iso_ms
 from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.progress import reporter
-from seqexport_dagster.window import iso_ms
 
 if TYPE_CHECKING:
     from seqexport_dagster.cli.commands import AnyExports

@@ -13,9 +13,9 @@ from typing import Any, Final, NoReturn
 from seqexport_dagster.cli import commands, maintain, tools, webhooks
 from seqexport_dagster.cli.commands import Handler
 from seqexport_dagster.cli.exits import EXIT_CODES_HELP
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.destination.redaction import option_names_only
 from seqexport_dagster.errors import UsageError
-from seqexport_dagster.redaction import option_names_only
-from seqexport_dagster.schema import DATASETS
 
 #: Options whose field has another name in errors than the option's.
 _OPTION_FIELDS: Final = {"lag-minutes": "lag", "secret-env": "secret", "secret-stdin": "secret"}

@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import iso_ms
 from seqexport_dagster.destination.config import GCS_ENDPOINT, describe_location
 from seqexport_dagster.destination.encryption import describe_sse
+from seqexport_dagster.destination.redaction import redact_secrets
 from seqexport_dagster.errors import sanitize_error
-from seqexport_dagster.redaction import redact_secrets
-from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.terminal import escape, escape_lines
-from seqexport_dagster.window import iso_ms
 
 if TYPE_CHECKING:
     from seqexport_dagster.batch import BatchReport

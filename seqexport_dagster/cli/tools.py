@@ -108,7 +108,7 @@ def until_ms(text: str | None) -> int | None:
     """``--until``: a UTC day (its midnight) or an ISO instant with an offset."""
     if not text:
         return None
-    from seqexport_dagster.window import parse_iso_ms
+    from seqexport_dagster.contract.window import parse_iso_ms
 
     value = text.strip()
     if len(value) == 10:
@@ -133,8 +133,8 @@ def tokens(args: argparse.Namespace) -> int:
     from seqexport_dagster.api import Exports
     from seqexport_dagster.clock import wall_clock_ms
     from seqexport_dagster.config import Settings
+    from seqexport_dagster.contract.validation import validate_account
     from seqexport_dagster.store.token import TokenStore
-    from seqexport_dagster.validation import validate_account
 
     local_only(args, "managing tokens")
     out = Output(bool(args.json))

@@ -37,6 +37,8 @@ from pydantic import Field
 
 from seqexport_dagster import reconcile as reconciliation
 from seqexport_dagster.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, BatchReport, run_verdict
+from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
+from seqexport_dagster.contract.window import day_of, parse_date_key
 from seqexport_dagster.defs.day_cells import CELLS, cell_events
 from seqexport_dagster.defs.health import DATASET_CHECK, check_evaluation
 from seqexport_dagster.defs.resources import ExporterResource
@@ -46,10 +48,8 @@ from seqexport_dagster.errors import ExportFailed, sanitize_error
 from seqexport_dagster.reconcile import Reconciled, reconcile
 from seqexport_dagster.run_summary import LISTED, DatasetSummary, failures, summarize
 from seqexport_dagster.runner import Runner
-from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.store import ACTIVE, ControlPlane, run_log
 from seqexport_dagster.store.run_log import RunLog
-from seqexport_dagster.window import day_of, parse_date_key
 
 #: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) deliver what the day lacks.
 TRIGGER_TAG: Final = "seqexport/trigger"

@@ -32,9 +32,9 @@ import dagster as dg
 import sqlalchemy as sa
 
 from seqexport_dagster import planner
+from seqexport_dagster.contract.window import day_of
 from seqexport_dagster.store import ACTIVE, ExportRecord
 from seqexport_dagster.store.fleet import day_totals
-from seqexport_dagster.window import day_of
 
 #: The trigger tag's value on the sensor's runs that record completed days.
 CELLS: Final = "cells"

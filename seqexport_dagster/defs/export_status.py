@@ -22,14 +22,14 @@ from typing import Any, Final
 
 import dagster as dg
 
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import iso_ms
 from seqexport_dagster.defs.health import STATUS_ASSET, STATUS_CHECK, status_check_evaluation, status_metadata
 from seqexport_dagster.defs.partitions import exports_partitions
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
 from seqexport_dagster.defs.run_failure import shown_without_stack
 from seqexport_dagster.errors import ExportFailed
 from seqexport_dagster.health import FAILING, export_health
-from seqexport_dagster.schema import DATASETS
-from seqexport_dagster.window import iso_ms
 
 STATUS_JOB: Final = "export_status_job"
 GROUP: Final = "exports"

@@ -8,10 +8,10 @@ from typing import Any, Final
 
 import dagster as dg
 
+from seqexport_dagster.contract.window import iso_ms
 from seqexport_dagster.health import export_health, failing_exports
 from seqexport_dagster.planner import shard_of
 from seqexport_dagster.store import ExportRecord
-from seqexport_dagster.window import iso_ms
 
 STATUS_ASSET: Final = "export_status"
 DATASET_CHECK: Final = "exports_healthy"

@@ -22,6 +22,7 @@ from seqexport_dagster.assembly import open_control_plane, open_runner, open_sou
 from seqexport_dagster.batch import BatchRunner
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.config import Settings
+from seqexport_dagster.contract.window import HOUR_MS
 from seqexport_dagster.destination import OperatorPolicy
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
@@ -29,7 +30,6 @@ from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.lease import Leases
-from seqexport_dagster.window import HOUR_MS
 
 
 class ClockResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # generic only for its own factories

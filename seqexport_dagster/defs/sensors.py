@@ -34,6 +34,7 @@ import dagster as dg
 from dagster import SensorEvaluationContext
 
 from seqexport_dagster import planner
+from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.defs.assets import (
     EXPORT_NOW_TAG,
     NO_RUN_RETRY,
@@ -60,7 +61,6 @@ from seqexport_dagster.defs.run_tags import (
 )
 from seqexport_dagster.defs.status_refresh import REFRESH_JOB, SLOT_TAG, refresh_due, refresh_job
 from seqexport_dagster.idle import idle_reason
-from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store import ACTIVE, DELETED, ExportRecord
 from seqexport_dagster.store.fleet import changed_since, fleet_exports, unfinished_attempts
 from seqexport_dagster.store.lease import Leases

@@ -16,9 +16,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, iso_ms
 from seqexport_dagster.source.tables import create_source_tables
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS, iso_ms
 
 Row = tuple[Any, ...]
 

@@ -20,13 +20,13 @@ import seqexport_dagster
 from seqexport_dagster.assembly import open_control_plane, open_source
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.config import Settings
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, day_of
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination import DestinationConfig, OperatorPolicy
 from seqexport_dagster.progress import Advance, no_progress
-from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store import COMMITTED, ControlPlane, ExportRecord
-from seqexport_dagster.window import HOUR_MS, MINUTE_MS, day_of
 
 ACCOUNTS = ("acme", "globex")
 DATA_HOURS = 26

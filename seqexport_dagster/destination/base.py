@@ -2,7 +2,7 @@
 
 A destination knows one operation, ``put``: the exporter only ever creates objects (the customer's
 policy grants ``s3:PutObject`` and nothing else). Keys given to ``put`` are complete object keys,
-prefix included; `seqexport_dagster.keys` builds them.
+prefix included; `seqexport_dagster.contract.keys` builds them.
 
 Write-once: ``put`` creates and never replaces, unless an operator asked to replace. Where the store
 offers a create-only precondition (``preconditions``), every create carries it, and an object that

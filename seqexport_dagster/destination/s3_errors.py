@@ -25,6 +25,7 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectTimeoutError as BotoConnectTimeoutError
 from botocore.exceptions import ReadTimeoutError as BotoReadTimeoutError
 
+from seqexport_dagster.destination.redaction import mask_key_id, redact_secrets
 from seqexport_dagster.errors import (
     AccessDenied,
     BadCredentials,
@@ -36,7 +37,6 @@ from seqexport_dagster.errors import (
     NoSuchBucket,
     RetryableError,
 )
-from seqexport_dagster.redaction import mask_key_id, redact_secrets
 
 _RETRYABLE_CODES: Final = frozenset(
     {

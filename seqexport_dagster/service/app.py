@@ -25,8 +25,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from seqexport_dagster import presentation as shapes
 from seqexport_dagster.api import Exports
+from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.service.body import (
     ChangeDatasets,
     ChangeDestination,

@@ -27,9 +27,9 @@ from typing import Any, Final
 import psycopg2
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.schema import DATASETS, SUBSCRIBERS, Dataset
+from seqexport_dagster.contract.window import Window, iso_ms
 from seqexport_dagster.errors import RetryableError
-from seqexport_dagster.schema import DATASETS, SUBSCRIBERS, Dataset
-from seqexport_dagster.window import Window, iso_ms
 
 Row = tuple[Any, ...]
 #: Rows per fetch. Small on purpose: a batch's Python objects (~1.1 kB a row) should stay in the

@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from seqexport_dagster.schema import DATASETS, Field
+from seqexport_dagster.contract.schema import DATASETS, Field
 
 metadata = sa.MetaData()
 

@@ -23,11 +23,11 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.window import DAY_MS, Window, day_of, day_start_ms
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.store.records import COMMITTED, HISTORY_MS, PART_LANDED, PRUNE_AFTER_MS, RUNNING
 from seqexport_dagster.store.tables import export_datasets, exports, parts, run_log, window_days, windows
 from seqexport_dagster.store.window_days import decode_bounds, encode_bounds, md5_digest
-from seqexport_dagster.window import DAY_MS, Window, day_of, day_start_ms
 
 #: History shows 14 days and reconciliation looks back at most 7: keep the longer, whole.
 RETENTION_MS: Final = max(HISTORY_MS, PRUNE_AFTER_MS)

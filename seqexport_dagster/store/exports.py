@@ -13,10 +13,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, FileFormat, parse_format
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import day_start
 from seqexport_dagster.destination import DestinationConfig
 from seqexport_dagster.errors import ConflictError, NotFound, SecretKeyError
-from seqexport_dagster.file_format import DEFAULT_FORMAT, FileFormat, parse_format
-from seqexport_dagster.schema import DATASETS
 from seqexport_dagster.store.crypto import SealBinding, SecretBox
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.lifecycle_events import on_status
@@ -31,7 +32,6 @@ from seqexport_dagster.store.records import (
     dataset_state_of,
 )
 from seqexport_dagster.store.tables import export_datasets, exports
-from seqexport_dagster.window import day_start
 
 
 def seal_binding(export_id: str, destination: Any) -> SealBinding:

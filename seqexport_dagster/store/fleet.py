@@ -14,11 +14,11 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
-from seqexport_dagster.file_format import parse_format
-from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.contract.file_format import parse_format
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import DAY_MS, Window, day_start_ms
 from seqexport_dagster.store.records import COMMITTED, DELETED, DatasetState, ExportRecord
 from seqexport_dagster.store.tables import WINDOW_OPEN, export_datasets, exports, windows
-from seqexport_dagster.window import DAY_MS, Window, day_start_ms
 
 
 @dataclass(frozen=True, slots=True)

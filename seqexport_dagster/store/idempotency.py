@@ -20,9 +20,9 @@ from typing import Final
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.window import DAY_MS
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.tables import idempotency_keys
-from seqexport_dagster.window import DAY_MS
 
 KEEP_MS: Final = DAY_MS
 

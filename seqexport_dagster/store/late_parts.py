@@ -12,12 +12,12 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.window import DAY_MS, Window
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.ledger import LedgerStore
 from seqexport_dagster.store.records import COMMITTED, PART_INTENT, PartRecord, part_record_of
 from seqexport_dagster.store.tables import WINDOW_OPEN, export_datasets, part_record_columns, parts, windows
 from seqexport_dagster.store.window_days import read_window_days
-from seqexport_dagster.window import DAY_MS, Window
 
 
 class LatePartsStore(LedgerStore):

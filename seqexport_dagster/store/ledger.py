@@ -16,6 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.window import Window, backoff_ms
 from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.lifecycle_events import on_commit, on_failure, on_recovered
@@ -36,7 +37,6 @@ from seqexport_dagster.store.records import (
     part_record_of,
 )
 from seqexport_dagster.store.tables import export_datasets, exports, part_record_columns, parts, windows
-from seqexport_dagster.window import Window, backoff_ms
 
 
 class LedgerStore:

@@ -19,7 +19,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from seqexport_dagster.keys import SNAPSHOT_DATASET, success_key
+from seqexport_dagster.contract.keys import SNAPSHOT_DATASET, success_key
+from seqexport_dagster.contract.window import DAY_MS, day_of, day_start, iso_ms
 from seqexport_dagster.store.outbox import (
     DAY_COMPLETE,
     EXPORT_DELETED,
@@ -31,7 +32,6 @@ from seqexport_dagster.store.outbox import (
 )
 from seqexport_dagster.store.records import COMMITTED, DELETED, PAUSED
 from seqexport_dagster.store.tables import exports, windows
-from seqexport_dagster.window import DAY_MS, day_of, day_start, iso_ms
 
 
 def _export(conn: sa.Connection, export_id: str) -> Any:

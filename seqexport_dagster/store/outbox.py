@@ -20,8 +20,8 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.window import iso_ms
 from seqexport_dagster.store.tables import webhook_deliveries, webhook_endpoints, webhook_events
-from seqexport_dagster.window import iso_ms
 
 EXPORT_FAILING: Final = "export.failing"
 EXPORT_RECOVERED: Final = "export.recovered"

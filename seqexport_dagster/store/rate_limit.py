@@ -14,9 +14,9 @@ from typing import Final
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.window import MINUTE_MS
 from seqexport_dagster.errors import RateLimited
 from seqexport_dagster.store.tables import connection_tests
-from seqexport_dagster.window import MINUTE_MS
 
 LIMIT: Final = 20
 WINDOW_MS: Final = 15 * MINUTE_MS

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from seqexport_dagster.file_format import DEFAULT_FORMAT, FileFormat
-from seqexport_dagster.schema import EVENT_DATASETS
-from seqexport_dagster.window import DAY_MS, Window, day_of
+from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, FileFormat
+from seqexport_dagster.contract.schema import EVENT_DATASETS
+from seqexport_dagster.contract.window import DAY_MS, Window, day_of
 
 
 class ExportLifecycle(StrEnum):

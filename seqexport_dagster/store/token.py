@@ -23,11 +23,11 @@ from typing import Final
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.validation import validate_account
+from seqexport_dagster.contract.window import DAY_MS, MINUTE_MS
 from seqexport_dagster.errors import InvalidInput, NotFound
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.tables import api_tokens
-from seqexport_dagster.validation import validate_account
-from seqexport_dagster.window import DAY_MS, MINUTE_MS
 
 ACCOUNT_SCOPE: Final = "account"
 OPERATOR_SCOPE: Final = "operator"

@@ -18,13 +18,13 @@ from typing import Final
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.window import DAY_MS
 from seqexport_dagster.errors import NotFound, SecretKeyError
 from seqexport_dagster.store.crypto import SealBinding, SecretBox
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.outbox import CANCELED, DELIVERED, FAILED, FAILING_AFTER, PENDING, WEBHOOK_TEST, emit
 from seqexport_dagster.store.records import RotationReport
 from seqexport_dagster.store.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
-from seqexport_dagster.window import DAY_MS
 
 #: Webhook events, deliveries and their attempts are kept this long (`prune`, `seqexport maintain`).
 WEBHOOK_RETENTION_MS: Final = 30 * DAY_MS

@@ -15,8 +15,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.window import Window
 from seqexport_dagster.store.tables import window_days
-from seqexport_dagster.window import Window
 
 
 @dataclass(frozen=True, slots=True)

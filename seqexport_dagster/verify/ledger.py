@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from seqexport_dagster.contract.window import Window
 from seqexport_dagster.verify.report import Problem
 from seqexport_dagster.verify.unfinished import abandoned_windows, late_parts_left
-from seqexport_dagster.window import Window
 
 if TYPE_CHECKING:
     from seqexport_dagster.store import ControlPlane

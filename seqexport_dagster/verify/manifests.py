@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from seqexport_dagster.contract.keys import MANIFEST_FOLDER, MANIFEST_FORMAT, parse_manifest_key
+from seqexport_dagster.contract.window import Window, iso_ms
 from seqexport_dagster.destination.s3_errors import error_summary
 from seqexport_dagster.errors import ExportError
-from seqexport_dagster.keys import MANIFEST_FOLDER, MANIFEST_FORMAT, parse_manifest_key
 from seqexport_dagster.verify.bucket import Bucket, LocalBucket, S3Bucket, StoredObject
 from seqexport_dagster.verify.report import Problem
-from seqexport_dagster.window import Window, iso_ms
 
 
 @dataclass(slots=True)

@@ -16,8 +16,8 @@ from typing import Any, Final
 
 import msgspec
 
-from seqexport_dagster.schema import Dataset
-from seqexport_dagster.window import iso_ms
+from seqexport_dagster.contract.schema import Dataset
+from seqexport_dagster.contract.window import iso_ms
 
 #: What one part may hold decompressed: 50,000 rows of the widest dataset stay far below it.
 MAX_DECOMPRESSED_BYTES: Final = 512 * 1024 * 1024

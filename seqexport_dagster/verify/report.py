@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.terminal import escape
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from seqexport_dagster.schema import TIMESTAMP_PATTERN, Dataset, Field
+from seqexport_dagster.contract.schema import TIMESTAMP_PATTERN, Dataset, Field
 
 _TIMESTAMP = re.compile(TIMESTAMP_PATTERN)
 

@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
-from seqexport_dagster.keys import SNAPSHOT_DATASET
-from seqexport_dagster.schema import EVENT_DATASETS
-from seqexport_dagster.window import Window
+from seqexport_dagster.contract.keys import SNAPSHOT_DATASET
+from seqexport_dagster.contract.schema import EVENT_DATASETS
+from seqexport_dagster.contract.window import Window
 
 if TYPE_CHECKING:
     from seqexport_dagster.store import ControlPlane

@@ -18,6 +18,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from seqexport_dagster.contract.window import day_of
 from seqexport_dagster.definitions import build_definitions, exporter_resources
 from seqexport_dagster.defs.resources import (
     ControlPlaneResource,
@@ -29,7 +30,6 @@ from seqexport_dagster.defs.resources import (
 from seqexport_dagster.demo.ticker import TickOutcome, evaluate_sensor, tick
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.store.fleet import first_export_day
-from seqexport_dagster.window import day_of
 from seqexport_dagster_tests.support.world import DAY0, World
 
 KEYS_ENV = "SEQEXPORT_SECRET_KEYS"

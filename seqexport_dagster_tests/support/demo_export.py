@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window
 from seqexport_dagster.demo.generator import Scale, generate_account
-from seqexport_dagster.window import DAY_MS, HOUR_MS, Window
 from seqexport_dagster_tests.support.world import DAY0, World
 
 ACCOUNT = "acme"

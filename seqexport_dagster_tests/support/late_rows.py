@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from seqexport_dagster.window import Window, iso_ms
+from seqexport_dagster.contract.window import Window, iso_ms
 
 
 def late_rows(window: Window, n: int, tag: str) -> list[tuple[Any, ...]]:

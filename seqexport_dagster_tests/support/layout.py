@@ -18,7 +18,7 @@ import gzip
 import zlib
 from pathlib import Path
 
-from seqexport_dagster.schema import DATASETS
+from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.verify import LocalBucket, verify_bucket
 
 #: Folders the exporter may create at the root besides dataset folders.

@@ -12,9 +12,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.window import DAY_MS, MINUTE_MS, Window
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.store.run_log import RunLog
-from seqexport_dagster.window import DAY_MS, MINUTE_MS, Window
 from seqexport_dagster_tests.support.world import DAY0, World
 
 PART_IDS_DAYS = 7

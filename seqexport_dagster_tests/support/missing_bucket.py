@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import uuid
 
+from seqexport_dagster.contract.window import MINUTE_MS
 from seqexport_dagster.destination import DestinationConfig
 from seqexport_dagster.store import ControlPlane, ExportRecord
-from seqexport_dagster.window import MINUTE_MS
 
 
 def missing_bucket_export(

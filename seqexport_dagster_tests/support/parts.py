@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from seqexport_dagster.window import iso_ms
+from seqexport_dagster.contract.window import iso_ms
 
 
 def part_rows(key: str, body: bytes) -> list[dict[str, Any]]:

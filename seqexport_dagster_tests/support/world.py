@@ -10,16 +10,16 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.file_format import FileFormat
+from seqexport_dagster.contract.window import DAY_MS
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
-from seqexport_dagster.file_format import FileFormat
 from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.source.tables import create_source_tables
 from seqexport_dagster.store import ControlPlane, ExportRecord
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.database import create_engine
-from seqexport_dagster.window import DAY_MS
 
 PG_ADMIN_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
 #: 2026-09-30T00:00:00Z, the day of the customer docs' examples.

@@ -31,9 +31,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from seqexport_dagster.file_format import PARQUET, format_of_key
-from seqexport_dagster.keys import parse_key
-from seqexport_dagster.window import DAY_MS, Window
+from seqexport_dagster.contract.file_format import PARQUET, format_of_key
+from seqexport_dagster.contract.keys import parse_key
+from seqexport_dagster.contract.window import DAY_MS, Window
 from seqexport_dagster_tests.support.sim.bucket import Buckets, MemoryBucket
 from seqexport_dagster_tests.support.sim.model import Place
 

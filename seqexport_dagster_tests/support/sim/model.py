@@ -70,7 +70,7 @@ class Op:
     outcome: str
 
     def line(self) -> str:
-        from seqexport_dagster.window import iso_ms
+        from seqexport_dagster.contract.window import iso_ms
 
         return f"{iso_ms(self.at_ms)} {self.export} {self.what}: {self.outcome}"
 

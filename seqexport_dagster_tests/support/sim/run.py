@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS
 from seqexport_dagster.store.maintenance import maintain
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS
 from seqexport_dagster_tests.support.sim.oracles import Oracles, Violation
 from seqexport_dagster_tests.support.sim.trace import trace
 from seqexport_dagster_tests.support.sim.world import World

@@ -15,9 +15,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
+from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
+from seqexport_dagster.contract.window import MINUTE_MS, iso_ms
 from seqexport_dagster.source.tables import TABLES
-from seqexport_dagster.window import MINUTE_MS, iso_ms
 
 
 @dataclass(frozen=True, slots=True)

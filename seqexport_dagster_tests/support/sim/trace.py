@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from seqexport_dagster.file_format import format_of_key
+from seqexport_dagster.contract.file_format import format_of_key
+from seqexport_dagster.contract.window import Window, iso_ms
 from seqexport_dagster.store.tables import windows
-from seqexport_dagster.window import Window, iso_ms
 from seqexport_dagster_tests.support.sim.loaders import ids_of
 
 if TYPE_CHECKING:

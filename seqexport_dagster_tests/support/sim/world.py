@@ -41,12 +41,13 @@ from seqexport_dagster import reconcile as reconciliation
 from seqexport_dagster.api import Exports
 from seqexport_dagster.backfill import backfill
 from seqexport_dagster.batch import BatchRunner, ExportOutcome
+from seqexport_dagster.contract.file_format import FORMATS, JSONL_GZ, PARQUET
+from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
+from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of, frequency_ms
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError
-from seqexport_dagster.file_format import FORMATS, JSONL_GZ, PARQUET
 from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.runner import Runner
-from seqexport_dagster.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.source.tables import create_source_tables
 from seqexport_dagster.store import ACTIVE, DELETED, PAUSED, ControlPlane, run_log
@@ -54,7 +55,6 @@ from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.fleet import unfinished_attempts
 from seqexport_dagster.store.lease import Leases
-from seqexport_dagster.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of, frequency_ms
 from seqexport_dagster_tests.support.sim.bucket import KINDS, Buckets, SimCrash, destination_factory
 from seqexport_dagster_tests.support.sim.faults import FaultyLeases, Rates, SimFaults, faulty_store
 from seqexport_dagster_tests.support.sim.model import Failure, Op, Place, SimExport, Stint

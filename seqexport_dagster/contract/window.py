@@ -2,7 +2,7 @@
 
 Every function here is pure. A window is ``(from_ms, to_ms]`` in epoch milliseconds UTC, never
 crosses UTC midnight, and lives in the ``date=`` folder of the UTC day of its start. The object keys
-built from windows live in `seqexport_dagster.keys`.
+built from windows live in `seqexport_dagster.contract.keys`.
 """
 
 from __future__ import annotations

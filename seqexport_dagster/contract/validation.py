@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from seqexport_dagster.contract.window import MINUTE_MS
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.window import MINUTE_MS
 
 MAX_LAG_MS: Final = 60 * MINUTE_MS
 # \Z, not $: "$" also matches before a trailing newline.

@@ -1,6 +1,6 @@
 """Warehouse DDL generated from the row contract, so the published statements match the schemas exactly.
 
-``python -m seqexport_dagster.warehouse WAREHOUSE DATASET`` prints the statements for any dataset;
+``python -m seqexport_dagster.contract.warehouse WAREHOUSE DATASET`` prints the statements for any dataset;
 ``docs/customers.md`` shows them for ``email_events`` and a test keeps both in step with `schema.DATASETS`.
 
 Type choices, and why:
@@ -18,9 +18,9 @@ import sys
 from collections.abc import Callable
 from typing import Final
 
-from seqexport_dagster.schema import DATASETS, Dataset, Field
-from seqexport_dagster.warehouse_stage import snowflake_stage
-from seqexport_dagster.warehouse_types import (
+from seqexport_dagster.contract.schema import DATASETS, Dataset, Field
+from seqexport_dagster.contract.warehouse_stage import snowflake_stage
+from seqexport_dagster.contract.warehouse_types import (
     PARTITION_COLUMN,
     bigquery_type,
     duckdb_type,
@@ -171,7 +171,7 @@ def type_table() -> str:
 
 
 def _fail(message: str) -> int:
-    sys.stderr.write(f"error: {message} (see `python -m seqexport_dagster.warehouse --help`)\n")
+    sys.stderr.write(f"error: {message} (see `python -m seqexport_dagster.contract.warehouse --help`)\n")
     return 2
 
 
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m seqexport_dagster.warehouse",
+        prog="python -m seqexport_dagster.contract.warehouse",
         description="Print the DDL that loads one dataset of an export into a warehouse.",
         allow_abbrev=False,
     )
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"--format {known.format!r} is not one of jsonl.gz, parquet")
     generators = GENERATORS
     if known.format == "parquet":
-        from seqexport_dagster import warehouse_parquet
+        from seqexport_dagster.contract import warehouse_parquet
 
         generators = warehouse_parquet.GENERATORS
     if known.stage is not None and known.warehouse != "snowflake":

@@ -1,7 +1,7 @@
 """Regenerate the published schema files and the row-schema tables of ``docs/customers.md``.
 
-Run ``python -m seqexport_dagster.schema_publish`` after changing a dataset; a test fails if the
-committed files drift from the definition in `seqexport_dagster.schema`.
+Run ``python -m seqexport_dagster.contract.schema_publish`` after changing a dataset; a test fails if the
+committed files drift from the definition in `seqexport_dagster.contract.schema`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from seqexport_dagster.schema import (
+from seqexport_dagster.contract.schema import (
     DATASETS,
     TABLES_BEGIN,
     TABLES_END,
@@ -22,7 +22,7 @@ SCHEMA_DIR = Path(__file__).parent / "schemas"
 #: The columns of ``.parquet`` parts, beside the JSON Schemas of ``.jsonl.gz`` lines.
 PARQUET_SCHEMA_DIR = SCHEMA_DIR / "parquet"
 #: The customers' document: its "Row schemas" section holds the generated tables between the markers.
-CUSTOMER_DOC = Path(__file__).parent.parent / "docs" / "customers.md"
+CUSTOMER_DOC = Path(__file__).parents[2] / "docs" / "customers.md"
 
 
 def render_tables(text: str) -> str:

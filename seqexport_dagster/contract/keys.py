@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from seqexport_dagster.file_format import DEFAULT_FORMAT, FileFormat, extension, parse_format
-from seqexport_dagster.schema import SUBSCRIBERS
-from seqexport_dagster.window import Window, date_key
+from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, FileFormat, extension, parse_format
+from seqexport_dagster.contract.schema import SUBSCRIBERS
+from seqexport_dagster.contract.window import Window, date_key
 
 #: The one snapshot dataset; its objects are named by day, not by window.
 SNAPSHOT_DATASET: Final = SUBSCRIBERS.name

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from seqexport_dagster.schema import Field
+from seqexport_dagster.contract.schema import Field
 
 #: The Hive partition column every loader derives from ``date=YYYY-MM-DD`` folders.
 PARTITION_COLUMN: Final = "date"

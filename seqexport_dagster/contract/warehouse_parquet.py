@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from seqexport_dagster.schema import Dataset, Field
-from seqexport_dagster.warehouse_stage import snowflake_stage
-from seqexport_dagster.warehouse_types import (
+from seqexport_dagster.contract.schema import Dataset, Field
+from seqexport_dagster.contract.warehouse_stage import snowflake_stage
+from seqexport_dagster.contract.warehouse_types import (
     PARTITION_COLUMN,
     REDSHIFT_MAX_VARCHAR,
     duckdb_type,
