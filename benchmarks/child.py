@@ -71,9 +71,9 @@ def _params(p: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def _world(p: dict[str, Any], work: Path, destination: Any) -> tuple[Any, str]:
-    from seqexport_dagster.assembly import control_plane_at, source_at
+    from seqexport_dagster.delivery.assembly import control_plane_at, source_at
+    from seqexport_dagster.delivery.runner import Runner
     from seqexport_dagster.destination.policy import OperatorPolicy
-    from seqexport_dagster.runner import Runner
     from seqexport_dagster.store.crypto import new_key_spec
 
     template = Path(p["tmp"]) / CONTROL_TEMPLATE if p.get("tmp") else None
@@ -173,8 +173,8 @@ def floor(p: dict[str, Any]) -> Result:
     from isal import isal_zlib
 
     from seqexport_dagster.contract.schema import DATASETS
+    from seqexport_dagster.delivery.writer import GZIP_WBITS, PART_LIMIT, _row_builder
     from seqexport_dagster.source.reader import DEFAULT_BATCH
-    from seqexport_dagster.writer import GZIP_WBITS, PART_LIMIT, _row_builder
 
     conn = sqlite3.connect(p["source_path"])
     build = _row_builder(DATASETS["email_events"])
@@ -230,8 +230,8 @@ def gzip_levels(p: dict[str, Any]) -> Result:
     from isal import isal_zlib
 
     from seqexport_dagster.contract.schema import DATASETS
+    from seqexport_dagster.delivery.writer import GZIP_WBITS, PART_LIMIT, _row_builder
     from seqexport_dagster.source.reader import DEFAULT_BATCH
-    from seqexport_dagster.writer import GZIP_WBITS, PART_LIMIT, _row_builder
 
     build = _row_builder(DATASETS["email_events"])
     encode = msgspec.json.Encoder().encode_lines
@@ -348,8 +348,8 @@ def pandas_parquet(p: dict[str, Any]) -> Result:
 
 def source_read(p: dict[str, Any]) -> Result:
     """SourceReader.window_batches alone (the engine's read path), rows consumed and dropped."""
-    from seqexport_dagster.assembly import source_at
     from seqexport_dagster.contract.window import Window
+    from seqexport_dagster.delivery.assembly import source_at
 
     result = Result()
     reader = source_at(p["source_url"], **({"batch_size": p["batch"]} if "batch" in p else {}))

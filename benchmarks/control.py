@@ -27,7 +27,6 @@ def tick(p: dict[str, Any]) -> dict[str, Any]:
     planner.due_work) separately."""
     import dagster as dg
 
-    from seqexport_dagster.assembly import control_plane_at
     from seqexport_dagster.contract.window import HOUR_MS
     from seqexport_dagster.definitions import exporter_resources
     from seqexport_dagster.defs.resources import (
@@ -36,8 +35,9 @@ def tick(p: dict[str, Any]) -> dict[str, Any]:
         OperatorResource,
         SourceResource,
     )
+    from seqexport_dagster.delivery.assembly import control_plane_at
+    from seqexport_dagster.delivery.planner import due_work
     from seqexport_dagster.demo.ticker import evaluate_sensor
-    from seqexport_dagster.planner import due_work
     from seqexport_dagster.store.crypto import new_key_spec
 
     n = int(p["exports"])
@@ -132,8 +132,8 @@ def worker(p: dict[str, Any]) -> dict[str, Any]:
     import dagster as dg
     import sqlalchemy as sa
 
-    from seqexport_dagster.assembly import control_plane_at
     from seqexport_dagster.contract.window import DAY_MS, day_of
+    from seqexport_dagster.delivery.assembly import control_plane_at
     from seqexport_dagster.demo.generator import Scale, generate_account
     from seqexport_dagster.destination.config import DestinationConfig
     from seqexport_dagster.store.crypto import new_key_spec
@@ -208,7 +208,7 @@ def runs_simulation(p: dict[str, Any]) -> dict[str, Any]:
     from dataclasses import replace
 
     from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS
-    from seqexport_dagster.planner import batch, due_work, windows_due
+    from seqexport_dagster.delivery.planner import batch, due_work, windows_due
     from seqexport_dagster.store import DatasetState, ExportRecord
 
     n = int(p.get("exports", 1000))

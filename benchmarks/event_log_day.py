@@ -37,9 +37,9 @@ from seqexport_dagster.contract.window import DAY_MS, MINUTE_MS, day_of
 from seqexport_dagster.definitions import build_definitions, exporter_resources
 from seqexport_dagster.defs.resources import ControlPlaneResource, FixedClock, OperatorResource, SourceResource
 from seqexport_dagster.defs.sensors import ROTATION, TICK_SECONDS
+from seqexport_dagster.delivery.planner import MAX_EXPORTS_PER_RUN
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.demo.ticker import tick
-from seqexport_dagster.planner import MAX_EXPORTS_PER_RUN
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster_tests.support.world import DAY0, World, postgres_database
 

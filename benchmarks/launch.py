@@ -71,9 +71,9 @@ def _setup(tmp: Path, n: int) -> tuple[str, str, str]:
     """Control plane and source with ``n`` exports of email_events, each 2 h behind (hourly)."""
     import sqlalchemy as sa
 
-    from seqexport_dagster.assembly import control_plane_at
     from seqexport_dagster.clock import wall_clock_ms
     from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS
+    from seqexport_dagster.delivery.assembly import control_plane_at
     from seqexport_dagster.demo.generator import Scale, generate_account
     from seqexport_dagster.destination.config import DestinationConfig
     from seqexport_dagster.source.tables import create_source_tables

@@ -31,10 +31,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from seqexport_dagster import planner
 from seqexport_dagster.contract.window import DAY_MS, Window, day_of
+from seqexport_dagster.delivery import planner
+from seqexport_dagster.delivery.planner import MAX_EXPORTS_PER_RUN
 from seqexport_dagster.history import history
-from seqexport_dagster.planner import MAX_EXPORTS_PER_RUN
 from seqexport_dagster.status import export_status
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.fleet import changed_since, day_totals, fleet_exports, unfinished_attempts

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _join_lines() -> tuple[str, ...]:
     """py-spy names the line, and the join's memcpy has no symbol of its own: find the lines."""
-    source = (ROOT / "seqexport_dagster" / "writer.py").read_text().splitlines()
+    source = (ROOT / "seqexport_dagster" / "delivery" / "writer.py").read_text().splitlines()
     return tuple(f"writer.py:{n})" for n, line in enumerate(source, start=1) if 'b"".join(' in line)
 
 

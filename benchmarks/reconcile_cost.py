@@ -34,8 +34,8 @@ from typing import Any
 
 from benchmarks import reconcile_history
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of
+from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.demo.generator import Scale
-from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster_tests.support.world import World, postgres_world, sqlite_world
 
 DAY0 = 20726 * DAY_MS

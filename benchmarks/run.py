@@ -108,7 +108,7 @@ def children(tasks: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def migrated_control_plane(path: Path) -> None:
-    from seqexport_dagster.assembly import control_plane_at
+    from seqexport_dagster.delivery.assembly import control_plane_at
     from seqexport_dagster.store.crypto import new_key_spec
 
     store = control_plane_at(f"sqlite:///{path}", new_key_spec("bench"))

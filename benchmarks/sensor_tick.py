@@ -18,11 +18,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from seqexport_dagster.assembly import control_plane_at
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS
 from seqexport_dagster.definitions import exporter_resources
 from seqexport_dagster.defs.resources import ControlPlaneResource, FixedClock, OperatorResource, SourceResource
+from seqexport_dagster.delivery.assembly import control_plane_at
 from seqexport_dagster.demo.ticker import evaluate_sensor
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.store.crypto import new_key_spec

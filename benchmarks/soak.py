@@ -26,11 +26,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from seqexport_dagster.batch import BatchRunner
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, iso_ms
+from seqexport_dagster.delivery.batch import BatchRunner
+from seqexport_dagster.delivery.planner import batch, due_work
+from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
-from seqexport_dagster.planner import batch, due_work
-from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.store.lease import Leases
 from seqexport_dagster_tests.support import moto_server
 from seqexport_dagster_tests.support.bucket_audit import audit_export

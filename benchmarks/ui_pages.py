@@ -43,8 +43,8 @@ from benchmarks.event_log_day import copy_runs, copy_status, drive, per_run, vac
 from benchmarks.partition_health import CHROMIUM, serve
 from seqexport_dagster.contract.window import DAY_MS, day_of
 from seqexport_dagster.defs.sensors import ROTATION, TICK_SECONDS
+from seqexport_dagster.delivery.planner import MAX_EXPORTS_PER_RUN
 from seqexport_dagster.demo.generator import Scale, generate_account
-from seqexport_dagster.planner import MAX_EXPORTS_PER_RUN
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster_tests.support.processes import stop_group
 from seqexport_dagster_tests.support.world import DAY0, World, postgres_database

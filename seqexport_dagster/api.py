@@ -31,14 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
-from seqexport_dagster.assembly import open_control_plane
 from seqexport_dagster.clock import wall_clock_ms
-from seqexport_dagster.config import Settings
-from seqexport_dagster.connection_test import (
-    ConnectionTestResult,
-    DestinationFactory,
-    run_connection_test,
-)
 from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, parse_format
 from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS, parse_datasets
 from seqexport_dagster.contract.validation import validate_account, validate_export_id, validate_lag_ms
@@ -48,6 +41,13 @@ from seqexport_dagster.contract.window import (
     DEFAULT_LAG_MS,
     frequency_ms,
 )
+from seqexport_dagster.delivery.assembly import open_control_plane
+from seqexport_dagster.delivery.connection_test import (
+    ConnectionTestResult,
+    DestinationFactory,
+    run_connection_test,
+)
+from seqexport_dagster.delivery.settings import Settings
 from seqexport_dagster.destination import (
     DestinationConfig,
     OperatorPolicy,

@@ -3,7 +3,7 @@
 `defs` is a lazy `@dg.definitions` function, so importing this module reads no environment and
 opens no database. Resource fields are bound to `dg.EnvVar` only for the variables that are set;
 an unset variable leaves the field empty, and `Settings.from_fields` (the one configuration path,
-`seqexport_dagster.config`) applies the default when the resource is used (a laptop needs no variables).
+`seqexport_dagster.delivery.settings`) applies the default when the resource is used (a laptop needs no variables).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any, Final
 import dagster as dg
 import sqlalchemy as sa
 
-from seqexport_dagster.config import RESOURCE_VARIABLES, Settings
 from seqexport_dagster.defs.assets import build_deliveries
 from seqexport_dagster.defs.export_status import status_asset, status_check, status_job
 from seqexport_dagster.defs.maintenance import maintenance_job, maintenance_schedule
@@ -33,6 +32,7 @@ from seqexport_dagster.defs.run_log_sensors import run_log_canceled_sensor, run_
 from seqexport_dagster.defs.sensors import export_job, scheduler_sensor
 from seqexport_dagster.defs.status_refresh import refresh_job
 from seqexport_dagster.defs.webhooks import webhook_sensor
+from seqexport_dagster.delivery.settings import RESOURCE_VARIABLES, Settings
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.fleet import first_export_day

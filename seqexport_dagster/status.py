@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import DAY_MS, MINUTE_MS, Window, iso_ms, next_midnight
-from seqexport_dagster.idle import next_scheduled
+from seqexport_dagster.delivery.idle import next_scheduled
 from seqexport_dagster.store import DELETED, DatasetState, ExportRecord
 
 

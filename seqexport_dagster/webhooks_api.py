@@ -17,18 +17,18 @@ import sqlalchemy as sa
 
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.contract.validation import validate_account
-from seqexport_dagster.destination.policy import OperatorPolicy
-from seqexport_dagster.errors import ConflictError, InvalidInput
-from seqexport_dagster.store.crypto import SecretBox
-from seqexport_dagster.store.webhooks import DeliveryRecord, NewEndpoint, WebhookEndpoint, WebhookStore
-from seqexport_dagster.webhook import (
+from seqexport_dagster.delivery.webhook import (
     MAX_ENDPOINTS_PER_ACCOUNT,
     parse_events,
     validate_description,
     validate_failing_after,
     validate_url,
 )
-from seqexport_dagster.webhook_dispatch import DispatchReport, Sender, dispatch, pinned_sender
+from seqexport_dagster.delivery.webhook_dispatch import DispatchReport, Sender, dispatch, pinned_sender
+from seqexport_dagster.destination.policy import OperatorPolicy
+from seqexport_dagster.errors import ConflictError, InvalidInput
+from seqexport_dagster.store.crypto import SecretBox
+from seqexport_dagster.store.webhooks import DeliveryRecord, NewEndpoint, WebhookEndpoint, WebhookStore
 
 MAX_DELIVERIES_SHOWN: Final = 200
 

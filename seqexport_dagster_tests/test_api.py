@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from seqexport_dagster.api import Exports, mask_key_id
-from seqexport_dagster.connection_test import ConnectionTestFailed, run_connection_test
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, day_of, iso_ms
+from seqexport_dagster.delivery.connection_test import ConnectionTestFailed, run_connection_test
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.base import Destination, PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from seqexport_dagster.batch import BUSY, DONE, FAILED, TIMED_OUT, BatchRunner
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, chain, day_of
+from seqexport_dagster.delivery.batch import BUSY, DONE, FAILED, TIMED_OUT, BatchRunner
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.errors import LeaseLost

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from benchmarks import reconcile_cost, reconcile_history
-from seqexport_dagster.reconcile import reconcile
+from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster_tests.support.world import sqlite_world
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -85,8 +85,8 @@ def test_profile_categories_split_the_engine_by_step() -> None:
     """py-spy stacks (root first) land in the step whose frame they are under; GC anywhere wins."""
     from benchmarks.profile import FLOOR_CATEGORIES, OTHER, classify
 
-    loop = ["<module> (benchmarks/child.py:1)", "Runner.write_window (seqexport_dagster/runner.py:1)",
-            "PartWriter.parts (seqexport_dagster/writer.py:1)"]  # fmt: skip
+    loop = ["<module> (benchmarks/child.py:1)", "Runner.write_window (seqexport_dagster/delivery/runner.py:1)",
+            "PartWriter.parts (seqexport_dagster/delivery/writer.py:1)"]  # fmt: skip
     fetch = [*loop, "SourceReader._stream (reader.py:1)", "pysqlite_cursor_fetchmany (_sqlite3.so)"]
     assert classify([*fetch, "_pysqlite_fetch_one_row (_sqlite3.so)", "sqlite3_column_text (libsqlite3.so.0)"]) == (
         "sqlite3 module: row tuples (column access, UTF-8 decode)"

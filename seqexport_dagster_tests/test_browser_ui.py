@@ -36,8 +36,8 @@ import dagster as dg
 import pytest
 
 from seqexport_dagster.contract.window import MINUTE_MS, floor_to_grid
+from seqexport_dagster.delivery.runner import wall_clock_ms
 from seqexport_dagster.destination import DestinationConfig
-from seqexport_dagster.runner import wall_clock_ms
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster_tests.support.moto_server import free_port
 from seqexport_dagster_tests.support.processes import ROOT, daemon_env, group_process

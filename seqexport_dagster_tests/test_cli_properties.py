@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from seqexport_dagster.connection_test import ConnectionTestResult, run_connection_test
+from seqexport_dagster.delivery.connection_test import ConnectionTestResult, run_connection_test
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.destination.s3 import S3Destination

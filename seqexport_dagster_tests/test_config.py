@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from seqexport_dagster.assembly import open_control_plane
-from seqexport_dagster.config import RESOURCE_VARIABLES, Settings
+from seqexport_dagster.delivery.assembly import open_control_plane
+from seqexport_dagster.delivery.settings import RESOURCE_VARIABLES, Settings
 from seqexport_dagster.errors import ConfigurationError, SecretKeyError
 from seqexport_dagster.store.crypto import new_key_spec
 

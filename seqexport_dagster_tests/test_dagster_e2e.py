@@ -22,9 +22,10 @@ import dagster as dg
 import pytest
 from dagster import serialize_value
 
-from seqexport_dagster import cli, planner
+from seqexport_dagster import cli
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, chain, day_of, day_start
+from seqexport_dagster.delivery import planner
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.store.crypto import new_key_spec

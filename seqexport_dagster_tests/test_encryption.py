@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from seqexport_dagster.api import Exports
-from seqexport_dagster.connection_test import ConnectionTestFailed
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, day_of
+from seqexport_dagster.delivery.connection_test import ConnectionTestFailed
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig, validate_config
 from seqexport_dagster.destination.encryption import describe_sse, sse_headers, validate_sse

@@ -27,9 +27,9 @@ import sqlalchemy as sa
 from seqexport_dagster.contract.file_format import FORMATS, FileFormat, extension, parse_format
 from seqexport_dagster.contract.keys import part_key
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
+from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.errors import AccessDenied, ClockSkew, ExportError, RetryableError
-from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster_tests.support.bucket_audit import audit_export
 from seqexport_dagster_tests.support.faults import proxy as fp

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqexport_dagster.config import Settings
+from seqexport_dagster.delivery.settings import Settings
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.endpoint import validate_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy
@@ -414,8 +414,6 @@ def test_input_gaps_exit_2_name_the_field_and_save_nothing(run: Cli) -> None:
 
 def test_no_repr_or_str_shows_a_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from seqexport_dagster.api import Exports
-    from seqexport_dagster.assembly import control_plane_at
-    from seqexport_dagster.connection_test import ConnectionTestFailed
     from seqexport_dagster.definitions import default_resources
     from seqexport_dagster.defs.resources import (
         ClockResource,
@@ -424,6 +422,8 @@ def test_no_repr_or_str_shows_a_secret(tmp_path: Path, monkeypatch: pytest.Monke
         OperatorResource,
         SourceResource,
     )
+    from seqexport_dagster.delivery.assembly import control_plane_at
+    from seqexport_dagster.delivery.connection_test import ConnectionTestFailed
     from seqexport_dagster.destination.s3 import S3Destination
     from seqexport_dagster.errors import BadCredentials
 

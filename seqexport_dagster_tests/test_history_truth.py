@@ -165,7 +165,7 @@ def test_history_shows_a_failed_run_with_its_retry_and_dagster_failed_it_plainly
     """A run whose only export fails (its bucket does not exist): Dagster fails the run with the
     customer message first (not a stack trace), the run says when the scheduler retries, and run
     retries are off for it (no "Not retrying since ..."); history shows the same, with the retry."""
-    from seqexport_dagster.idle import retry_note
+    from seqexport_dagster.delivery.idle import retry_note
 
     export = missing_bucket_export
     h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
@@ -224,8 +224,8 @@ def test_a_run_terminated_in_dagster_mid_run_is_canceled_in_history_too(h: Any, 
     for a dataset whose first window landed and for one the run never reached."""
     import dagster as dg
 
-    from seqexport_dagster.batch import BatchRunner
     from seqexport_dagster.defs.resources import ExporterResource
+    from seqexport_dagster.delivery.batch import BatchRunner
 
     instance = h.instance
 
@@ -282,7 +282,7 @@ def test_a_run_canceled_while_queued_appears_in_history_as_canceled(h: Any, caps
 
     from seqexport_dagster.defs.run_log_sensors import run_log_canceled_sensor
     from seqexport_dagster.defs.sensors import run_request
-    from seqexport_dagster.planner import batch, due_work
+    from seqexport_dagster.delivery.planner import batch, due_work
 
     export = h.world.local_export(datasets=("email_events",))
     h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS

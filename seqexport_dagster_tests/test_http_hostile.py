@@ -29,8 +29,8 @@ import sqlalchemy as sa
 
 from seqexport_dagster.api import Exports
 from seqexport_dagster.clock import wall_clock_ms
-from seqexport_dagster.config import Settings
 from seqexport_dagster.contract.window import DAY_MS
+from seqexport_dagster.delivery.settings import Settings
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.endpoint import ConnectGuard, validate_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy, parse_ports

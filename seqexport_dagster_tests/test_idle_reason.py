@@ -1,11 +1,11 @@
-"""Issue 17, item 8: why a scheduler tick requests nothing, in words (pure; `seqexport_dagster.idle`)."""
+"""Issue 17, item 8: why a scheduler tick requests nothing, in words (pure; `seqexport_dagster.delivery.idle`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, iso_ms
-from seqexport_dagster.idle import idle_reason
+from seqexport_dagster.delivery.idle import idle_reason
 from seqexport_dagster_tests.support.world import DAY0, sqlite_world
 
 

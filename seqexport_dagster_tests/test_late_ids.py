@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from seqexport_dagster.contract.window import HOUR_MS, Window
-from seqexport_dagster.delivered import late_ids
+from seqexport_dagster.delivery.delivered import late_ids
+from seqexport_dagster.delivery.writer import pack_ids
 from seqexport_dagster.store import PART_INTENT, PART_LANDED, RANGE_PART, PartRecord
-from seqexport_dagster.writer import pack_ids
 
 WINDOW = Window(0, HOUR_MS)
 SOURCE_IDS = ["eev_1", "eev_2", "eev_3"]

@@ -24,9 +24,9 @@ import pytest
 
 from seqexport_dagster.contract.keys import part_key
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
+from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.errors import ExportError, RetryableError
-from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.store import PART_INTENT
 from seqexport_dagster.verify import verify_location
 from seqexport_dagster_tests.support.bucket_audit import audit_export, read_objects, source_ids

@@ -23,9 +23,9 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from seqexport_dagster.api import Exports
-from seqexport_dagster.connection_test import ConnectionTestFailed
 from seqexport_dagster.contract.keys import part_key
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window, day_of, iso_ms
+from seqexport_dagster.delivery.connection_test import ConnectionTestFailed
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.base import Destination, PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig

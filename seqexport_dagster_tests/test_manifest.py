@@ -23,9 +23,9 @@ import sqlalchemy as sa
 
 from seqexport_dagster.contract.keys import MANIFEST_FOLDER, manifest_key, parse_manifest_key, part_key
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window, day_of, iso_ms
+from seqexport_dagster.delivery.manifest import FORMAT, manifest_body, manifest_parts
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.config import DestinationConfig
-from seqexport_dagster.manifest import FORMAT, manifest_body, manifest_parts
 from seqexport_dagster.store import LATE_PART, PART_LANDED, PartRecord
 from seqexport_dagster.verify import LocalBucket, verify_bucket, verify_location
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy, lost_reply

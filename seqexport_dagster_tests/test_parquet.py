@@ -28,11 +28,11 @@ from seqexport_dagster.contract import warehouse, warehouse_parquet
 from seqexport_dagster.contract.keys import parse_key
 from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, parse_iso_ms
+from seqexport_dagster.delivery.parquet_writer import ParquetPartWriter, arrow_schema, empty_parquet
+from seqexport_dagster.delivery.writer import PartWriter
 from seqexport_dagster.demo.generator import Scale, email_events, generate_account, insert_rows, subscribers
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.parquet_writer import ParquetPartWriter, arrow_schema, empty_parquet
 from seqexport_dagster.verify import LocalBucket, verify_bucket
-from seqexport_dagster.writer import PartWriter
 from seqexport_dagster_tests.support.bucket_audit import audit_export
 from seqexport_dagster_tests.support.cli_harness import run_fixture  # noqa: F401 - the `run` fixture
 from seqexport_dagster_tests.support.faults import proxy as fp
@@ -345,7 +345,7 @@ def test_the_customer_doc_shows_the_generated_parquet_statements() -> None:
 
 
 def test_row_groups_are_cut_by_row_count_so_big_parts_are_byte_identical_too() -> None:
-    from seqexport_dagster.parquet_writer import ROW_GROUP
+    from seqexport_dagster.delivery.parquet_writer import ROW_GROUP
 
     ds = DATASETS["custom_events"]
     rows = generated("custom_events", n_sends=2 * ROW_GROUP + 1234)

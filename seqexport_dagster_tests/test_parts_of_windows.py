@@ -12,10 +12,10 @@ import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, Window
+from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.errors import RetryableError
-from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster_tests.support.late_rows import late_rows
 from seqexport_dagster_tests.support.world import DAY0, World
 

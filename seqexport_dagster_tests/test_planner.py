@@ -6,7 +6,7 @@ import datetime as dt
 from dataclasses import replace
 
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window
-from seqexport_dagster.planner import (
+from seqexport_dagster.delivery.planner import (
     batch,
     complete_through,
     dataset_complete_through,

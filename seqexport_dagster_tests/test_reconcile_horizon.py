@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
+from seqexport_dagster.delivery.reconcile import PRUNE_AFTER_MS, lookback_for, reconcile, since_for
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.errors import ExportError
-from seqexport_dagster.reconcile import PRUNE_AFTER_MS, lookback_for, reconcile, since_for
 from seqexport_dagster.store import ACTIVE, PAUSED
 from seqexport_dagster_tests.support.bucket_audit import audit_export, source_ids
 from seqexport_dagster_tests.support.faults import proxy as fp

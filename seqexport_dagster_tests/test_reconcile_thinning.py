@@ -14,8 +14,8 @@ import json
 from collections import Counter
 
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, frequency_ms, iso_ms
+from seqexport_dagster.delivery.reconcile import lookback_for, rechecked_now, reconcile
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
-from seqexport_dagster.reconcile import lookback_for, rechecked_now, reconcile
 from seqexport_dagster.store import ExportRecord
 from seqexport_dagster_tests.support.bucket_audit import source_ids
 from seqexport_dagster_tests.support.world import DAY0, World

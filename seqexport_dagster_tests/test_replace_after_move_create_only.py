@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS
+from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.errors import AccessDenied
-from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster_tests.support.bucket_audit import read_objects
 from seqexport_dagster_tests.support.faults import proxy as fp
 from seqexport_dagster_tests.support.faults.scene import ACCESS_KEY, SECRET_KEY, s3_export, s3_runner

@@ -22,10 +22,10 @@ from collections import Counter
 import pytest
 
 from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, Window
+from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.errors import AccessDenied, RetryableError
-from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.store import ExportRecord
 from seqexport_dagster_tests.support.bucket_audit import source_ids
 from seqexport_dagster_tests.support.late_rows import late_rows

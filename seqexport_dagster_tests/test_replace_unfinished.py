@@ -26,9 +26,9 @@ from unittest import mock
 import pytest
 
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS
+from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.errors import ExportError, RetryableError
-from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.store.tables import export_datasets
 from seqexport_dagster_tests.support.bucket_audit import read_objects, source_ids
 from seqexport_dagster_tests.support.faults import proxy as fp

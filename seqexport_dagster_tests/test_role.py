@@ -25,9 +25,9 @@ from botocore.exceptions import ClientError
 
 from seqexport_dagster.api import Exports
 from seqexport_dagster.clock import wall_clock_ms
-from seqexport_dagster.config import Settings
-from seqexport_dagster.connection_test import ConnectionTestFailed
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, day_of
+from seqexport_dagster.delivery.connection_test import ConnectionTestFailed
+from seqexport_dagster.delivery.settings import Settings
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.base import Destination, PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig, validate_config

@@ -68,7 +68,7 @@ def assert_message_only(error: Any, *words: str) -> None:
 
 
 def test_a_failed_run_shows_the_message_and_retry_without_a_stack_on_the_step_and_the_run(h: Any, moto: Any) -> None:
-    from seqexport_dagster.idle import retry_note
+    from seqexport_dagster.delivery.idle import retry_note
 
     export = missing_bucket(h, moto)
     h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS

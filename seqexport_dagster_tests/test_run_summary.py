@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from seqexport_dagster.batch import DONE, FAILED, BatchReport, ExportOutcome
 from seqexport_dagster.contract.window import HOUR_MS, Window
-from seqexport_dagster.delivery import Sent
-from seqexport_dagster.reconcile import Reconciled
-from seqexport_dagster.run_summary import LISTED, summarize
-from seqexport_dagster.runner import DayReport, WindowReport
+from seqexport_dagster.delivery.attempt import Sent
+from seqexport_dagster.delivery.batch import DONE, FAILED, BatchReport, ExportOutcome
+from seqexport_dagster.delivery.reconcile import Reconciled
+from seqexport_dagster.delivery.run_summary import LISTED, summarize
+from seqexport_dagster.delivery.runner import DayReport, WindowReport
 from seqexport_dagster_tests.support.world import DAY0
 
 DAY = dt.date(2026, 9, 30)

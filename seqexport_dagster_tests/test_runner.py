@@ -18,14 +18,14 @@ import sqlalchemy as sa
 from seqexport_dagster.contract.keys import part_key
 from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window, frequency_ms, parse_iso_ms
+from seqexport_dagster.delivery.runner import DayReport, Runner
+from seqexport_dagster.delivery.writer import EMPTY_GZIP
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.base import Destination, PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.local import LocalDestination
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import AccessDenied, RetryableError, RunInterrupted, SecretKeyError
-from seqexport_dagster.runner import DayReport, Runner
-from seqexport_dagster.writer import EMPTY_GZIP
 from seqexport_dagster_tests.support.layout import check_layout
 from seqexport_dagster_tests.support.world import DAY0, World
 

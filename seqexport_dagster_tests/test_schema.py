@@ -12,9 +12,9 @@ import pytest
 from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS, json_schema, json_schema_text, schema_tables
 from seqexport_dagster.contract.schema_publish import CUSTOMER_DOC, SCHEMA_DIR, render_tables
 from seqexport_dagster.contract.window import DAY_MS
+from seqexport_dagster.delivery.writer import PartWriter
 from seqexport_dagster.demo import generator
 from seqexport_dagster.source.tables import TABLES
-from seqexport_dagster.writer import PartWriter
 from seqexport_dagster_tests.support.world import DAY0
 
 #: DESIGN §8, field by field: the published contract, written out independently of the code.

@@ -6,7 +6,6 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
-from seqexport_dagster import planner
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, chain
 from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK
 from seqexport_dagster.defs.resources import ExporterResource
@@ -17,6 +16,7 @@ from seqexport_dagster.defs.sensors import (
     status_events,
 )
 from seqexport_dagster.defs.status_refresh import REFRESH_EVERY_TICKS, SLOTS, refresh_due, slot_of
+from seqexport_dagster.delivery import planner
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.store import CANCELED, COMMITTED, DatasetState, ExportRecord

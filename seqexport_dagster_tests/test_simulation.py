@@ -25,7 +25,7 @@ import pytest
 from seqexport_dagster.contract.file_format import FORMATS, extension, format_of_key
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS
-from seqexport_dagster.part_writers import empty_body
+from seqexport_dagster.delivery.part_writers import empty_body
 from seqexport_dagster_tests.support.sim import world as sim_world
 from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_412, ORDINARY, Buckets
 from seqexport_dagster_tests.support.sim.loaders import SnowpipeLoader, WindowLoader, ids_of
@@ -114,7 +114,7 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # (the late ones too), its answer came too late and the attempt ended before the old late part
     # 0001; the next attempt finished only the part of unknown outcome and kept 0001 beside it:
     # a late row twice on an ordinary bucket. A replace that ended part-way whose new cut and the
-    # parts it had not reached carry the same rows is run again whole (`delivery._carried_twice`).
+    # parts it had not reached carry the same rows is run again whole (`attempt._carried_twice`).
     10000118: {"days": 3},
     # Long-run seed 10000132 (fix118, a store without preconditions): after a move, a replace at the
     # new place landed a part and failed before any commit there; `verify --ledger` took the place

@@ -30,8 +30,8 @@ import json
 import pytest
 import sqlalchemy as sa
 
-from seqexport_dagster import planner
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, day_start_ms
+from seqexport_dagster.delivery import planner
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.base import content_md5
 from seqexport_dagster.destination.config import DestinationConfig

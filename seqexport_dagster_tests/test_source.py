@@ -280,7 +280,7 @@ def test_awkward_text_is_written_identically_from_sqlite_and_postgresql(world: W
     import jsonschema
 
     from seqexport_dagster.contract.schema_publish import SCHEMA_DIR
-    from seqexport_dagster.writer import PartWriter
+    from seqexport_dagster.delivery.writer import PartWriter
 
     props = [
         {"text": s, "nested": {"list": [s, 1, None, True, 2.5], "ключ": {"🔑": s}}, "n": -(2**53)} for s in AWKWARD

@@ -339,8 +339,8 @@ def test_late_rows_appended_as_new_parts_pass_and_a_duplicate_among_them_does_no
     """Write-once delivery appends late rows as more parts of their window, ordered inside the file
     but before rows of earlier parts: verify (and its ledger check) accepts that, and still finds a
     row delivered twice."""
+    from seqexport_dagster.delivery.reconcile import reconcile
     from seqexport_dagster.demo.generator import insert_rows
-    from seqexport_dagster.reconcile import reconcile
 
     with sqlite_world(tmp_path) as world:
         root, export_id = write_demo_export(world, scale=Scale(20, 10, 2, 5))

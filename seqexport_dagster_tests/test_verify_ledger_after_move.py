@@ -17,12 +17,12 @@ import datetime as dt
 import pytest
 
 from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS
+from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination import Destination, OperatorPolicy, PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.errors import EndpointTooSlow, ExportError
-from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.store import COMMITTED
 from seqexport_dagster.verify.bucket import LocalBucket
 from seqexport_dagster.verify.checks import verify_bucket

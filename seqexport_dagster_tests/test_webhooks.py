@@ -24,6 +24,8 @@ import sqlalchemy as sa
 
 from seqexport_dagster.api import Exports
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, day_of
+from seqexport_dagster.delivery.webhook import signature_header, validate_url, verify_signature
+from seqexport_dagster.delivery.webhook_dispatch import MAX_ATTEMPTS, pinned_sender, retry_delay_ms
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
@@ -39,8 +41,6 @@ from seqexport_dagster.store.outbox import (
 )
 from seqexport_dagster.store.tables import metadata, webhook_deliveries, webhook_events
 from seqexport_dagster.store.webhooks import WEBHOOK_RETENTION_MS, prune_webhook_events
-from seqexport_dagster.webhook import signature_header, validate_url, verify_signature
-from seqexport_dagster.webhook_dispatch import MAX_ATTEMPTS, pinned_sender, retry_delay_ms
 from seqexport_dagster.webhooks_api import Webhooks
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy
 from seqexport_dagster_tests.support.moto_server import MotoServer

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import DAY_MS
+from seqexport_dagster.delivery.writer import EMPTY_GZIP, PART_LIMIT, PartWriter
 from seqexport_dagster.demo.generator import email_events, subscribers
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.writer import EMPTY_GZIP, PART_LIMIT, PartWriter
 from seqexport_dagster_tests.support.world import DAY0
 
 CUSTOM = DATASETS["custom_events"]

@@ -19,7 +19,7 @@ from seqexport_dagster.errors import ConfigurationError, ExportError, UsageError
 
 if TYPE_CHECKING:
     from seqexport_dagster.cli.commands import AnyExports, Handler
-    from seqexport_dagster.config import Settings
+    from seqexport_dagster.delivery.settings import Settings
 
 
 def _run(args: argparse.Namespace, out: Output, clock: Callable[[], int] | None) -> int:
@@ -27,7 +27,7 @@ def _run(args: argparse.Namespace, out: Output, clock: Callable[[], int] | None)
     if plain is not None:
         return int(plain(args))
     from seqexport_dagster.api import Exports
-    from seqexport_dagster.config import Settings
+    from seqexport_dagster.delivery.settings import Settings
 
     api: AnyExports
     if args.environ.get("SEQEXPORT_API_URL"):
@@ -58,7 +58,7 @@ def _run(args: argparse.Namespace, out: Output, clock: Callable[[], int] | None)
 
 
 def _control_plane_exists(settings: Settings) -> bool:
-    from seqexport_dagster.assembly import require_control_plane
+    from seqexport_dagster.delivery.assembly import require_control_plane
 
     try:
         require_control_plane(settings)

@@ -185,7 +185,7 @@ def delete(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 
 def init(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
-    from seqexport_dagster.assembly import shown_url
+    from seqexport_dagster.delivery.assembly import shown_url
 
     where = shown_url(args.settings.database_url)
     if out.as_json:

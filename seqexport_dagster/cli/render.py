@@ -24,7 +24,7 @@ from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.terminal import escape, escape_lines
 
 if TYPE_CHECKING:
-    from seqexport_dagster.batch import BatchReport
+    from seqexport_dagster.delivery.batch import BatchReport
     from seqexport_dagster.demo.run import DemoSummary
     from seqexport_dagster.history import RunHistory
     from seqexport_dagster.status import ExportNowPlan, ExportStatus

@@ -51,7 +51,7 @@ def verify(args: argparse.Namespace) -> int:
         ledger = (api, api.get_export(args.ledger).id)
     elif args.ledger:
         from seqexport_dagster.api import Exports
-        from seqexport_dagster.config import Settings
+        from seqexport_dagster.delivery.settings import Settings
 
         api = Exports.from_settings(Settings.from_env(args.environ), must_exist=True)
         ledger = (api.store, api.store.get_export(args.ledger).id)
@@ -132,8 +132,8 @@ def tokens(args: argparse.Namespace) -> int:
     """Operators mint, list and revoke API tokens; a token's value is printed once, at creation."""
     from seqexport_dagster.api import Exports
     from seqexport_dagster.clock import wall_clock_ms
-    from seqexport_dagster.config import Settings
     from seqexport_dagster.contract.validation import validate_account
+    from seqexport_dagster.delivery.settings import Settings
     from seqexport_dagster.store.token import TokenStore
 
     local_only(args, "managing tokens")
@@ -169,7 +169,7 @@ def tokens(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from seqexport_dagster.config import Settings
+    from seqexport_dagster.delivery.settings import Settings
     from seqexport_dagster.service.guard import RateLimit
     from seqexport_dagster.service.server import serve as run_server
 
@@ -187,11 +187,11 @@ def backfill(args: argparse.Namespace) -> int:
     import uuid
 
     from seqexport_dagster.api import Exports
-    from seqexport_dagster.assembly import open_source
-    from seqexport_dagster.backfill import backfill as run_backfill
-    from seqexport_dagster.batch import DONE
     from seqexport_dagster.clock import wall_clock_ms
-    from seqexport_dagster.config import Settings
+    from seqexport_dagster.delivery.assembly import open_source
+    from seqexport_dagster.delivery.backfill import backfill as run_backfill
+    from seqexport_dagster.delivery.batch import DONE
+    from seqexport_dagster.delivery.settings import Settings
 
     local_only(args, "seqexport backfill")
     out = Output(bool(args.json))

@@ -57,7 +57,7 @@ def connection_test_key(prefix: str, token: str) -> str:
 
 
 MANIFEST_FOLDER: Final = f"{CONTROL_FOLDER}/manifests"
-#: The ``format`` field of every manifest (`seqexport_dagster.manifest`).
+#: The ``format`` field of every manifest (`seqexport_dagster.delivery.manifest`).
 MANIFEST_FORMAT: Final = "sequenzy-manifest/1"
 
 

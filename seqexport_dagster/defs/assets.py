@@ -6,7 +6,7 @@ datasets it writes). Its body is wiring over one core call, `BatchRunner.run`:
   active export, which is what a date-range backfill launched from the UI delivers);
 - the run records a few events, not one per window (issue 23): per dataset, one observation on
   the day with the exports it carried, the windows, rows, files and bytes delivered and the
-  failures, named (`seqexport_dagster.run_summary`); the per-window detail is the control plane's
+  failures, named (`seqexport_dagster.delivery.run_summary`); the per-window detail is the control plane's
   ledger, which the CLI, the API and ``export_status`` read;
 - a scheduled run (tagged by the sensor) writes what is due; any other run (UI launch, backfill)
   delivers what the day lacks (write-once), never before a dataset's start; with the tag
@@ -35,8 +35,6 @@ from typing import Any, Final, NoReturn
 import dagster as dg
 from pydantic import Field
 
-from seqexport_dagster import reconcile as reconciliation
-from seqexport_dagster.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, BatchReport, run_verdict
 from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.contract.window import day_of, parse_date_key
 from seqexport_dagster.defs.day_cells import CELLS, cell_events
@@ -44,10 +42,12 @@ from seqexport_dagster.defs.health import DATASET_CHECK, check_evaluation
 from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.defs.run_failure import shown_without_stack
 from seqexport_dagster.defs.run_tags import named_tags
+from seqexport_dagster.delivery import reconcile as reconciliation
+from seqexport_dagster.delivery.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, BatchReport, run_verdict
+from seqexport_dagster.delivery.reconcile import Reconciled, reconcile
+from seqexport_dagster.delivery.run_summary import LISTED, DatasetSummary, failures, summarize
+from seqexport_dagster.delivery.runner import Runner
 from seqexport_dagster.errors import ExportFailed, sanitize_error
-from seqexport_dagster.reconcile import Reconciled, reconcile
-from seqexport_dagster.run_summary import LISTED, DatasetSummary, failures, summarize
-from seqexport_dagster.runner import Runner
 from seqexport_dagster.store import ACTIVE, ControlPlane, run_log
 from seqexport_dagster.store.run_log import RunLog
 

@@ -31,8 +31,8 @@ from typing import Any, Final
 import dagster as dg
 import sqlalchemy as sa
 
-from seqexport_dagster import planner
 from seqexport_dagster.contract.window import day_of
+from seqexport_dagster.delivery import planner
 from seqexport_dagster.store import ACTIVE, ExportRecord
 from seqexport_dagster.store.fleet import day_totals
 

@@ -9,8 +9,8 @@ from typing import Any, Final
 import dagster as dg
 
 from seqexport_dagster.contract.window import iso_ms
+from seqexport_dagster.delivery.planner import shard_of
 from seqexport_dagster.health import export_health, failing_exports
-from seqexport_dagster.planner import shard_of
 from seqexport_dagster.store import ExportRecord
 
 STATUS_ASSET: Final = "export_status"

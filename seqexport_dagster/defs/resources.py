@@ -2,8 +2,8 @@
 
 Each field is configured through `dg.EnvVar` in `definitions.py`. A resource turns its fields into
 `Settings` with `Settings.from_fields` when it is used (never at import): an empty field leaves its
-variable (or the default decided in `seqexport_dagster.config`) in force, so a laptop needs no variables.
-The parts are opened at the one assembly point, `seqexport_dagster.assembly`.
+variable (or the default decided in `seqexport_dagster.delivery.settings`) in force, so a laptop needs no variables.
+The parts are opened at the one assembly point, `seqexport_dagster.delivery.assembly`.
 Secrets (``SEQEXPORT_SECRET_KEYS``) reach Dagster only as the *name* of an environment variable:
 run config and the job snapshot store ``{"env": ...}``, never the value.
 
@@ -18,13 +18,13 @@ import dagster as dg
 import sqlalchemy as sa
 from pydantic import PrivateAttr
 
-from seqexport_dagster.assembly import open_control_plane, open_runner, open_source, shown_url
-from seqexport_dagster.batch import BatchRunner
 from seqexport_dagster.clock import wall_clock_ms
-from seqexport_dagster.config import Settings
 from seqexport_dagster.contract.window import HOUR_MS
+from seqexport_dagster.delivery.assembly import open_control_plane, open_runner, open_source, shown_url
+from seqexport_dagster.delivery.batch import BatchRunner
+from seqexport_dagster.delivery.runner import Runner
+from seqexport_dagster.delivery.settings import Settings
 from seqexport_dagster.destination import OperatorPolicy
-from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox
@@ -129,7 +129,7 @@ class OperatorResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # ge
 
     allow_local: str = ""
     #: Rows that become visible up to this many hours after their ``recorded_at`` are repaired by the
-    #: next scheduled run (`seqexport_dagster.reconcile`). Each run then recounts its dataset's windows
+    #: next scheduled run (`seqexport_dagster.delivery.reconcile`). Each run then recounts its dataset's windows
     #: of the last N h + 2 frequencies + lag, one count query per window. 0 disables the pass.
     reconcile_lookback_hours: int = 24
 
@@ -152,7 +152,7 @@ class ExporterResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # ge
     clock: ClockResource
 
     def batch(self, *, holder: str, **kwargs: Any) -> BatchRunner:
-        """Many exports of one run, each under its writer lease (`seqexport_dagster.batch`)."""
+        """Many exports of one run, each under its writer lease (`seqexport_dagster.delivery.batch`)."""
         return BatchRunner(
             self.runner, self.control_plane.store(), self.leases(), holder=holder, clock=self.clock.now_ms, **kwargs
         )

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
-from seqexport_dagster import planner
+from seqexport_dagster.delivery import planner
 
 _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 

@@ -4,7 +4,7 @@ A tick costs a fixed number of queries whatever the number of exports: exports (
 records rebuilt only for exports whose rows changed: `fleet.fleet_exports`), the
 unfinished attempts (one), leases (one), exports changed since the last tick (two), the in-flight
 runs (one), the registered ``exports`` partitions (one), plus one totals query per day that
-completes. The policy is `seqexport_dagster.planner`; this module is wiring.
+completes. The policy is `seqexport_dagster.delivery.planner`; this module is wiring.
 
 Each tick:
 1. registers new exports as partitions of the status asset;
@@ -33,7 +33,6 @@ from typing import Any, Final
 import dagster as dg
 from dagster import SensorEvaluationContext
 
-from seqexport_dagster import planner
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.defs.assets import (
     EXPORT_NOW_TAG,
@@ -60,7 +59,8 @@ from seqexport_dagster.defs.run_tags import (
     named_tags,
 )
 from seqexport_dagster.defs.status_refresh import REFRESH_JOB, SLOT_TAG, refresh_due, refresh_job
-from seqexport_dagster.idle import idle_reason
+from seqexport_dagster.delivery import planner
+from seqexport_dagster.delivery.idle import idle_reason
 from seqexport_dagster.store import ACTIVE, DELETED, ExportRecord
 from seqexport_dagster.store.fleet import changed_since, fleet_exports, unfinished_attempts
 from seqexport_dagster.store.lease import Leases

@@ -12,8 +12,8 @@ from typing import Final
 import dagster as dg
 
 from seqexport_dagster.defs.resources import ExporterResource
+from seqexport_dagster.delivery.webhook_dispatch import DEFAULT_BUDGET_S, dispatch, pinned_sender
 from seqexport_dagster.store.webhooks import WebhookStore
-from seqexport_dagster.webhook_dispatch import DEFAULT_BUDGET_S, dispatch, pinned_sender
 
 WEBHOOK_TICK_SECONDS: Final = 30
 #: Per tick: at most this many sends, none started after `DEFAULT_BUDGET_S` (each has its own deadline).

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any, Final
 
 import seqexport_dagster
-from seqexport_dagster.assembly import open_control_plane, open_source
 from seqexport_dagster.clock import wall_clock_ms
-from seqexport_dagster.config import Settings
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, day_of
+from seqexport_dagster.delivery.assembly import open_control_plane, open_source
+from seqexport_dagster.delivery.settings import Settings
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination import DestinationConfig, OperatorPolicy
 from seqexport_dagster.progress import Advance, no_progress

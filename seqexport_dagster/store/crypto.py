@@ -155,7 +155,7 @@ def local_key_spec(path: Path) -> str:
     """A key for local and demo use, generated once into ``path`` (mode 0600, folder 0700).
 
     Only for the local mode: production sets SEQEXPORT_SECRET_KEYS from a secret manager (see
-    `seqexport_dagster.config.Settings.secret_box`). A key file that other users can read is refused,
+    `seqexport_dagster.delivery.settings.Settings.secret_box`). A key file that other users can read is refused,
     not used: whoever read it could open every stored secret.
     """
     if path.exists():

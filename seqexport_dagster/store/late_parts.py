@@ -1,6 +1,6 @@
 """The ledger's queries for reconciliation: which committed windows to check, and what they carry.
 
-Late rows (`seqexport_dagster.reconcile`) are found by id against the parts that *landed*, at every
+Late rows (`seqexport_dagster.delivery.reconcile`) are found by id against the parts that *landed*, at every
 location the window was ever delivered to (after a destination change the window's first parts
 stay at the old place and its late rows go to the current one, `delivery.Attempt.deliver`).
 """

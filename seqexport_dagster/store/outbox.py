@@ -4,7 +4,7 @@
 event exists exactly when its change does: a process that dies after the commit still has the
 event, and one that dies before has neither. The event is fanned out in the same transaction, one
 pending delivery per endpoint of the account that takes its type; the dispatcher
-(`seqexport_dagster.webhook_dispatch`) sends them later, at least once.
+(`seqexport_dagster.delivery.webhook_dispatch`) sends them later, at least once.
 
 An event that must happen once (a dataset-day completing) carries a ``dedup_key``; a second emit
 with the same key is dropped (a dataset removed and added again the same day reaches that day's end

@@ -140,7 +140,7 @@ parts = sa.Table(
     sa.Column("ids", sa.LargeBinary),
     sa.Column("landed_at", sa.BigInteger),
     # The bytes of a snapshot part at intent on a store without preconditions: its re-send must be
-    # the same bytes, and the subscribers' rows may have changed since (migration 0014; `delivery`).
+    # the same bytes, and the subscribers' rows may have changed since (migration 0014; `delivery.attempt`).
     sa.Column("pending_body", sa.LargeBinary),
     # A window's parts are looked up along ux_parts_number's leading columns (ix_parts_lookup, the
     # same columns without ``part``, was dropped in migration 0007_retention: it only cost bytes).

@@ -23,6 +23,7 @@ from seqexport_dagster.contract.file_format import PARQUET, extension
 from seqexport_dagster.contract.keys import SNAPSHOT_DATASET, SUCCESS_NAME, parse_key
 from seqexport_dagster.contract.schema import DATASETS, Dataset
 from seqexport_dagster.contract.window import Window, iso_ms
+from seqexport_dagster.delivery.writer import PART_LIMIT
 from seqexport_dagster.errors import ExportError, ObjectTooLarge
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.verify.bounds import DEFAULT_LIMITS, Limits, gzip_lines
@@ -32,7 +33,6 @@ from seqexport_dagster.verify.manifests import manifest_problems
 from seqexport_dagster.verify.parquet_rows import read_parquet_part
 from seqexport_dagster.verify.report import DatasetSummary, Problem, VerifyReport
 from seqexport_dagster.verify.row import row_problem
-from seqexport_dagster.writer import PART_LIMIT
 
 if TYPE_CHECKING:
     from seqexport_dagster.store import ControlPlane

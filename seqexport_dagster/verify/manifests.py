@@ -1,4 +1,4 @@
-"""Completeness from the bucket alone: the window manifests (`seqexport_dagster.manifest`) checked.
+"""Completeness from the bucket alone: the window manifests (`seqexport_dagster.delivery.manifest`) checked.
 
 Without manifests, `verify` sees only the windows that are there: a gap between two windows shows,
 but a missing first or last window, or a window that lost its last parts, does not. Each manifest

@@ -36,7 +36,7 @@ def read_parquet_part(ds: Dataset, body: bytes, *, max_bytes: int = MAX_DECOMPRE
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from seqexport_dagster.parquet_writer import arrow_schema
+    from seqexport_dagster.delivery.parquet_writer import arrow_schema
 
     try:
         handle = pq.ParquetFile(io.BytesIO(body))

@@ -13,11 +13,11 @@ import sys
 import time
 from typing import Any
 
-from seqexport_dagster.assembly import control_plane_at, source_at
-from seqexport_dagster.batch import BatchRunner
+from seqexport_dagster.delivery.assembly import control_plane_at, source_at
+from seqexport_dagster.delivery.batch import BatchRunner
+from seqexport_dagster.delivery.runner import Runner
 from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.destination.policy import OperatorPolicy
-from seqexport_dagster.runner import Runner
 from seqexport_dagster.store.lease import Leases
 
 PART_LIMIT = 5

@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from seqexport_dagster.contract.window import DAY_MS, Window, day_of
+from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.history import history
-from seqexport_dagster.reconcile import reconcile
 from seqexport_dagster.status import export_status
 from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
 from seqexport_dagster.store.lease import Leases

@@ -14,8 +14,8 @@ import sys
 import time
 
 from benchmarks.procinfo import peak_rss_mb
-from seqexport_dagster.assembly import open_runner
-from seqexport_dagster.config import Settings
+from seqexport_dagster.delivery.assembly import open_runner
+from seqexport_dagster.delivery.settings import Settings
 from seqexport_dagster.errors import ExportError
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from seqexport_dagster.webhook import verify_signature
+from seqexport_dagster.delivery.webhook import verify_signature
 
 
 @dataclass

@@ -12,9 +12,9 @@ import sqlalchemy as sa
 
 from seqexport_dagster.contract.file_format import FileFormat
 from seqexport_dagster.contract.window import DAY_MS
+from seqexport_dagster.delivery.runner import Runner
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
-from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.source.tables import create_source_tables
 from seqexport_dagster.store import ControlPlane, ExportRecord

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from seqexport_dagster.delivery.runner import Runner
 from seqexport_dagster.destination.base import Destination
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.destination.s3 import S3Destination
-from seqexport_dagster.runner import Runner
 from seqexport_dagster.store import ExportRecord
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy
 

@@ -11,10 +11,10 @@ import datetime as dt
 import os
 import sys
 
-from seqexport_dagster.assembly import control_plane_at, source_at
+from seqexport_dagster.delivery.assembly import control_plane_at, source_at
+from seqexport_dagster.delivery.runner import Runner
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError
-from seqexport_dagster.runner import Runner
 from seqexport_dagster_tests.support.faults.scene import destination_factory
 
 

@@ -36,18 +36,18 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from seqexport_dagster import planner
-from seqexport_dagster import reconcile as reconciliation
 from seqexport_dagster.api import Exports
-from seqexport_dagster.backfill import backfill
-from seqexport_dagster.batch import BatchRunner, ExportOutcome
 from seqexport_dagster.contract.file_format import FORMATS, JSONL_GZ, PARQUET
 from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of, frequency_ms
+from seqexport_dagster.delivery import planner
+from seqexport_dagster.delivery import reconcile as reconciliation
+from seqexport_dagster.delivery.backfill import backfill
+from seqexport_dagster.delivery.batch import BatchRunner, ExportOutcome
+from seqexport_dagster.delivery.reconcile import reconcile
+from seqexport_dagster.delivery.runner import Runner
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError
-from seqexport_dagster.reconcile import reconcile
-from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.source.tables import create_source_tables
 from seqexport_dagster.store import ACTIVE, DELETED, PAUSED, ControlPlane, run_log
@@ -429,7 +429,7 @@ class World:
                 batch.run([e.export_id], [day], tuple(DATASETS), run_id="backfill", rewrite=True, replace=True)
                 e.replaced_days.add(day.isoformat())
         else:
-            with mock.patch("seqexport_dagster.backfill.Runner", _runner_with(self.factory)):
+            with mock.patch("seqexport_dagster.delivery.backfill.Runner", _runner_with(self.factory)):
                 backfill(self.run_store, self.reader, self.policy, [e.export_id], first.isoformat(),
                          last.isoformat(), clock=self.clock, holder=f"backfill-{self.runs}")  # fmt: skip
         self._note_failures([e.export_id], operator=True)

@@ -4,7 +4,7 @@ which window attempts were an operator's replace.
 ``reconciled_at`` is the start of the last scheduled reconciliation pass that checked every window
 of the dataset without an error. The next pass reaches back from there, not only from its own
 start, so a pause, a dataset failing at its position or a shorter frequency never lets a window
-leave the recheck before a pass has seen its late rows (`seqexport_dagster.reconcile`). NULL (every
+leave the recheck before a pass has seen its late rows (`seqexport_dagster.delivery.reconcile`). NULL (every
 dataset before this migration, a dataset just added): the pass looks back from its own start.
 
 ``windows.replacing`` marks an attempt that overwrote the window's parts (an operator's replace):

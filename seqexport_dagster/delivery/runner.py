@@ -15,7 +15,7 @@ operations for one window, and why:
    so nothing needs blanking.
 4. Rows that appeared inside ranges already delivered (late rows) are found by id against the
    ledger and sent as additional parts, numbered on (`late_ids`; reconciliation calls it).
-5. Write the window's manifest (`seqexport_dagster.manifest`) once all its parts landed, create-only,
+5. Write the window's manifest (`seqexport_dagster.delivery.manifest`) once all its parts landed, create-only,
    under a name of its own for each set of parts (late parts get a new one).
 6. Commit: ledger row and position in one transaction. Nothing before this point is visible as
    progress, so a crash anywhere above is repaired by the next attempt resuming from the ledger.
@@ -23,7 +23,7 @@ operations for one window, and why:
 Only an operator's explicit replace (``replace=True``) overwrites: it rewrites a window from part
 0000 and fills part numbers it no longer needs with empty gzip. It needs a key that may overwrite.
 
-Steps 1, 5 and 6 are this module's; steps 2 to 4 (and the replace) are `seqexport_dagster.delivery`'s,
+Steps 1, 5 and 6 are this module's; steps 2 to 4 (and the replace) are `seqexport_dagster.delivery.attempt`'s,
 one `Attempt` per window and destination version.
 
 Size: just over 400 lines after this round's merges (late rows after a move, the window's file format,
@@ -38,17 +38,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from seqexport_dagster import planner
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.contract.file_format import FileFormat, window_format
 from seqexport_dagster.contract.keys import SNAPSHOT_DATASET, part_key, snapshot_part_key, success_key
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import DAY_MS, Window, day_start, day_start_ms
-from seqexport_dagster.delivered import late_ids
-from seqexport_dagster.delivery import Attempt, Sent, Tally
+from seqexport_dagster.delivery import planner
+from seqexport_dagster.delivery.attempt import Attempt, Sent, Tally
+from seqexport_dagster.delivery.delivered import late_ids
+from seqexport_dagster.delivery.manifest import write_manifest
+from seqexport_dagster.delivery.writer import PART_LIMIT
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, open_destination
 from seqexport_dagster.errors import DestinationChanged, ExportError, RunInterrupted, internal_error
-from seqexport_dagster.manifest import write_manifest
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store import (
     ACTIVE,
@@ -60,7 +61,6 @@ from seqexport_dagster.store import (
     PartRecord,
     snapshot_window,
 )
-from seqexport_dagster.writer import PART_LIMIT
 
 _Report = TypeVar("_Report", "WindowReport", "SnapshotReport")
 
@@ -263,7 +263,7 @@ class Runner:
         return bool(self.late_ids(export, dataset, window, ledger))
 
     def late_ids(self, export: ExportRecord, dataset: str, window: Window, ledger: list[PartRecord]) -> set[str]:
-        """Ids in the source that no part of the window carries (`delivery.late_ids`)."""
+        """Ids in the source that no part of the window carries (`delivered.late_ids`)."""
         return late_ids(self.source, export, dataset, window, ledger)
 
     def write_window(

@@ -40,13 +40,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from seqexport_dagster.batch import RETRY_DELAYS_S
 from seqexport_dagster.contract.schema import EVENT_DATASETS
 from seqexport_dagster.contract.window import DAY_MS, Window, frequency_ms
-from seqexport_dagster.delivered import holds_ids, missing_ids
+from seqexport_dagster.delivery.batch import RETRY_DELAYS_S
+from seqexport_dagster.delivery.delivered import holds_ids, missing_ids
+from seqexport_dagster.delivery.planner import waiting_for_backoff
+from seqexport_dagster.delivery.runner import Runner, WindowReport
 from seqexport_dagster.errors import ExportError, RunInterrupted
-from seqexport_dagster.planner import waiting_for_backoff
-from seqexport_dagster.runner import Runner, WindowReport
 from seqexport_dagster.source.reader import WINDOWS_PER_STATEMENT
 from seqexport_dagster.store import ACTIVE, LATE_PART, PRUNE_AFTER_MS, DatasetState, ExportRecord, PartRecord
 

@@ -105,7 +105,7 @@ def write_manifest(
 ) -> tuple[str, PutOutcome] | None:
     """Write the window's manifest from the part ledger, create-only (an operator's replace may
     overwrite); None when the window has no landed part. ``put(key, body, replace)`` is the attempt's
-    write (`delivery.Attempt`): its guard before the file, and its answer to a 403 on a store that may
+    write (`attempt.Attempt`): its guard before the file, and its answer to a 403 on a store that may
     not overwrite (a probe tells "revoked" from "already there": a manifest re-sent after a lost answer
     or a retried commit is the same bytes under the same name).
 

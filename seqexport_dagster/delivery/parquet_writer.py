@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from seqexport_dagster.contract.schema import Dataset, Field
+from seqexport_dagster.delivery.writer import PART_LIMIT, Part, SortKey
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.writer import PART_LIMIT, Part, SortKey
 
 COMPRESSION: Final = "zstd"
 #: zstd level 3, the library's default: level 1 measured no faster on these columns.

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from seqexport_dagster.clock import wall_clock_ms
-from seqexport_dagster.config import Settings
+from seqexport_dagster.delivery.settings import Settings
 from seqexport_dagster.errors import ConfigurationError
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store import ControlPlane
@@ -32,7 +32,7 @@ from seqexport_dagster.store.database import create_engine
 if TYPE_CHECKING:
     # The runner pulls in the writer and the destinations; a CLI call that only reads the control
     # plane never needs them, so `open_runner` imports it when called.
-    from seqexport_dagster.runner import Runner
+    from seqexport_dagster.delivery.runner import Runner
 
 
 def control_plane_at(url: str, secret_keys: str) -> ControlPlane:
@@ -90,7 +90,7 @@ def open_runner(
     ``store`` and ``source`` reuse parts already open (their engines stay the caller's to dispose);
     ``kwargs`` go to `Runner` (part limit, destination factory, lease hook...).
     """
-    from seqexport_dagster.runner import Runner
+    from seqexport_dagster.delivery.runner import Runner
 
     return Runner(
         store if store is not None else open_control_plane(settings),

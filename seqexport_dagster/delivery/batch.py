@@ -35,10 +35,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from seqexport_dagster import planner
+from seqexport_dagster.delivery import planner
+from seqexport_dagster.delivery.idle import retry_note
+from seqexport_dagster.delivery.runner import DayReport, Runner, WindowReport
 from seqexport_dagster.errors import ExportError, LeaseLost, NotFound, RunInterrupted
-from seqexport_dagster.idle import retry_note
-from seqexport_dagster.runner import DayReport, Runner, WindowReport
 from seqexport_dagster.store import ACTIVE, ControlPlane, run_log
 from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.run_log import RunLog, RunNotes

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from seqexport_dagster.contract.file_format import PARQUET, FileFormat
 from seqexport_dagster.contract.schema import Dataset
-from seqexport_dagster.writer import EMPTY_GZIP, PART_LIMIT, Part, PartWriter
+from seqexport_dagster.delivery.writer import EMPTY_GZIP, PART_LIMIT, Part, PartWriter
 
 
 class Writer(Protocol):
@@ -23,7 +23,7 @@ class Writer(Protocol):
 def part_writer(fmt: FileFormat, ds: Dataset, part_limit: int = PART_LIMIT) -> Writer:
     if fmt == PARQUET:
         # Imported here: pyarrow costs ~0.2 s to import, and most exports never need it.
-        from seqexport_dagster.parquet_writer import ParquetPartWriter
+        from seqexport_dagster.delivery.parquet_writer import ParquetPartWriter
 
         return ParquetPartWriter(ds, part_limit)
     return PartWriter(ds, part_limit)
@@ -32,7 +32,7 @@ def part_writer(fmt: FileFormat, ds: Dataset, part_limit: int = PART_LIMIT) -> W
 def empty_body(fmt: FileFormat, ds: Dataset) -> bytes:
     """A valid part with no rows: what a replace overwrites a surplus part number with."""
     if fmt == PARQUET:
-        from seqexport_dagster.parquet_writer import empty_parquet
+        from seqexport_dagster.delivery.parquet_writer import empty_parquet
 
         return empty_parquet(ds)
     return EMPTY_GZIP

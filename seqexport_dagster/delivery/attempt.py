@@ -1,6 +1,6 @@
 """Part-ledger delivery: how one attempt brings a window's parts in the bucket up to the source.
 
-The runner (`seqexport_dagster.runner`) decides which window or snapshot to write, and when, and
+The runner (`seqexport_dagster.delivery.runner`) decides which window or snapshot to write, and when, and
 commits it; an `Attempt` here writes its parts, write-once, in the window's format, as steps 2 to 4
 of the runner's order of operations say: each part's intent in the ledger before its PUT, a retry
 finishing what an earlier attempt left (a part of unknown outcome re-sent under the same name,
@@ -31,7 +31,9 @@ from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, FileFormat
 from seqexport_dagster.contract.keys import SNAPSHOT_DATASET, connection_test_key
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import Window
-from seqexport_dagster.delivered import late_ids, without_ids
+from seqexport_dagster.delivery.delivered import late_ids, without_ids
+from seqexport_dagster.delivery.part_writers import Writer, empty_body, part_writer
+from seqexport_dagster.delivery.writer import Part, SortKey, pack_ids, unpack_ids
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome, content_md5
 from seqexport_dagster.errors import (
     AccessDenied,
@@ -41,7 +43,6 @@ from seqexport_dagster.errors import (
     ResponseTooLarge,
     RunInterrupted,
 )
-from seqexport_dagster.part_writers import Writer, empty_body, part_writer
 from seqexport_dagster.source.reader import Row, SourceReader
 from seqexport_dagster.store import (
     ACTIVE,
@@ -54,7 +55,6 @@ from seqexport_dagster.store import (
     PartRecord,
     location_of,
 )
-from seqexport_dagster.writer import Part, SortKey, pack_ids, unpack_ids
 
 #: The snapshot's _SUCCESS in the part ledger: a number no part can have.
 SUCCESS_NUMBER: Final = -1

@@ -1,6 +1,6 @@
 """Why the scheduler requested nothing this tick, in words an operator can act on (issue 17).
 
-Pure, like `seqexport_dagster.planner`: the sensor shows the result as the tick's skip reason, so
+Pure, like `seqexport_dagster.delivery.planner`: the sensor shows the result as the tick's skip reason, so
 the Dagster UI says "paused", "retries at <time> (attempt n)" or "nothing due" instead of only
 "0 runs requested".
 """
@@ -12,7 +12,7 @@ from typing import Final
 
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import DAY_MS, Window, floor_to_grid, frequency_ms, iso_ms
-from seqexport_dagster.planner import waiting_for_backoff
+from seqexport_dagster.delivery.planner import waiting_for_backoff
 from seqexport_dagster.store import ACTIVE, PAUSED, DatasetState, ExportRecord
 
 SHOWN: Final = 5

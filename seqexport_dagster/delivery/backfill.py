@@ -12,12 +12,12 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from seqexport_dagster.batch import BatchReport, BatchRunner
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import day_of
+from seqexport_dagster.delivery.batch import BatchReport, BatchRunner
+from seqexport_dagster.delivery.runner import Runner
 from seqexport_dagster.destination import OperatorPolicy
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.runner import Runner
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store import ControlPlane, run_log
 from seqexport_dagster.store.lease import Leases

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Iterator
 
 from seqexport_dagster.contract.keys import SNAPSHOT_DATASET
 from seqexport_dagster.contract.window import Window
+from seqexport_dagster.delivery.writer import unpack_ids
 from seqexport_dagster.source.reader import Row, SourceReader
 from seqexport_dagster.store import SUCCESS_MARK, ExportRecord, PartRecord
-from seqexport_dagster.writer import unpack_ids
 
 
 def late_ids(

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
 
+from seqexport_dagster.delivery.webhook import EVENT_ID_HEADER, EVENT_TYPE_HEADER, SIGNATURE_HEADER, signature_header
 from seqexport_dagster.destination.endpoint import ConnectGuard, Resolver, system_resolver
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError, NotFound, sanitize_error
 from seqexport_dagster.store.webhooks import DueDelivery, WebhookEndpoint, WebhookStore
-from seqexport_dagster.webhook import EVENT_ID_HEADER, EVENT_TYPE_HEADER, SIGNATURE_HEADER, signature_header
 
 log = logging.getLogger("seqexport.webhooks")
 

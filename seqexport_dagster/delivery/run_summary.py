@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from seqexport_dagster.batch import FAILED, TIMED_OUT, BatchReport
+from seqexport_dagster.delivery.batch import FAILED, TIMED_OUT, BatchReport
+from seqexport_dagster.delivery.reconcile import Reconciled
 from seqexport_dagster.errors import sanitize_error
-from seqexport_dagster.reconcile import Reconciled
 
 #: A summary names at most this many failures (the count is always complete).
 LISTED: Final = 50
