@@ -52,9 +52,9 @@ def _measure(call: Callable[[], object], seconds: float) -> dict[str, float]:
 
 
 def run(exports_n: int, seconds: float) -> dict[str, Any]:
-    from seqexport_dagster import presentation as shapes
-    from seqexport_dagster.api import Exports
     from seqexport_dagster.delivery.settings import Settings
+    from seqexport_dagster.management import presentation as shapes
+    from seqexport_dagster.management.api import Exports
     from seqexport_dagster.store.crypto import new_key_spec
     from seqexport_dagster.store.token import TokenStore
     from seqexport_dagster_tests.support.api_server import wait_ready

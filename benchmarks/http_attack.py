@@ -36,7 +36,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 _PREPARE = """
-from seqexport_dagster.api import Exports
+from seqexport_dagster.management.api import Exports
 from seqexport_dagster.delivery.settings import Settings
 from seqexport_dagster.store.token import TokenStore
 api = Exports.from_settings(Settings.from_env())

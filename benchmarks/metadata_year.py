@@ -34,13 +34,13 @@ import sqlalchemy as sa
 from seqexport_dagster.contract.window import DAY_MS, Window, day_of
 from seqexport_dagster.delivery import planner
 from seqexport_dagster.delivery.planner import MAX_EXPORTS_PER_RUN
-from seqexport_dagster.history import history
-from seqexport_dagster.status import export_status
+from seqexport_dagster.management.history import history
+from seqexport_dagster.management.status import export_status
+from seqexport_dagster.management.verify.ledger import ledger_problems
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.fleet import changed_since, day_totals, fleet_exports, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.maintenance import maintain
-from seqexport_dagster.verify.ledger import ledger_problems
 from seqexport_dagster_tests.support.explain import captured, hot_paths, seq_scans
 from seqexport_dagster_tests.support.metadata_rows import (
     RETENTION_INDEXES,

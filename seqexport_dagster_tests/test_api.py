@@ -1,4 +1,4 @@
-"""The Python API (`seqexport_dagster.api.Exports`) with a real runner writing real files."""
+"""The Python API (`seqexport_dagster.management.api.Exports`) with a real runner writing real files."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from seqexport_dagster.api import Exports, mask_key_id
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, day_of, iso_ms
 from seqexport_dagster.delivery.connection_test import ConnectionTestFailed, run_connection_test
 from seqexport_dagster.demo.generator import Scale, generate_account
@@ -17,6 +16,7 @@ from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.local import LocalDestination
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import AccessDenied, ConflictError, InvalidInput, NotFound, RunInterrupted
+from seqexport_dagster.management.api import Exports, mask_key_id
 from seqexport_dagster_tests.support.cli_harness import control_plane_rows, files_under
 from seqexport_dagster_tests.support.world import DAY0, World
 

@@ -206,7 +206,7 @@ def test_internal_error_is_one_line_without_its_text(run_sqlite: Cli, monkeypatc
     def broken(self: object, export_id: str) -> None:
         raise ValueError(f"boom with {PLANTED}")
 
-    monkeypatch.setattr("seqexport_dagster.api.Exports.status", broken)
+    monkeypatch.setattr("seqexport_dagster.management.api.Exports.status", broken)
     result = run_sqlite("status", eid)
     assert result.code == 1 and result.out == ""
     assert (

@@ -80,8 +80,8 @@ def world_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: p
 
         return run_connection_test(config, policy, destination_factory=factory, now_ms=kwargs["now_ms"])
 
-    monkeypatch.setattr("seqexport_dagster.api.run_connection_test", offline)
-    monkeypatch.setattr("seqexport_dagster.api.admit_connection_test", lambda *a, **k: None)
+    monkeypatch.setattr("seqexport_dagster.management.api.run_connection_test", offline)
+    monkeypatch.setattr("seqexport_dagster.management.api.admit_connection_test", lambda *a, **k: None)
     with cli_world("sqlite", tmp_path) as (world, spec):
         env = env_for(world, spec, allow_local=False) | {"GOOD_SECRET": "good-secret-value"}
         yield Cli(world, env, spec, capsys, monkeypatch)

@@ -203,7 +203,7 @@ def test_redact_secrets_matches_whole_tokens_only() -> None:
 
 
 def test_escape_makes_every_invisible_character_visible() -> None:
-    from seqexport_dagster.terminal import escape, escape_lines
+    from seqexport_dagster.management.terminal import escape, escape_lines
 
     assert escape("\x1b[2J\rOK\x00\x7f\x9b\u202e\u2028\U000e0041 é ü 日本") == (
         "\\x1b[2J\\x0dOK\\x00\\x7f\\x9b\\u202e\\u2028\\U000e0041 é ü 日本"

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from seqexport_dagster.api import Exports
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, day_of
 from seqexport_dagster.delivery.connection_test import ConnectionTestFailed
 from seqexport_dagster.demo.generator import Scale, generate_account
@@ -24,7 +23,8 @@ from seqexport_dagster.destination.config import DestinationConfig, validate_con
 from seqexport_dagster.destination.encryption import describe_sse, sse_headers, validate_sse
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.presentation import export_from_json, export_json
+from seqexport_dagster.management.api import Exports
+from seqexport_dagster.management.presentation import export_from_json, export_json
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy, lost_reply
 from seqexport_dagster_tests.support.kms_gate import KmsGate
 from seqexport_dagster_tests.support.moto_server import MotoServer

@@ -413,7 +413,6 @@ def test_input_gaps_exit_2_name_the_field_and_save_nothing(run: Cli) -> None:
 
 
 def test_no_repr_or_str_shows_a_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from seqexport_dagster.api import Exports
     from seqexport_dagster.definitions import default_resources
     from seqexport_dagster.defs.resources import (
         ClockResource,
@@ -426,6 +425,7 @@ def test_no_repr_or_str_shows_a_secret(tmp_path: Path, monkeypatch: pytest.Monke
     from seqexport_dagster.delivery.connection_test import ConnectionTestFailed
     from seqexport_dagster.destination.s3 import S3Destination
     from seqexport_dagster.errors import BadCredentials
+    from seqexport_dagster.management.api import Exports
 
     key_spec = new_key_spec("planted")
     key_b64 = key_spec.split(":", 1)[1]

@@ -19,7 +19,7 @@ import pytest
 
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS
 from seqexport_dagster.demo.generator import Scale, generate_account
-from seqexport_dagster.history import RESTARTED_NOTE
+from seqexport_dagster.management.history import RESTARTED_NOTE
 from seqexport_dagster_tests.support.cli_harness import env_for, run_sqlite_fixture  # noqa: F401 - fixture
 from seqexport_dagster_tests.support.dagster_harness import KEYS_ENV
 from seqexport_dagster_tests.support.missing_bucket import missing_bucket_export as create_missing_bucket_export
@@ -32,7 +32,7 @@ def test_summarize_rules() -> None:
     """The pure merge of ledger and run log: the last attempt per window decides, the run log adds
     trigger and day, runs that wrote nothing appear, and a lost worker's run is closed as failed."""
     from seqexport_dagster.contract.window import Window
-    from seqexport_dagster.history import summarize
+    from seqexport_dagster.management.history import summarize
     from seqexport_dagster.store import WORKER_LOST, LedgerWindow
     from seqexport_dagster.store.run_log import RunLogEntry
 

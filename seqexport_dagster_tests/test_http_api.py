@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from seqexport_dagster.api import Exports
 from seqexport_dagster.delivery.settings import Settings
+from seqexport_dagster.management.api import Exports
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.store.token import TokenStore
 from seqexport_dagster_tests.support.api_server import ApiServer, mint, serve_process, server_env

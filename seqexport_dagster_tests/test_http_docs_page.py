@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from seqexport_dagster.api import Exports
+from seqexport_dagster.management.api import Exports
 from seqexport_dagster_tests.support.api_server import ApiServer, mint, serve_thread
 from seqexport_dagster_tests.support.processes import ROOT
 from seqexport_dagster_tests.support.world import World

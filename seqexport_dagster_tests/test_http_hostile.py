@@ -27,7 +27,6 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from seqexport_dagster.api import Exports
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.contract.window import DAY_MS
 from seqexport_dagster.delivery.settings import Settings
@@ -35,6 +34,7 @@ from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.endpoint import ConnectGuard, validate_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy, parse_ports
 from seqexport_dagster.errors import EndpointRefused, InvalidInput
+from seqexport_dagster.management.api import Exports
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.idempotency import KEEP_MS, IdempotencyStore
 from seqexport_dagster.store.tables import api_tokens, idempotency_keys

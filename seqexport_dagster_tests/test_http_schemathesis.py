@@ -19,8 +19,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error, response_schema_conformance
 
-from seqexport_dagster.api import Exports
 from seqexport_dagster.delivery.settings import Settings
+from seqexport_dagster.management.api import Exports
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster_tests.support.api_server import ApiServer, mint, serve_process, server_env
 

@@ -12,12 +12,12 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from seqexport_dagster import presentation as shapes
-from seqexport_dagster.api import Exports
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import InvalidInput, TooManyRequests
+from seqexport_dagster.management import presentation as shapes
+from seqexport_dagster.management.api import Exports
 from seqexport_dagster.service.guard import RateLimit
 from seqexport_dagster.store import ControlPlane
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec

@@ -27,8 +27,8 @@ from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.errors import ExportError, RetryableError
+from seqexport_dagster.management.verify import verify_location
 from seqexport_dagster.store import PART_INTENT
-from seqexport_dagster.verify import verify_location
 from seqexport_dagster_tests.support.bucket_audit import audit_export, read_objects, source_ids
 from seqexport_dagster_tests.support.faults import proxy as fp
 from seqexport_dagster_tests.support.faults.scene import new_bucket, s3_export, s3_runner

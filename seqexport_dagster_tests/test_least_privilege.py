@@ -22,7 +22,6 @@ import sqlalchemy as sa
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from seqexport_dagster.api import Exports
 from seqexport_dagster.contract.keys import part_key
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window, day_of, iso_ms
 from seqexport_dagster.delivery.connection_test import ConnectionTestFailed
@@ -32,6 +31,7 @@ from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import AccessDenied, RetryableError
+from seqexport_dagster.management.api import Exports
 from seqexport_dagster.store import COMMITTED
 from seqexport_dagster_tests.support.bucket_audit import audit_export, read_objects
 from seqexport_dagster_tests.support.moto_server import MotoServer

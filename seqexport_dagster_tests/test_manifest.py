@@ -26,8 +26,8 @@ from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window, day_of, i
 from seqexport_dagster.delivery.manifest import FORMAT, manifest_body, manifest_parts
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.config import DestinationConfig
+from seqexport_dagster.management.verify import LocalBucket, verify_bucket, verify_location
 from seqexport_dagster.store import LATE_PART, PART_LANDED, PartRecord
-from seqexport_dagster.verify import LocalBucket, verify_bucket, verify_location
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy, lost_reply
 from seqexport_dagster_tests.support.moto_server import MotoServer
 from seqexport_dagster_tests.support.scripted_store import ScriptedStore

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from seqexport_dagster.api import Exports
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, day_of, iso_ms
 from seqexport_dagster.demo.generator import Scale, generate_account, subscribers
+from seqexport_dagster.management.api import Exports
 from seqexport_dagster_tests.support.cli_harness import (  # noqa: F401 - fixtures
     Cli,
     control_plane_rows,

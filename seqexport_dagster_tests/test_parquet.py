@@ -23,7 +23,6 @@ import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqexport_dagster.api import Exports
 from seqexport_dagster.contract import warehouse, warehouse_parquet
 from seqexport_dagster.contract.keys import parse_key
 from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
@@ -32,7 +31,8 @@ from seqexport_dagster.delivery.parquet_writer import ParquetPartWriter, arrow_s
 from seqexport_dagster.delivery.writer import PartWriter
 from seqexport_dagster.demo.generator import Scale, email_events, generate_account, insert_rows, subscribers
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.verify import LocalBucket, verify_bucket
+from seqexport_dagster.management.api import Exports
+from seqexport_dagster.management.verify import LocalBucket, verify_bucket
 from seqexport_dagster_tests.support.bucket_audit import audit_export
 from seqexport_dagster_tests.support.cli_harness import run_fixture  # noqa: F401 - the `run` fixture
 from seqexport_dagster_tests.support.faults import proxy as fp

@@ -21,11 +21,11 @@ import sqlalchemy as sa
 from seqexport_dagster import cli
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window
 from seqexport_dagster.demo.generator import Scale, generate_account
+from seqexport_dagster.management.verify import verify_location
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.maintenance import MaintenanceReport, maintain
 from seqexport_dagster.store.run_log import RunLog
 from seqexport_dagster.store.tables import parts, run_log, window_days, windows
-from seqexport_dagster.verify import verify_location
 from seqexport_dagster_tests.support.bucket_audit import audit_export
 from seqexport_dagster_tests.support.cli_harness import env_for
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy

@@ -23,7 +23,6 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from seqexport_dagster.api import Exports
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, day_of
 from seqexport_dagster.delivery.connection_test import ConnectionTestFailed
@@ -41,7 +40,8 @@ from seqexport_dagster.destination.sts import (
     trust_policy,
 )
 from seqexport_dagster.errors import ConfigurationError, ConflictError, InvalidInput
-from seqexport_dagster.presentation import export_json
+from seqexport_dagster.management.api import Exports
+from seqexport_dagster.management.presentation import export_json
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy, Record
 from seqexport_dagster_tests.support.moto_server import MotoServer
 from seqexport_dagster_tests.support.world import DAY0, World
@@ -355,7 +355,7 @@ def test_role_setup_and_role_export_through_the_http_api_and_the_remote_cli(
     the export with its role (the server assumes it for the connection test), and the answer shows
     the role and the external id, never a credential. The CLI renders the setup for people."""
     from seqexport_dagster.cli.render import Output, role_setup
-    from seqexport_dagster.remote import RemoteExports
+    from seqexport_dagster.management.remote import RemoteExports
     from seqexport_dagster_tests.support.api_server import mint, serve_thread
 
     world.policy = scene.policy

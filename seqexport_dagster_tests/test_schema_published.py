@@ -14,9 +14,9 @@ from seqexport_dagster.contract.schema import DATASETS, SCHEMA_VERSION, json_sch
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window
 from seqexport_dagster.delivery.writer import PartWriter
 from seqexport_dagster.demo.generator import generate_account
+from seqexport_dagster.management.verify import row_problem
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store.database import create_engine
-from seqexport_dagster.verify import row_problem
 from seqexport_dagster_tests.support.world import DAY0
 
 REPO = Path(__file__).parent.parent

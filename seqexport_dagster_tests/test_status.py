@@ -2,7 +2,7 @@
 
 Each case goes through the real CLI (``--json`` is the HTTP API's shape, `presentation.status_json`;
 the ``run`` fixture's ``remote`` leg sends it through the HTTP API) and through the Dagster status
-view's metadata, which reads the same values (`seqexport_dagster.health`).
+view's metadata, which reads the same values (`seqexport_dagster.management.health`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of, iso_ms
 from seqexport_dagster.defs.health import status_metadata
 from seqexport_dagster.errors import DestinationError
-from seqexport_dagster.presentation import status_from_json, status_json
-from seqexport_dagster.status import export_status
+from seqexport_dagster.management.presentation import status_from_json, status_json
+from seqexport_dagster.management.status import export_status
 from seqexport_dagster_tests.support.cli_harness import Cli, run_fixture, run_sqlite_fixture  # noqa: F401 - fixtures
 from seqexport_dagster_tests.support.world import DAY0
 

@@ -32,13 +32,13 @@ FRONT_ENDS = (f"{PACKAGE}.cli",)
 #: delivery that drives it, delivery nothing of the management and front ends that call it. The shared
 #: modules (every error class, the clock, progress) sit below all and import no other layer.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("front end", ("seqexport_dagster.cli", "seqexport_dagster.service", "seqexport_dagster.defs", "seqexport_dagster.demo", "seqexport_dagster.definitions")),
-    ("management", ("seqexport_dagster.api", "seqexport_dagster.status", "seqexport_dagster.history", "seqexport_dagster.health", "seqexport_dagster.presentation", "seqexport_dagster.tenancy", "seqexport_dagster.remote", "seqexport_dagster.remote_webhooks", "seqexport_dagster.webhooks_api", "seqexport_dagster.webhook_presentation", "seqexport_dagster.role_setup", "seqexport_dagster.terminal", "seqexport_dagster.verify", "seqexport_dagster.ledger_scope")),
-    ("delivery", ("seqexport_dagster.delivery",)),
-    ("control plane and source", ("seqexport_dagster.store", "seqexport_dagster.source")),
-    ("destination", ("seqexport_dagster.destination",)),
-    ("contract", ("seqexport_dagster.contract",)),
-    ("shared", ("seqexport_dagster.errors", "seqexport_dagster.clock", "seqexport_dagster.progress")),
+    ("front end", (f"{PACKAGE}.cli", f"{PACKAGE}.service", f"{PACKAGE}.defs", f"{PACKAGE}.demo", f"{PACKAGE}.definitions")),
+    ("management", (f"{PACKAGE}.management",)),
+    ("delivery", (f"{PACKAGE}.delivery",)),
+    ("control plane and source", (f"{PACKAGE}.store", f"{PACKAGE}.source")),
+    ("destination", (f"{PACKAGE}.destination",)),
+    ("contract", (f"{PACKAGE}.contract",)),
+    ("shared", (f"{PACKAGE}.errors", f"{PACKAGE}.clock", f"{PACKAGE}.progress")),
 )  # fmt: skip
 
 
@@ -210,21 +210,52 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
 
 
 def test_the_layer_rules_see_a_planted_offender_each(tmp_path: Path) -> None:
-    """A package in miniature, one module per layer, each importing the layer just above it (every
-    other one lazily, inside a function): each rule reports its offender, and nothing else is reported."""
+    """A package in miniature, one module per layer, each importing every layer above it (every other
+    import lazily, inside a function): each rule reports each of its offenders, and nothing else is
+    reported. A module outside every layer, as a new module left at the package root would be, is
+    reported too."""
     first = [roots[0] for _, roots in LAYERS]
     for index, module in enumerate(first):
         path = tmp_path / (module.replace(".", "/") + ".py")
         path.parent.mkdir(parents=True, exist_ok=True)
-        above = f"import {first[index - 1]}\n" if index else ""
-        path.write_text(f"def later():\n    {above}" if index % 2 else above)
+        path.write_text("".join(
+            f"def later_{above}():\n    import {first[above]}\n" if above % 2 else f"import {first[above]}\n"
+            for above in range(index)
+        ))  # fmt: skip
     graph = import_graph(PACKAGE, tmp_path)
     assert unplaced(graph) == []
     assert upward_imports(graph) == sorted(
-        f"{first[i]} ({LAYERS[i][0]}) imports {first[i - 1]} ({LAYERS[i - 1][0]})" for i in range(1, len(first))
+        f"{first[i]} ({LAYERS[i][0]}) imports {first[j]} ({LAYERS[j][0]})" for i in range(len(first)) for j in range(i)
     )
+    assert len(upward_imports(graph)) == len(LAYERS) * (len(LAYERS) - 1) // 2
     (tmp_path / PACKAGE / "stray.py").write_text("")
     assert unplaced(import_graph(PACKAGE, tmp_path)) == [f"{PACKAGE}.stray"]
+
+
+def root_entries(root: Path = ROOT) -> set[str]:
+    """The modules and packages at the top of the package: ``errors.py`` gives ``errors``."""
+    found = set()
+    for path in (root / PACKAGE).iterdir():
+        if path.suffix == ".py" and path.stem != "__init__":
+            found.add(path.stem)
+        elif path.is_dir() and (path / "__init__.py").exists():
+            found.add(path.name)
+    return found
+
+
+def test_the_package_root_shows_the_layers() -> None:
+    """At the root: the shared modules, the entry point and one package per layer's part, nothing else
+    (a newcomer reads the architecture from the folders). Each entry is a root of `LAYERS`."""
+    roots = {name.removeprefix(PACKAGE + ".") for _, names in LAYERS for name in names}
+    assert root_entries() == roots
+
+
+def test_the_root_rule_sees_a_stray_module(tmp_path: Path) -> None:
+    (tmp_path / PACKAGE / "contract").mkdir(parents=True)
+    for name in ("__init__.py", "errors.py", "contract/__init__.py", "runner.py"):
+        (tmp_path / PACKAGE / name).write_text("")
+    (tmp_path / PACKAGE / "schemas").mkdir()  # data, not a package
+    assert root_entries(tmp_path) == {"errors", "contract", "runner"}
 
 
 def test_the_layers_allow_imports_down_and_within() -> None:

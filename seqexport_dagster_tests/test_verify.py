@@ -15,8 +15,8 @@ import pytest
 from seqexport_dagster.contract.keys import parse_key, part_key, success_key
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window, iso_ms
 from seqexport_dagster.demo.generator import Scale
+from seqexport_dagster.management.verify import verify_location
 from seqexport_dagster.store import ControlPlane
-from seqexport_dagster.verify import verify_location
 from seqexport_dagster_tests.support.demo_export import ACCOUNT, DAY, write_demo_export
 from seqexport_dagster_tests.support.world import DAY0, World, sqlite_world
 
@@ -282,7 +282,7 @@ def test_s3_storage_failures_leave_verify_as_our_errors(moto) -> None:
     """A bucket that cannot be listed is one `ExportError` naming the store's answer; a part that
     cannot be read is one problem of the report, named the same way (never a botocore type)."""
     from seqexport_dagster.errors import ExportError
-    from seqexport_dagster.verify import S3Bucket
+    from seqexport_dagster.management.verify import S3Bucket
 
     options = {"s3_endpoint": moto.endpoint, "access_key_id": "reader", "secret_access_key": "read-secret"}
     with pytest.raises(ExportError) as listed:

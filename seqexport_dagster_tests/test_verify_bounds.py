@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from seqexport_dagster.verify import verify_location
+from seqexport_dagster.management.verify import verify_location
 from seqexport_dagster_tests.support import hostile_bucket
 from seqexport_dagster_tests.support.measured_cli import Measured, run_measured
 
@@ -174,7 +174,7 @@ def test_a_bomb_of_empty_lines_stops_after_the_part_limit(tmp_path: Path) -> Non
 
 def test_bounds_as_options_name_the_field(tmp_path: Path) -> None:
     from seqexport_dagster.errors import InvalidInput
-    from seqexport_dagster.verify.bounds import parse_size
+    from seqexport_dagster.management.verify.bounds import parse_size
 
     for option, value, field in [
         ("--max-objects", "0", "max_objects"),
@@ -194,7 +194,7 @@ def test_streamed_lines_match_a_whole_gunzip() -> None:
     """The streaming reader reads what any gzip reader reads: members, a missing last newline,
     in any chunking; and refuses truncation and trailing junk."""
     from seqexport_dagster.errors import ObjectTooLarge
-    from seqexport_dagster.verify.bounds import Limits, gzip_lines
+    from seqexport_dagster.management.verify.bounds import Limits, gzip_lines
 
     cases = [b"", gzip.compress(b""), gzip.compress(b"a\nb\n"), gzip.compress(b"a\nb"),
              gzip.compress(b"a\n") + gzip.compress(b"b\nc\n"), gzip.compress(b"\n\n\n"),
@@ -219,7 +219,7 @@ def test_the_cli_defaults_are_the_library_defaults() -> None:
 
     from seqexport_dagster.cli.parser import build_parser
     from seqexport_dagster.cli.tools import verify_limits
-    from seqexport_dagster.verify.bounds import DEFAULT_LIMITS
+    from seqexport_dagster.management.verify.bounds import DEFAULT_LIMITS
 
     args = build_parser().parse_args(["verify", "somewhere"])
     assert isinstance(args, argparse.Namespace) and verify_limits(args) == DEFAULT_LIMITS

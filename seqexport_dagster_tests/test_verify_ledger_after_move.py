@@ -23,9 +23,9 @@ from seqexport_dagster.destination import Destination, OperatorPolicy, PutOutcom
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.factory import open_destination
 from seqexport_dagster.errors import EndpointTooSlow, ExportError
+from seqexport_dagster.management.verify.bucket import LocalBucket
+from seqexport_dagster.management.verify.checks import verify_bucket
 from seqexport_dagster.store import COMMITTED
-from seqexport_dagster.verify.bucket import LocalBucket
-from seqexport_dagster.verify.checks import verify_bucket
 from seqexport_dagster_tests.support.world import DAY0, World
 
 DAY = dt.date(2026, 9, 30)

@@ -16,7 +16,6 @@ from collections.abc import Callable
 import pytest
 import sqlalchemy as sa
 
-from seqexport_dagster.api import Exports
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.base import Destination, PutOutcome
@@ -24,11 +23,12 @@ from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.local import LocalDestination
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import EndpointTooSlow, RunInterrupted
+from seqexport_dagster.management.api import Exports
+from seqexport_dagster.management.verify.bucket import LocalBucket
+from seqexport_dagster.management.verify.checks import verify_bucket
+from seqexport_dagster.management.verify.unfinished import _possible_rows
 from seqexport_dagster.store import COMMITTED, PART_INTENT, PART_LANDED
 from seqexport_dagster.store.tables import parts
-from seqexport_dagster.verify.bucket import LocalBucket
-from seqexport_dagster.verify.checks import verify_bucket
-from seqexport_dagster.verify.unfinished import _possible_rows
 from seqexport_dagster_tests.support.late_rows import late_rows
 from seqexport_dagster_tests.support.world import DAY0, World
 

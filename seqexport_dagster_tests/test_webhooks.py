@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from seqexport_dagster.api import Exports
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, day_of
 from seqexport_dagster.delivery.webhook import signature_header, validate_url, verify_signature
 from seqexport_dagster.delivery.webhook_dispatch import MAX_ATTEMPTS, pinned_sender, retry_delay_ms
@@ -30,6 +29,8 @@ from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError, InvalidInput
+from seqexport_dagster.management.api import Exports
+from seqexport_dagster.management.webhooks_api import Webhooks
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.outbox import (
     DAY_COMPLETE,
@@ -41,7 +42,6 @@ from seqexport_dagster.store.outbox import (
 )
 from seqexport_dagster.store.tables import metadata, webhook_deliveries, webhook_events
 from seqexport_dagster.store.webhooks import WEBHOOK_RETENTION_MS, prune_webhook_events
-from seqexport_dagster.webhooks_api import Webhooks
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy
 from seqexport_dagster_tests.support.moto_server import MotoServer
 from seqexport_dagster_tests.support.webhook_receiver import Receiver, receiver

@@ -10,9 +10,9 @@ import dagster as dg
 import httpx
 import sqlalchemy as sa
 
-from seqexport_dagster.api import Exports
 from seqexport_dagster.cli.exits import EXIT_BAD_INPUT, EXIT_NOT_FOUND
 from seqexport_dagster.contract.window import DAY_MS, day_of
+from seqexport_dagster.management.api import Exports
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster.store.tables import idempotency_keys
 from seqexport_dagster_tests.support.api_server import mint, serve_thread

@@ -27,8 +27,8 @@ from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.delivery.runner import Runner
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.config import DestinationConfig
+from seqexport_dagster.management.verify import verify_location
 from seqexport_dagster.store import ExportRecord
-from seqexport_dagster.verify import verify_location
 from seqexport_dagster_tests.support.bucket_audit import audit_export
 from seqexport_dagster_tests.support.dagster_harness import Harness, harness
 from seqexport_dagster_tests.support.faults import proxy as fp

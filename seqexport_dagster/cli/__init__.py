@@ -1,6 +1,6 @@
 """The `seqexport` command line. It only parses and prints; the work is done by the core and the API.
 
-Every management command is a thin call into `seqexport_dagster.api.Exports`, so the dashboard, the
+Every management command is a thin call into `seqexport_dagster.management.api.Exports`, so the dashboard, the
 CLI and scripts share one implementation. Inside: `parser` (arguments and help), `commands` (export
 management), `tools` (demo, verify, tokens, serve, backfill), `render` (what is printed), `exits`
 (exit codes and which error ends in which) and `app` (`main`, which ties them together).

@@ -26,12 +26,12 @@ def _run(args: argparse.Namespace, out: Output, clock: Callable[[], int] | None)
     plain: Callable[[argparse.Namespace], int] | None = getattr(args, "plain_handler", None)
     if plain is not None:
         return int(plain(args))
-    from seqexport_dagster.api import Exports
     from seqexport_dagster.delivery.settings import Settings
+    from seqexport_dagster.management.api import Exports
 
     api: AnyExports
     if args.environ.get("SEQEXPORT_API_URL"):
-        from seqexport_dagster.remote import RemoteExports
+        from seqexport_dagster.management.remote import RemoteExports
 
         api = RemoteExports.from_env(args.environ)
     else:

@@ -23,8 +23,8 @@ from seqexport_dagster.progress import reporter
 
 if TYPE_CHECKING:
     # The API pulls in SQLAlchemy and Alembic (about a second); `seqexport --help` must not wait.
-    from seqexport_dagster.api import Exports
-    from seqexport_dagster.remote import RemoteExports
+    from seqexport_dagster.management.api import Exports
+    from seqexport_dagster.management.remote import RemoteExports
 
     #: The database (`Exports`) or the HTTP API (`RemoteExports`, with SEQEXPORT_API_URL): same methods.
     AnyExports = Exports | RemoteExports
@@ -245,7 +245,7 @@ def history(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 def rotate_keys(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     out.progress("re-sealing stored secrets with the first key of SEQEXPORT_SECRET_KEYS ...")
-    from seqexport_dagster.api import Exports
+    from seqexport_dagster.management.api import Exports
 
     with reporter(out.as_json) as shown:
         # Progress where the work happens: a remote rotation runs in the server.

@@ -33,7 +33,7 @@ _WORDS = (
 
 
 def maintain(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
-    from seqexport_dagster.api import Exports
+    from seqexport_dagster.management.api import Exports
     from seqexport_dagster.store.maintenance import maintain as run_maintenance
 
     if not isinstance(api, Exports):

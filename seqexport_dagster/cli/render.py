@@ -1,6 +1,6 @@
 """What the CLI prints: the output channel (which scrubs secrets), tables, and each command's view.
 
-Results go to stdout (as JSON with ``--json``: the shapes are `seqexport_dagster.presentation`'s, the
+Results go to stdout (as JSON with ``--json``: the shapes are `seqexport_dagster.management.presentation`'s, the
 same as the HTTP API's), progress and errors to stderr. Nothing here reads a database or a bucket.
 
 Size: every printed shape of the CLI, grown by this round's commands (role setup, tokens' expiry,
@@ -21,13 +21,13 @@ from seqexport_dagster.destination.config import GCS_ENDPOINT, describe_location
 from seqexport_dagster.destination.encryption import describe_sse
 from seqexport_dagster.destination.redaction import redact_secrets
 from seqexport_dagster.errors import sanitize_error
-from seqexport_dagster.terminal import escape, escape_lines
+from seqexport_dagster.management.terminal import escape, escape_lines
 
 if TYPE_CHECKING:
     from seqexport_dagster.delivery.batch import BatchReport
     from seqexport_dagster.demo.run import DemoSummary
-    from seqexport_dagster.history import RunHistory
-    from seqexport_dagster.status import ExportNowPlan, ExportStatus
+    from seqexport_dagster.management.history import RunHistory
+    from seqexport_dagster.management.status import ExportNowPlan, ExportStatus
     from seqexport_dagster.store import ExportRecord, RotationReport
     from seqexport_dagster.store.token import ApiToken
 
@@ -68,11 +68,11 @@ class Output:
 
 
 def shapes() -> ModuleType:
-    """`seqexport_dagster.presentation`, the JSON shapes shared with the HTTP API.
+    """`seqexport_dagster.management.presentation`, the JSON shapes shared with the HTTP API.
 
     Imported late: it pulls in the API, SQLAlchemy and Alembic (about a second), and
     `seqexport --help` must not wait for them."""
-    import seqexport_dagster.presentation as module
+    import seqexport_dagster.management.presentation as module
 
     return module
 

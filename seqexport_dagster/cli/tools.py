@@ -17,7 +17,7 @@ from seqexport_dagster.progress import Advance, Reporter, reporter
 
 if TYPE_CHECKING:
     from seqexport_dagster.cli.commands import AnyExports
-    from seqexport_dagster.verify.bounds import Limits
+    from seqexport_dagster.management.verify.bounds import Limits
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -36,7 +36,7 @@ def demo(args: argparse.Namespace) -> int:
 
 def verify(args: argparse.Namespace) -> int:
     """Customer-side: checks a bucket with the customer's read key; the ledger only for operators."""
-    from seqexport_dagster.verify import verify_location
+    from seqexport_dagster.management.verify import verify_location
 
     out = Output(bool(args.json))
     limits = verify_limits(args)
@@ -45,13 +45,13 @@ def verify(args: argparse.Namespace) -> int:
     api: AnyExports | None = None
     if args.ledger and args.environ.get("SEQEXPORT_API_URL"):
         # Customers: the ledger comes from the HTTP API (their token), the bucket from their read key.
-        from seqexport_dagster.remote import RemoteExports
+        from seqexport_dagster.management.remote import RemoteExports
 
         api = RemoteExports.from_env(args.environ)
         ledger = (api, api.get_export(args.ledger).id)
     elif args.ledger:
-        from seqexport_dagster.api import Exports
         from seqexport_dagster.delivery.settings import Settings
+        from seqexport_dagster.management.api import Exports
 
         api = Exports.from_settings(Settings.from_env(args.environ), must_exist=True)
         ledger = (api.store, api.store.get_export(args.ledger).id)
@@ -76,7 +76,7 @@ def verify(args: argparse.Namespace) -> int:
 
 
 def verify_limits(args: argparse.Namespace) -> Limits:
-    from seqexport_dagster.verify.bounds import Limits, parse_count, parse_size
+    from seqexport_dagster.management.verify.bounds import Limits, parse_count, parse_size
 
     return Limits(
         max_objects=parse_count("max_objects", args.max_objects),
@@ -130,10 +130,10 @@ def local_only(args: argparse.Namespace, what: str) -> None:
 
 def tokens(args: argparse.Namespace) -> int:
     """Operators mint, list and revoke API tokens; a token's value is printed once, at creation."""
-    from seqexport_dagster.api import Exports
     from seqexport_dagster.clock import wall_clock_ms
     from seqexport_dagster.contract.validation import validate_account
     from seqexport_dagster.delivery.settings import Settings
+    from seqexport_dagster.management.api import Exports
     from seqexport_dagster.store.token import TokenStore
 
     local_only(args, "managing tokens")
@@ -186,12 +186,12 @@ def backfill(args: argparse.Namespace) -> int:
     """Operators: re-deliver days for chosen exports (create-only; never before an export's start)."""
     import uuid
 
-    from seqexport_dagster.api import Exports
     from seqexport_dagster.clock import wall_clock_ms
     from seqexport_dagster.delivery.assembly import open_source
     from seqexport_dagster.delivery.backfill import backfill as run_backfill
     from seqexport_dagster.delivery.batch import DONE
     from seqexport_dagster.delivery.settings import Settings
+    from seqexport_dagster.management.api import Exports
 
     local_only(args, "seqexport backfill")
     out = Output(bool(args.json))

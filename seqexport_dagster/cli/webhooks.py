@@ -75,7 +75,7 @@ def webhooks(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 
 def _json(endpoint: WebhookEndpoint) -> dict[str, object]:
-    from seqexport_dagster.webhook_presentation import webhook_json
+    from seqexport_dagster.management.webhook_presentation import webhook_json
 
     return dict(webhook_json(endpoint))
 
@@ -114,7 +114,7 @@ def endpoint_list(out: Output, endpoints: list[WebhookEndpoint]) -> None:
 
 
 def delivery_list(out: Output, deliveries: list[DeliveryRecord]) -> None:
-    from seqexport_dagster.webhook_presentation import delivery_json
+    from seqexport_dagster.management.webhook_presentation import delivery_json
 
     if out.as_json:
         out.json([delivery_json(d) for d in deliveries])

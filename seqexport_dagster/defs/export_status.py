@@ -29,7 +29,7 @@ from seqexport_dagster.defs.partitions import exports_partitions
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
 from seqexport_dagster.defs.run_failure import shown_without_stack
 from seqexport_dagster.errors import ExportFailed
-from seqexport_dagster.health import FAILING, export_health
+from seqexport_dagster.management.health import FAILING, export_health
 
 STATUS_JOB: Final = "export_status_job"
 GROUP: Final = "exports"

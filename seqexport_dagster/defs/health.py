@@ -1,4 +1,4 @@
-"""Dagster events for health and completeness, built from the core's values (`seqexport_dagster.health`)."""
+"""Dagster events for health and completeness, built from the core's values (`seqexport_dagster.management.health`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import dagster as dg
 
 from seqexport_dagster.contract.window import iso_ms
 from seqexport_dagster.delivery.planner import shard_of
-from seqexport_dagster.health import export_health, failing_exports
+from seqexport_dagster.management.health import export_health, failing_exports
 from seqexport_dagster.store import ExportRecord
 
 STATUS_ASSET: Final = "export_status"

@@ -23,10 +23,11 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from seqexport_dagster import presentation as shapes
-from seqexport_dagster.api import Exports
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.errors import InvalidInput
+from seqexport_dagster.management import presentation as shapes
+from seqexport_dagster.management.api import Exports
+from seqexport_dagster.management.tenancy import Caller, ScopedExports
 from seqexport_dagster.service.body import (
     ChangeDatasets,
     ChangeDestination,
@@ -45,7 +46,6 @@ from seqexport_dagster.service.limits import BoundedBodies, Limits
 from seqexport_dagster.service.webhook_routes import add_webhook_routes
 from seqexport_dagster.store.idempotency import IdempotencyStore
 from seqexport_dagster.store.token import TokenStore
-from seqexport_dagster.tenancy import Caller, ScopedExports
 
 ERRORS: Final[dict[int | str, dict[str, Any]]] = {
     400: {"model": shapes.ErrorJson, "description": "a value is wrong; `field` names it"},

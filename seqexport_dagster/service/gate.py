@@ -23,9 +23,9 @@ from typing import Final
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from seqexport_dagster.management.tenancy import Caller
 from seqexport_dagster.service.errors import to_response, unauthorized
 from seqexport_dagster.service.limits import has_body
-from seqexport_dagster.tenancy import Caller
 
 access_log = logging.getLogger("seqexport.access")
 #: Longest Authorization value looked at: ``Bearer `` and a token (`store.token`) with room to spare.

@@ -14,8 +14,8 @@ import sys
 
 import uvicorn
 
-from seqexport_dagster.api import Exports
 from seqexport_dagster.delivery.settings import Settings
+from seqexport_dagster.management.api import Exports
 from seqexport_dagster.service.app import create_app
 from seqexport_dagster.service.guard import RateLimit
 from seqexport_dagster.service.limits import Limits

@@ -11,12 +11,12 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Header, Request
 from fastapi.responses import JSONResponse, Response
 
-from seqexport_dagster import webhook_presentation as shapes
+from seqexport_dagster.management import webhook_presentation as shapes
+from seqexport_dagster.management.tenancy import ScopedWebhooks
+from seqexport_dagster.management.webhooks_api import Webhooks
 from seqexport_dagster.service.body import CreateWebhook
 from seqexport_dagster.service.guard import idempotent
 from seqexport_dagster.store.idempotency import IdempotencyStore
-from seqexport_dagster.tenancy import ScopedWebhooks
-from seqexport_dagster.webhooks_api import Webhooks
 
 
 def _without_secret(result: object) -> object:

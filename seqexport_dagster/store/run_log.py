@@ -1,6 +1,6 @@
 """The run log: how each run was started and how it ended, per (run, export, dataset).
 
-Written by the Dagster wiring around `Runner.run_day`; read by `seqexport_dagster.history`. Kept
+Written by the Dagster wiring around `Runner.run_day`; read by `seqexport_dagster.management.history`. Kept
 apart from the windows ledger (`store.ledger`) on purpose: the ledger records what reached the
 bucket, the run log what was asked for and what Dagster reported, including runs that never
 opened a window (paused or deleted before their first file).

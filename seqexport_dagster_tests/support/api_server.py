@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from seqexport_dagster.api import Exports
+from seqexport_dagster.management.api import Exports
 from seqexport_dagster.service.app import create_app
 from seqexport_dagster.service.guard import RateLimit
 from seqexport_dagster.store.token import TokenStore

@@ -30,8 +30,8 @@ from seqexport_dagster.contract.file_format import FORMATS
 from seqexport_dagster.contract.keys import parse_key, part_key
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import Window, iso_ms
+from seqexport_dagster.management.verify import Bucket, StoredObject, verify_bucket
 from seqexport_dagster.store import COMMITTED, ControlPlane
-from seqexport_dagster.verify import Bucket, StoredObject, verify_bucket
 from seqexport_dagster_tests.support.parts import part_rows
 
 

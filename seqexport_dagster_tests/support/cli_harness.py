@@ -121,8 +121,8 @@ def env_for(world: World, spec: str, *, allow_local: bool = True) -> dict[str, s
 def remote_env(world: World, spec: str) -> Any:
     """The HTTP API over the world's control plane (uvicorn in a thread, sharing the world's clock),
     and the environment that makes `seqexport` call it with an operator token."""
-    from seqexport_dagster.api import Exports
     from seqexport_dagster.destination.policy import OperatorPolicy
+    from seqexport_dagster.management.api import Exports
     from seqexport_dagster_tests.support.api_server import mint, serve_thread
 
     exports = Exports(world.store, OperatorPolicy(allow_local=True), clock=world.clock)

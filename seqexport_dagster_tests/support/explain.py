@@ -12,11 +12,11 @@ from sqlalchemy import event
 
 from seqexport_dagster.contract.window import DAY_MS, Window, day_of
 from seqexport_dagster.delivery.reconcile import reconcile
-from seqexport_dagster.history import history
-from seqexport_dagster.status import export_status
+from seqexport_dagster.management.history import history
+from seqexport_dagster.management.status import export_status
+from seqexport_dagster.management.verify.ledger import ledger_problems
 from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
-from seqexport_dagster.verify.ledger import ledger_problems
 from seqexport_dagster_tests.support.metadata_rows import export_id
 from seqexport_dagster_tests.support.world import World
 

@@ -19,7 +19,7 @@ import zlib
 from pathlib import Path
 
 from seqexport_dagster.contract.schema import DATASETS
-from seqexport_dagster.verify import LocalBucket, verify_bucket
+from seqexport_dagster.management.verify import LocalBucket, verify_bucket
 
 #: Folders the exporter may create at the root besides dataset folders.
 ALLOWED_ROOT_EXTRAS = {"_sequenzy", ".seqexport-tmp"}

@@ -1,4 +1,4 @@
-"""Alembic environment: always driven programmatically by `seqexport_dagster.store.migrate`."""
+"""Alembic environment: always driven programmatically by `ControlPlane.migrate` (`store.control_plane`)."""
 
 from __future__ import annotations
 

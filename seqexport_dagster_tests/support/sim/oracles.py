@@ -45,10 +45,10 @@ from seqexport_dagster.contract.file_format import format_of_key
 from seqexport_dagster.contract.keys import parse_key
 from seqexport_dagster.contract.schema import EVENT_DATASETS
 from seqexport_dagster.contract.window import HOUR_MS, Window, day_start_ms, iso_ms
+from seqexport_dagster.management.verify.bucket import Bucket, StoredObject
+from seqexport_dagster.management.verify.checks import verify_bucket
 from seqexport_dagster.store import snapshot_window
 from seqexport_dagster.store.tables import parts, windows
-from seqexport_dagster.verify.bucket import Bucket, StoredObject
-from seqexport_dagster.verify.checks import verify_bucket
 from seqexport_dagster_tests.support.sim.bucket import MemoryBucket
 from seqexport_dagster_tests.support.sim.loaders import Loaded, SnowpipeLoader, WindowLoader, ids_of, relative
 from seqexport_dagster_tests.support.sim.model import Place, SimExport

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from seqexport_dagster.api import Exports
 from seqexport_dagster.contract.file_format import FORMATS, JSONL_GZ, PARQUET
 from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of, frequency_ms
@@ -48,6 +47,7 @@ from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.delivery.runner import Runner
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError
+from seqexport_dagster.management.api import Exports
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.source.tables import create_source_tables
 from seqexport_dagster.store import ACTIVE, DELETED, PAUSED, ControlPlane, run_log

@@ -7,7 +7,7 @@ Two kinds of delay, never mixed (issue 25): an event dataset is *behind* by how 
 trails real time, while the daily snapshot is *late* only once its day is over and the snapshot is
 still not written (``position + 1 day + lag``). Mixing them made a healthy export created at 17:00
 look 17 h behind (its snapshot position is that day's midnight). A deleted export is neither: its
-delays are ``None``. The Dagster status view (`seqexport_dagster.health`) reads the same values.
+delays are ``None``. The Dagster status view (`seqexport_dagster.management.health`) reads the same values.
 """
 
 from __future__ import annotations

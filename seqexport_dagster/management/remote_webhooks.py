@@ -11,14 +11,14 @@ from collections.abc import Iterable
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from seqexport_dagster import webhook_presentation as shapes
 from seqexport_dagster.delivery.webhook import parse_events, validate_description, validate_failing_after
 from seqexport_dagster.delivery.webhook_dispatch import DispatchReport
+from seqexport_dagster.management import webhook_presentation as shapes
+from seqexport_dagster.management.webhooks_api import validate_webhook_id
 from seqexport_dagster.store.webhooks import DeliveryRecord, NewEndpoint, WebhookEndpoint
-from seqexport_dagster.webhooks_api import validate_webhook_id
 
 if TYPE_CHECKING:
-    from seqexport_dagster.remote import RemoteExports
+    from seqexport_dagster.management.remote import RemoteExports
 
 
 class RemoteWebhooks:

@@ -18,10 +18,10 @@ badly broken bucket still gives a readable report.
 
 from __future__ import annotations
 
-from seqexport_dagster.verify.bucket import Bucket, LocalBucket, S3Bucket, StoredObject, open_bucket
-from seqexport_dagster.verify.checks import MAX_LOCATIONS, verify_bucket, verify_location
-from seqexport_dagster.verify.report import DatasetSummary, Problem, VerifyReport
-from seqexport_dagster.verify.row import row_problem
+from seqexport_dagster.management.verify.bucket import Bucket, LocalBucket, S3Bucket, StoredObject, open_bucket
+from seqexport_dagster.management.verify.checks import MAX_LOCATIONS, verify_bucket, verify_location
+from seqexport_dagster.management.verify.report import DatasetSummary, Problem, VerifyReport
+from seqexport_dagster.management.verify.row import row_problem
 
 __all__ = [
     "MAX_LOCATIONS",

@@ -57,12 +57,11 @@ from seqexport_dagster.destination import (
 )
 from seqexport_dagster.destination.role import RoleSetup
 from seqexport_dagster.errors import ConfigurationError, ConflictError, InvalidInput
-from seqexport_dagster.history import RunHistory
-from seqexport_dagster.history import history as run_history
-from seqexport_dagster.presentation import mask_key_id
-from seqexport_dagster.progress import Advance, no_progress
-from seqexport_dagster.role_setup import check_role, role_setup, take_role, with_role_change
-from seqexport_dagster.status import (
+from seqexport_dagster.management.history import RunHistory
+from seqexport_dagster.management.history import history as run_history
+from seqexport_dagster.management.presentation import mask_key_id
+from seqexport_dagster.management.role_setup import check_role, role_setup, take_role, with_role_change
+from seqexport_dagster.management.status import (
     DatasetStatus,
     ExportNowPlan,
     ExportStatus,
@@ -71,6 +70,7 @@ from seqexport_dagster.status import (
     export_status,
     nothing_due_message,
 )
+from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.store import (
     ACTIVE,
     DELETED,
@@ -83,7 +83,7 @@ from seqexport_dagster.store import (
 from seqexport_dagster.store.rate_limit import admit_connection_test
 
 if TYPE_CHECKING:
-    from seqexport_dagster.webhooks_api import Webhooks
+    from seqexport_dagster.management.webhooks_api import Webhooks
 
 Progress = Callable[[str], None]
 #: A secret access key, or a callable that asks for it (called after every other value is valid).
@@ -443,7 +443,7 @@ class Exports:
 
     def webhooks(self) -> Webhooks:
         """The account webhooks of this control plane (`webhooks_api`), with the same clock and policy."""
-        from seqexport_dagster.webhooks_api import Webhooks
+        from seqexport_dagster.management.webhooks_api import Webhooks
 
         return Webhooks(self.store.engine, self.store.box, self.policy, clock=self.clock)
 

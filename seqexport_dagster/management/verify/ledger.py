@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from seqexport_dagster.contract.window import Window
-from seqexport_dagster.verify.report import Problem
-from seqexport_dagster.verify.unfinished import abandoned_windows, late_parts_left
+from seqexport_dagster.management.verify.report import Problem
+from seqexport_dagster.management.verify.unfinished import abandoned_windows, late_parts_left
 
 if TYPE_CHECKING:
     from seqexport_dagster.store import ControlPlane
@@ -61,7 +61,7 @@ def ledger_problems(
     attempt left here that nothing will finish (its dataset removed, the export deleted) is compared
     with the parts the ledger recorded for it (`verify.unfinished`).
     """
-    from seqexport_dagster.ledger_scope import compacted_days
+    from seqexport_dagster.management.verify.ledger_scope import compacted_days
     from seqexport_dagster.store import COMMITTED
 
     latest: dict[tuple[str, Window], int] = {}
@@ -109,7 +109,7 @@ def committed_here(store: ControlPlane, export_id: str, source: str) -> dict[tup
     not recognised (`ledger_scope.source_locations`: no attempt was ever made there)."""
     import sqlalchemy as sa
 
-    from seqexport_dagster.ledger_scope import attempted_at, source_locations
+    from seqexport_dagster.management.verify.ledger_scope import attempted_at, source_locations
     from seqexport_dagster.store import COMMITTED, ControlPlane
     from seqexport_dagster.store.tables import windows
 
@@ -137,7 +137,7 @@ def committed_here(store: ControlPlane, export_id: str, source: str) -> dict[tup
 
 def _summarised_here(store: ControlPlane, export_id: str, source: str, days: list[WindowDay]) -> bool:
     """Whether a compacted day's summary names ``source`` as its place."""
-    from seqexport_dagster.ledger_scope import source_locations
+    from seqexport_dagster.management.verify.ledger_scope import source_locations
     from seqexport_dagster.store import ControlPlane
 
     if not days or not isinstance(store, ControlPlane):

@@ -22,7 +22,7 @@ from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.destination.config import AUTO_REGION, GCS_ENDPOINT, endpoint_region
 from seqexport_dagster.destination.s3_errors import error_summary
 from seqexport_dagster.errors import ExportError, InvalidInput, ListingTooLong, ObjectTooLarge
-from seqexport_dagster.verify.bounds import DEFAULT_LIMITS, Limits, size_text
+from seqexport_dagster.management.verify.bounds import DEFAULT_LIMITS, Limits, size_text
 
 if TYPE_CHECKING:  # botocore is imported when an S3 location is opened, not with the CLI
     from botocore.awsrequest import AWSPreparedRequest, AWSResponse

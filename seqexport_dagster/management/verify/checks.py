@@ -2,7 +2,7 @@
 
 Objects are classified by name (`keys.parse_key`), then each event dataset's windows are checked as
 a chain and each snapshot day for its ``_SUCCESS``, and every part is read once, in order, with a few
-reads in flight. Problems are aggregated per object (see `seqexport_dagster.verify`).
+reads in flight. Problems are aggregated per object (see `seqexport_dagster.management.verify`).
 
 Size: the checks of both part formats, manifests and continued windows share one pass over the
 objects; kept whole this round, to be split with issue 28.
@@ -25,14 +25,14 @@ from seqexport_dagster.contract.schema import DATASETS, Dataset
 from seqexport_dagster.contract.window import Window, iso_ms
 from seqexport_dagster.delivery.writer import PART_LIMIT
 from seqexport_dagster.errors import ExportError, ObjectTooLarge
+from seqexport_dagster.management.verify.bounds import DEFAULT_LIMITS, Limits, gzip_lines
+from seqexport_dagster.management.verify.bucket import Bucket, LocalBucket, StoredObject, open_bucket, prefetch
+from seqexport_dagster.management.verify.ledger import ledger_problems
+from seqexport_dagster.management.verify.manifests import manifest_problems
+from seqexport_dagster.management.verify.parquet_rows import read_parquet_part
+from seqexport_dagster.management.verify.report import DatasetSummary, Problem, VerifyReport
+from seqexport_dagster.management.verify.row import row_problem
 from seqexport_dagster.progress import Advance, no_progress
-from seqexport_dagster.verify.bounds import DEFAULT_LIMITS, Limits, gzip_lines
-from seqexport_dagster.verify.bucket import Bucket, LocalBucket, StoredObject, open_bucket, prefetch
-from seqexport_dagster.verify.ledger import ledger_problems
-from seqexport_dagster.verify.manifests import manifest_problems
-from seqexport_dagster.verify.parquet_rows import read_parquet_part
-from seqexport_dagster.verify.report import DatasetSummary, Problem, VerifyReport
-from seqexport_dagster.verify.row import row_problem
 
 if TYPE_CHECKING:
     from seqexport_dagster.store import ControlPlane

@@ -89,7 +89,7 @@ def _as_recorded(
     ledger recorded for them at ``source`` (`_possible_rows`)."""
     import sqlalchemy as sa
 
-    from seqexport_dagster.ledger_scope import source_locations
+    from seqexport_dagster.management.verify.ledger_scope import source_locations
     from seqexport_dagster.store import PART_LANDED, SUCCESS_MARK
     from seqexport_dagster.store.tables import parts
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from seqexport_dagster.status import export_status
+from seqexport_dagster.management.status import export_status
 from seqexport_dagster.store import ACTIVE, ExportLifecycle, ExportRecord
 
 OK, FAILING, PAUSED = "ok", "failing", "paused"

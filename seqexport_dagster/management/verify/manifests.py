@@ -30,8 +30,8 @@ from seqexport_dagster.contract.keys import MANIFEST_FOLDER, MANIFEST_FORMAT, pa
 from seqexport_dagster.contract.window import Window, iso_ms
 from seqexport_dagster.destination.s3_errors import error_summary
 from seqexport_dagster.errors import ExportError
-from seqexport_dagster.verify.bucket import Bucket, LocalBucket, S3Bucket, StoredObject
-from seqexport_dagster.verify.report import Problem
+from seqexport_dagster.management.verify.bucket import Bucket, LocalBucket, S3Bucket, StoredObject
+from seqexport_dagster.management.verify.report import Problem
 
 
 @dataclass(slots=True)

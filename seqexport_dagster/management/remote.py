@@ -20,13 +20,6 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from seqexport_dagster import presentation as shapes
-from seqexport_dagster.api import (
-    ExportStatus,
-    Progress,
-    Secret,
-    _quiet,
-)
 from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, parse_format
 from seqexport_dagster.contract.schema import parse_datasets
 from seqexport_dagster.contract.validation import validate_account, validate_export_id, validate_lag_ms
@@ -44,11 +37,18 @@ from seqexport_dagster.errors import (
     RetryableError,
     sanitize_error,
 )
-from seqexport_dagster.history import RunHistory
+from seqexport_dagster.management import presentation as shapes
+from seqexport_dagster.management.api import (
+    ExportStatus,
+    Progress,
+    Secret,
+    _quiet,
+)
+from seqexport_dagster.management.history import RunHistory
 from seqexport_dagster.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
 
 if TYPE_CHECKING:
-    from seqexport_dagster.remote_webhooks import RemoteWebhooks
+    from seqexport_dagster.management.remote_webhooks import RemoteWebhooks
 
 #: What the client checks before sending: the server's own policy may be stricter, never looser.
 _LENIENT: Final = OperatorPolicy(allow_local=True)
@@ -368,7 +368,7 @@ class RemoteExports:
         return shapes.resealed_from_json(self._call("POST", "/v1/admin/rotate-keys"))
 
     def webhooks(self) -> RemoteWebhooks:
-        from seqexport_dagster.remote_webhooks import RemoteWebhooks
+        from seqexport_dagster.management.remote_webhooks import RemoteWebhooks
 
         return RemoteWebhooks(self)
 

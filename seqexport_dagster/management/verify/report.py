@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from seqexport_dagster.contract.schema import DATASETS
-from seqexport_dagster.terminal import escape
+from seqexport_dagster.management.terminal import escape
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,8 @@ from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, parse_format
 from seqexport_dagster.contract.window import Window, iso_ms, parse_iso_ms
 from seqexport_dagster.destination.redaction import mask_key_id as mask_key_id
 from seqexport_dagster.errors import sanitize_error
-from seqexport_dagster.history import RunHistory
-from seqexport_dagster.status import DatasetStatus, ExportStatus, LastError
+from seqexport_dagster.management.history import RunHistory
+from seqexport_dagster.management.status import DatasetStatus, ExportStatus, LastError
 from seqexport_dagster.store import DatasetState, ExportRecord, RotationReport, RunSummary
 
 

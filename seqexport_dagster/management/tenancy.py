@@ -13,16 +13,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from seqexport_dagster.api import Exports
 from seqexport_dagster.contract.validation import validate_account
 from seqexport_dagster.delivery.webhook_dispatch import DispatchReport
 from seqexport_dagster.destination.role import RoleSetup
 from seqexport_dagster.errors import InvalidInput, NotFound
-from seqexport_dagster.history import RunHistory
-from seqexport_dagster.status import ExportStatus
+from seqexport_dagster.management.api import Exports
+from seqexport_dagster.management.history import RunHistory
+from seqexport_dagster.management.status import ExportStatus
+from seqexport_dagster.management.webhooks_api import Webhooks, validate_webhook_id
 from seqexport_dagster.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
 from seqexport_dagster.store.webhooks import DeliveryRecord, NewEndpoint, WebhookEndpoint
-from seqexport_dagster.webhooks_api import Webhooks, validate_webhook_id
 
 
 @dataclass(frozen=True, slots=True)
