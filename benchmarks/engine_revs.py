@@ -1,15 +1,19 @@
 """The engine at two revisions, interleaved: does a change (a refactor, a move) cost the engine CPU?
 
 Each round runs ``benchmarks.child engine`` (``Runner.write_window`` of one window, SQLite source to
-gzip JSONL parts in a local folder) once in the "before" tree and once in this tree, alternating which
-goes first, then the floor (the same four steps streamed alone) in each. Every run is its own process
-whose code is its tree's own: the before tree is a ``git archive`` of ``--before-rev`` (the package
-and the benchmarks), and ``-m`` with the tree as cwd puts it on ``sys.path`` before the editable
-install. A neighbour's burst of load hits both trees alike; the
-median of each is kept and the ratio after/before is printed, raw and normalised by each tree's floor
-of the same round (the floor is the same code in both, so its ratio is the noise).
+gzip JSONL parts in a local folder) once in each tree, alternating which goes first, then the floor
+(the same four steps streamed alone) in each. Every run is its own process whose code is its tree's
+own: a tree is a ``git archive`` of its revision (the package and the benchmarks), or this tree as
+it is, and ``-m`` with the tree as cwd puts it on ``sys.path`` before the editable install. A
+neighbour's burst of load hits both trees alike; the median of each is kept and the ratio
+after/before is printed, raw and normalised by each tree's floor of the same round (the floor is
+the same code in both, so its ratio is the noise).
 
-    python -m benchmarks.engine_revs --before-rev ed2121c [--rows 1000000] [--rounds 5] [--out f.json]
+    python -m benchmarks.engine_revs --before-rev ed2121c [--after-rev HEAD] [--rows 1000000] [--rounds 5]
+        [--out f.json]
+
+With ``--after-rev`` both trees are archives, so neither has a head start (compiled modules, the
+file cache); running a revision against itself (``--before-rev X --after-rev X``) measures the noise.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ def cpu_per_million(r: dict[str, Any]) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.engine_revs", description=__doc__.splitlines()[0])
     parser.add_argument("--before-rev", required=True, help="git revision of the 'before' code")
+    parser.add_argument("--after-rev", help="git revision of the 'after' code (default: this tree, as it is)")
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the window (default 1M)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--data-dir", type=Path, default=data.DATA_DIR, help="where the generated source is cached")
@@ -67,10 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": [], "before_floor": [], "after_floor": []}
     with tempfile.TemporaryDirectory() as tmp:
         before = export_tree(args.before_rev, Path(tmp) / "before")
-        trees = {"before": before, "after": ROOT}
+        after = export_tree(args.after_rev, Path(tmp) / "after") if args.after_rev else ROOT
+        trees = {"before": before, "after": after}
         params = {"source_url": src.url, "source_path": str(src.path), "to_ms": to_ms, "tmp": tmp}
         print(
-            f"engine, {rows:,} rows, {args.rounds} rounds: before {args.before_rev}, after this tree", file=sys.stderr
+            f"engine, {rows:,} rows, {args.rounds} rounds: before {args.before_rev}, after {args.after_rev or 'this tree'}",
+            file=sys.stderr,
         )
         for round_ in range(args.rounds):
             order = ("before", "after") if round_ % 2 == 0 else ("after", "before")
@@ -88,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     result = {
         "before_rev": args.before_rev,
+        "after_rev": args.after_rev or "this tree",
         "rows": rows,
         "rounds": args.rounds,
         "cpu_s_per_million_rows": {k: round(v, 3) for k, v in medians.items()},
