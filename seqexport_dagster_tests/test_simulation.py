@@ -135,7 +135,7 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # cut again from the source, a different body under the existing key (refused there; a store
     # without preconditions that may overwrite would have replaced it). Not a day taken twice: the
     # day's first attempt was interrupted. Such a part's bytes are now kept with its intent until it
-    # lands and re-sent as they were (`delivery.Attempt._resend`, migration 0014).
+    # lands and re-sent as they were (`attempt.Attempt._resend`, migration 0014).
     10000040: {"days": 3},
     # Long-run seed 10000163 (long run #2): a backfill with replace recorded the window's only part
     # 0000 again at ``intent``, its upload timed out, the export moved, and the retry at the new

@@ -2,7 +2,7 @@
 
 A part counts once the store confirmed it (landed); one still at ``intent`` (its PUT failed, or its
 outcome is unknown) delivers nothing yet. After a destination change the parts of every location the
-window was committed at count (`delivery.Attempt.deliver`, `reconcile`).
+window was committed at count (`attempt.Attempt.deliver`, `reconcile`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Late rows (`seqexport_dagster.delivery.reconcile`) are found by id against the parts that *landed*, at every
 location the window was ever delivered to (after a destination change the window's first parts
-stay at the old place and its late rows go to the current one, `delivery.Attempt.deliver`).
+stay at the old place and its late rows go to the current one, `attempt.Attempt.deliver`).
 """
 
 from __future__ import annotations
