@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.revisions import export_revision
+
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE_REV = "446eeff"  # main before issue 29's lean fleet read (479d882: before the day cells)
 SLOT_MS = 15 * 60_000
@@ -207,12 +209,6 @@ def explain_day_totals(control_url: str, yesterday: str) -> dict[str, float]:
     return out
 
 
-def export_before(rev: str, into: Path) -> Path:
-    archive = subprocess.run(["git", "archive", rev, "seqexport_dagster"], cwd=ROOT, capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return into
-
-
 def measure(n: int, ticks: int, before_code: Path | None, progress: Any) -> dict[str, Any]:
     import datetime as dt
 
@@ -278,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        before = export_before(args.before_rev, Path(tmp)) if args.before_rev else None
+        before = export_revision(args.before_rev, Path(tmp)) if args.before_rev else None
         for n in (int(x) for x in args.exports.split(",")):
             results.append(measure(n, args.ticks, before, progress))
     text = json.dumps(results, indent=1)

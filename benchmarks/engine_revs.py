@@ -29,17 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import data
+from benchmarks.revisions import export_revision
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def export_tree(rev: str, into: Path) -> Path:
-    into.mkdir(parents=True)
-    archive = subprocess.run(
-        ["git", "archive", rev, "seqexport_dagster", "benchmarks"], cwd=ROOT, capture_output=True, check=True
-    )
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return into
+#: What a revision's tree holds: the package, and the benchmark child that runs it.
+TREE = ("seqexport_dagster", "benchmarks")
 
 
 def run_in(tree: Path, task: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -71,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     to_ms, rows = src.windows[args.rows]
     runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": [], "before_floor": [], "after_floor": []}
     with tempfile.TemporaryDirectory() as tmp:
-        before = export_tree(args.before_rev, Path(tmp) / "before")
-        after = export_tree(args.after_rev, Path(tmp) / "after") if args.after_rev else ROOT
+        before = export_revision(args.before_rev, Path(tmp) / "before", TREE)
+        after = export_revision(args.after_rev, Path(tmp) / "after", TREE) if args.after_rev else ROOT
         trees = {"before": before, "after": after}
         params = {"source_url": src.url, "source_path": str(src.path), "to_ms": to_ms, "tmp": tmp}
         print(

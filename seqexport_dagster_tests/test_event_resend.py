@@ -13,9 +13,6 @@ Through the real runner, part ledger and source reader, into the simulator's in-
 
 from __future__ import annotations
 
-import gzip
-import json
-
 import pytest
 import sqlalchemy as sa
 
@@ -25,16 +22,13 @@ from seqexport_dagster.delivery.runner import Runner
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.errors import RetryableError
 from seqexport_dagster.source.reader import SourceReader
+from seqexport_dagster_tests.support.parts import part_rows
 from seqexport_dagster_tests.support.scripted_store import ScriptedStore as Store
 from seqexport_dagster_tests.support.sim.bucket import KINDS
 from seqexport_dagster_tests.support.world import DAY0, World
 
 WINDOW = Window(DAY0, DAY0 + HOUR_MS)
 PART = part_key("", "custom_events", WINDOW, 0)
-
-
-def ids_in(body: bytes) -> list[str]:
-    return [json.loads(line)["id"] for line in gzip.decompress(body).splitlines()]
 
 
 def add_late_rows(world: World) -> int:
@@ -68,5 +62,5 @@ def test_a_part_cut_again_among_late_rows_is_resent_as_the_bytes_first_sent(worl
     assert report.sent.resent == 1
     assert store.bucket.violations == [], "the re-send is the landed bytes: nothing replaced, no other body"
     assert store.bucket.objects[PART] == first
-    late = [k for k in store.bucket.objects if k.endswith("-0001.jsonl.gz")]
-    assert len(late) == 1 and all(i.startswith("cev_late_") for i in ids_in(store.bucket.objects[late[0]]))
+    (late,) = [k for k in store.bucket.objects if k.endswith("-0001.jsonl.gz")]
+    assert all(r["id"].startswith("cev_late_") for r in part_rows(late, store.bucket.objects[late]))
