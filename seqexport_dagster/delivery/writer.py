@@ -22,6 +22,7 @@ import msgspec
 from isal import isal_zlib
 
 from seqexport_dagster.contract.schema import Dataset
+from seqexport_dagster.delivery.values import RowChecker
 from seqexport_dagster.destination.base import content_md5
 from seqexport_dagster.errors import InvalidInput
 
@@ -77,7 +78,8 @@ def unpack_ids(blob: bytes) -> list[str]:
 
 
 def _row_builder(ds: Dataset) -> Callable[[Sequence[Any]], list[Any]]:
-    """Turn DBAPI tuples into msgspec Structs; JSON-text fields are embedded verbatim as `Raw`."""
+    """Turn checked rows (`values.RowChecker`) into msgspec Structs; JSON fields, already re-encoded
+    as one compact JSON value each, are embedded as `Raw`."""
     struct = msgspec.defstruct(ds.name, [(name, Any) for name in ds.field_names])
     raw_positions = [i for i, f in enumerate(ds.fields) if f.type in ("object", "array")]
     raw = msgspec.Raw
@@ -157,6 +159,7 @@ class PartWriter:
         self.dataset = ds
         self.part_limit = part_limit
         self.level = level
+        self._check = RowChecker(ds)
         self._build = _row_builder(ds)
         names = ds.field_names
         self._id_at = names.index("id")
@@ -176,7 +179,7 @@ class PartWriter:
         ids: list[str] = []
         id_at = self._id_at
         last: SortKey | None = None
-        for batch in batches:
+        for batch in map(self._check, batches):
             start = 0
             while start < len(batch):
                 take = min(len(batch) - start, self.part_limit - rows_in_part)
