@@ -8,6 +8,7 @@ and two snapshot days, one per format, with a subscriber deleted upstream in bet
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -122,18 +123,20 @@ def docs_query(root: str) -> str:
 
 
 def secret(moto: MotoServer) -> str:
-    """The docs' secret for an S3-compatible store served over plain HTTP (a local MinIO, here moto)."""
+    """The docs' CREATE SECRET block as written, with moto's key and the three options the docs give for
+    an S3-compatible store served over plain HTTP (a local MinIO; here moto). ``INSTALL`` and ``LOAD``
+    are replaced by the LOAD of the packaged extension (`support.duckdb_httpfs`)."""
+    doc = (Path(__file__).parents[1] / "docs" / "customers.md").read_text()
+    section = doc[doc.index("#### Reading `s3://` and `gs://` from DuckDB") :]
+    block = re.search(r"```sql\n(.*?)\n```", section, re.S)
+    assert block is not None
+    create = block[1][block[1].index("CREATE SECRET") :]
+    assert "KEY_ID 'AKIA...'" in create and "SECRET '...'" in create, "the docs' secret changed"
+    local = f"    SCOPE 's3://acme-exports/sequenzy',\n    ENDPOINT '127.0.0.1:{moto.port}',\n    URL_STYLE 'path',\n    USE_SSL false"
     return (
-        "CREATE SECRET acme_exports (\n"
-        "    TYPE s3,\n"
-        f"    KEY_ID '{ADMIN_KEY}',\n"
-        f"    SECRET '{ADMIN_SECRET}',\n"
-        "    REGION 'us-east-1',\n"
-        "    SCOPE 's3://acme-exports/sequenzy',\n"
-        f"    ENDPOINT '127.0.0.1:{moto.port}',\n"
-        "    URL_STYLE 'path',\n"
-        "    USE_SSL false\n"
-        ");"
+        create.replace("KEY_ID 'AKIA...'", f"KEY_ID '{ADMIN_KEY}'")
+        .replace("SECRET '...'", f"SECRET '{ADMIN_SECRET}'")
+        .replace("    SCOPE 's3://acme-exports/sequenzy'", local)
     )
 
 

@@ -25,9 +25,11 @@ from seqexport_dagster.contract.warehouse_types import (
     PARTITION_COLUMN,
     bigquery_type,
     duckdb_latest_complete_day,
+    duckdb_read_json,
     duckdb_type,
     redshift_source,
     redshift_type,
+    snowflake_casts,
     snowflake_type,
 )
 
@@ -41,13 +43,6 @@ def _not_null(f: Field) -> str:
 def _columns(ds: Dataset, typer: Callable[[Field], str], *, not_null: bool = True) -> str:
     width = max(len(f.name) for f in ds.fields)
     return ",\n".join(f"  {f.name:<{width}} {typer(f)}{_not_null(f) if not_null else ''}".rstrip() for f in ds.fields)
-
-
-def snowflake_casts(ds: Dataset) -> str:
-    """The typed columns of the JSONL raw table's VARIANT: each field cast to its contract type."""
-    exprs = [f"raw:{f.name}::{snowflake_type(f)}" for f in ds.fields]
-    width = max(len(e) for e in exprs)
-    return ",\n".join(f"  {e:<{width}} AS {f.name}" for e, f in zip(exprs, ds.fields, strict=True))
 
 
 def snowflake(ds: Dataset, *, stage: str = "sequenzy_stage", uri: str = "s3://acme-exports/sequenzy",
@@ -135,20 +130,6 @@ def redshift(
         f"  SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY {order} DESC) AS rn FROM {ds.name}_staging\n"
         # Redshift requires an alias on a subquery in FROM.
         f") AS latest WHERE rn = 1;" + ("\nCOMMIT;" if ds.is_snapshot else "")
-    )
-
-
-def duckdb_columns(ds: Dataset) -> str:
-    """The ``columns`` argument of DuckDB's read_json: the contract's types, not guesses."""
-    return "{" + ", ".join(f"'{f.name}': '{duckdb_type(f)}'" for f in ds.fields) + "}"
-
-
-def duckdb_read_json(ds: Dataset, root: str) -> str:
-    """The JSONL parts of every day, typed by the contract, with ``date`` from the folder names."""
-    return (
-        f"read_json('{root}/{ds.name}/*/*.jsonl.gz',\n"
-        f"                        format = 'newline_delimited', hive_partitioning = true,\n"
-        f"                        columns = {duckdb_columns(ds)})"
     )
 
 

@@ -17,9 +17,14 @@ import textwrap
 from collections.abc import Callable
 from typing import Final
 
-from seqexport_dagster.contract import warehouse, warehouse_parquet
+from seqexport_dagster.contract import warehouse_parquet
 from seqexport_dagster.contract.schema import Dataset
-from seqexport_dagster.contract.warehouse_types import PARTITION_COLUMN, duckdb_latest_complete_day
+from seqexport_dagster.contract.warehouse_types import (
+    PARTITION_COLUMN,
+    duckdb_latest_complete_day,
+    duckdb_read_json,
+    snowflake_casts,
+)
 
 
 def _order(ds: Dataset) -> str:
@@ -42,14 +47,12 @@ def snowflake(ds: Dataset) -> str:
         f"CREATE OR REPLACE VIEW {ds.name} AS\n"
         f"SELECT\n{names}\n"
         f"FROM (\n"
-        f"  SELECT\n{_indent(warehouse.snowflake_casts(ds))},\n    file\n"
+        f"  SELECT\n{_indent(snowflake_casts(ds))},\n    file\n"
         f"  FROM {ds.name}_raw\n"
         f"  UNION ALL\n"
         f"  SELECT\n{_indent(warehouse_parquet.snowflake_select(ds))},\n    file\n"
         f"  FROM {ds.name}_parquet_raw\n"
-        f") AS both_formats\n"
-        + latest
-        + f"QUALIFY ROW_NUMBER() OVER (PARTITION BY id ORDER BY {_order(ds)} DESC) = 1;"
+        f") AS both_formats\n" + latest + f"QUALIFY ROW_NUMBER() OVER (PARTITION BY id ORDER BY {_order(ds)} DESC) = 1;"
     )
 
 
@@ -79,12 +82,10 @@ def duckdb(ds: Dataset, *, root: str = "s3://acme-exports/sequenzy") -> str:
     return (
         f"CREATE OR REPLACE VIEW {ds.name} AS\n"
         f"SELECT * FROM (\n"
-        f"  SELECT * FROM {warehouse.duckdb_read_json(ds, root)}\n"
+        f"  SELECT * FROM {duckdb_read_json(ds, root)}\n"
         f"  UNION ALL\n"
         f"{_indent(warehouse_parquet.duckdb_select(ds, root))}\n"
-        f") AS both_formats\n"
-        + latest
-        + f"QUALIFY ROW_NUMBER() OVER (PARTITION BY id ORDER BY {_order(ds)} DESC) = 1;"
+        f") AS both_formats\n" + latest + f"QUALIFY ROW_NUMBER() OVER (PARTITION BY id ORDER BY {_order(ds)} DESC) = 1;"
     )
 
 

@@ -55,9 +55,7 @@ def snowflake_parquet_type(f: Field) -> str:
 
 def snowflake_select(ds: Dataset) -> str:
     """The view's columns over the Parquet raw table: objects parsed, everything else as loaded."""
-    return ",\n".join(
-        f"  PARSE_JSON({f.name}) AS {f.name}" if f.type == "object" else f"  {f.name}" for f in ds.fields
-    )
+    return ",\n".join(f"  PARSE_JSON({f.name}) AS {f.name}" if f.type == "object" else f"  {f.name}" for f in ds.fields)
 
 
 def snowflake(
@@ -88,9 +86,7 @@ def snowflake(
         f"PATTERN = '.*[.]parquet';\n\n"
         f"CREATE OR REPLACE VIEW {ds.name}_parquet AS\n"
         f"SELECT\n{snowflake_select(ds)}\n"
-        f"FROM {raw}\n"
-        + latest
-        + f"QUALIFY ROW_NUMBER() OVER (PARTITION BY id ORDER BY {_order(ds)} DESC) = 1;"
+        f"FROM {raw}\n" + latest + f"QUALIFY ROW_NUMBER() OVER (PARTITION BY id ORDER BY {_order(ds)} DESC) = 1;"
     )
 
 

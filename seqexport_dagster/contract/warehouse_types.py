@@ -72,3 +72,24 @@ def duckdb_latest_complete_day(ds: Dataset, root: str) -> str:
         f"{PARTITION_COLUMN} = (SELECT max(CAST(regexp_extract(file, 'date=([0-9-]+)/_SUCCESS$', 1) AS DATE))\n"
         f"        FROM glob('{root}/{ds.name}/*/_SUCCESS'))"
     )
+
+
+def snowflake_casts(ds: Dataset) -> str:
+    """The typed columns of the JSONL raw table's VARIANT: each field cast to its contract type."""
+    exprs = [f"raw:{f.name}::{snowflake_type(f)}" for f in ds.fields]
+    width = max(len(e) for e in exprs)
+    return ",\n".join(f"  {e:<{width}} AS {f.name}" for e, f in zip(exprs, ds.fields, strict=True))
+
+
+def duckdb_columns(ds: Dataset) -> str:
+    """The ``columns`` argument of DuckDB's read_json: the contract's types, not guesses."""
+    return "{" + ", ".join(f"'{f.name}': '{duckdb_type(f)}'" for f in ds.fields) + "}"
+
+
+def duckdb_read_json(ds: Dataset, root: str) -> str:
+    """The JSONL parts of every day, typed by the contract, with ``date`` from the folder names."""
+    return (
+        f"read_json('{root}/{ds.name}/*/*.jsonl.gz',\n"
+        f"                        format = 'newline_delimited', hive_partitioning = true,\n"
+        f"                        columns = {duckdb_columns(ds)})"
+    )
