@@ -184,3 +184,16 @@ def test_every_sql_block_of_the_loading_sections_is_generated_and_run_or_parsed_
     import sqlglot
 
     assert sqlglot.parse_one(bigquery_query, read="bigquery").find(sqlglot.exp.Table).sql() == "sequenzy.email_events"
+
+
+def test_the_parquet_section_states_what_the_vendors_require() -> None:
+    """Redshift's COPY from Parquet needs the bucket in the database's Region (no REGION parameter), and
+    Snowflake's in-place readers come with their preconditions, marked as not run by us."""
+    section = CUSTOMER_DOC[CUSTOMER_DOC.index("### Parquet files (the `parquet` format)") :]
+    section = section[: section.index("### Subscriber snapshots")]
+    assert "must be in the same AWS Region as the Redshift database" in section
+    direct = section[section.index("#### Snowflake reading the files in place") :]
+    assert "We have not run either of these" in direct
+    for precondition in ("external volume", "CATALOG_SOURCE = OBJECT_STORE", "TABLE_FORMAT = HIVE",
+                         "TABLE_FORMAT = DELTA", "CREATE ICEBERG TABLE", "preview since 16 October 2026"):  # fmt: skip
+        assert precondition in direct, precondition

@@ -143,3 +143,17 @@ def test_redshift_copy_prefix_loads_one_format_on_the_day_of_a_change(
     assert "FROM 's3://acme-exports/sequenzy/email_events/date=2026-09-30/email_events-1790726400000-1790730000000-'" in (
         warehouse.redshift(DATASETS["email_events"])
     )
+
+
+@pytest.mark.parametrize("dataset", list(EVENT_DATASETS))
+def test_the_docs_redshift_jsonl_copy_never_selects_a_parquet_part(
+    change: tuple[World, ChangeExport], dataset: str
+) -> None:
+    """The docs' JSONL statement as printed for the day of the change (``day=``): whatever it selects
+    on that day, no .parquet part is among it (the old day prefix selected them all)."""
+    _, export = change
+    keys = _keys(export, dataset)
+    assert any(k.endswith(".parquet") and f"date={DAY2}" in k for k in keys)
+    text = warehouse.redshift(DATASETS[dataset], uri="s3://acme-exports/sequenzy", day=str(DAY2))
+    (prefix,) = re.findall(r"^FROM 's3://acme-exports/sequenzy/([^']*)'$", text, re.M)
+    assert not [k for k in keys if k.startswith(prefix) and not k.endswith(".jsonl.gz")], prefix
