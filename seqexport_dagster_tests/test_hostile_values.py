@@ -138,3 +138,22 @@ def test_the_checker_re_encodes_json_and_accepts_every_contract_value() -> None:
     for bad, kind in (('["a", 1]', "array"), ("{} {}", "object"), ("1", "object"), ("", "object")):
         with pytest.raises(ValueError):
             json_value(bad, kind)
+
+
+def test_no_value_splits_a_line_for_a_reader_that_splits_on_unicode_line_breaks(world: World) -> None:
+    """U+2028, U+2029 and NEL are legal unescaped inside JSON strings, but Python's ``str.splitlines``
+    (and older JavaScript) breaks lines there: the widened simulator's loader read a part as a broken
+    line. Every line now escapes them, in text fields and JSON values alike, losslessly."""
+    breaks = "a\u2028b\u2029c\x85d"
+    insert_rows(world.source_engine, "custom_events", [
+        ("acme", "cev_lb", breaks, iso_ms(DAY0 + 60_000), iso_ms(DAY0 + 60_000), "sub_1", "a@example.com",
+         json.dumps({"s": breaks, "k\u2028": "\u2029"}, ensure_ascii=False)),
+    ])  # fmt: skip
+    export = world.local_export(datasets=("custom_events",), frequency="1h")
+    world.clock.now_ms = DAY0 + 2 * HOUR_MS
+    world.runner().write_window(export.id, "custom_events", WINDOW)
+    (path,) = (world.root / "bucket" / "custom_events").rglob("*.jsonl.gz")
+    text = gzip.decompress(path.read_bytes()).decode()
+    assert len(text.splitlines()) == 1 and "\u2028" not in text and "\\u2028" in text
+    row = json.loads(text)
+    assert row["name"] == breaks and row["properties"] == {"s": breaks, "k\u2028": "\u2029"}
