@@ -25,8 +25,12 @@ from seqexport_dagster_tests.support.cli_imports import ImportedRun, run_importi
 from seqexport_dagster_tests.support.world import World
 
 #: What the remote mode never needs: the database and its schema, the control plane and what opens
-#: it, the Dagster wiring, the engine's Parquet, and the HTTP service's server side.
+#: it, the Dagster wiring, the engine's Parquet, the HTTP service's server side, and httpx (the
+#: client is `http.client`: httpx brought httpcore and its own CLI's rich and click).
 NEVER_REMOTE = (
+    "httpx",
+    "httpcore",
+    "rich",
     "sqlalchemy",
     "alembic",
     "psycopg2",
@@ -41,8 +45,8 @@ NEVER_REMOTE = (
     "fastapi",
     "uvicorn",
 )
-#: What ``--help`` never needs besides: the HTTP client and the bucket clients.
-NEVER_HELP = (*NEVER_REMOTE, "httpx", "boto3", "botocore", "seqexport_dagster.management.remote")
+#: What ``--help`` never needs besides: any HTTP client and the bucket clients.
+NEVER_HELP = (*NEVER_REMOTE, "http.client", "boto3", "botocore", "seqexport_dagster.management.remote")
 
 
 @pytest.fixture(name="remote")

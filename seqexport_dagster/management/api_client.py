@@ -3,16 +3,20 @@
 `remote.RemoteExports` and `remote_webhooks.RemoteWebhooks` each send their requests through one
 `ApiClient`; neither knows the other's module. Answers come back as JSON; an HTTP error comes back
 as the error class the local API would raise, so the CLI leaves with the same exit code.
+
+The standard library's `http.client`, not httpx: importing httpx (and with it httpcore, and its own
+command line's rich, click and pygments) cost the remote CLI a third of its start, and a command
+sends a few plain requests (issue 40).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
+import json as _json
+from collections.abc import Mapping
+from http.client import HTTPConnection, HTTPException, HTTPResponse, HTTPSConnection
 from typing import Any, Final
-from urllib.parse import urlsplit
-
-import httpx
+from urllib.parse import urlencode, urlsplit
 
 from seqexport_dagster.errors import (
     ConfigurationError,
@@ -26,17 +30,22 @@ from seqexport_dagster.errors import (
     sanitize_error,
 )
 
+#: Seconds to connect, then to wait for each read of the answer (a create runs a connection test).
+CONNECT_TIMEOUT_S: Final = 10.0
+READ_TIMEOUT_S: Final = 120.0
+_REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+#: ``call(json=...)`` left out: no body (``None`` is a body, JSON ``null``).
+_NO_BODY: Final = object()
 #: The largest answer read from the API (a year of 15-minute ledger windows is about 30 MB).
 MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024
 
 
-def _error(response: httpx.Response, body: bytes) -> ExportError:
+def _error(status: int, body: bytes) -> ExportError:
     try:
-        detail = json.loads(body)["error"]
+        detail = _json.loads(body)["error"]
         message, field = str(detail["message"]), detail.get("field")
     except (ValueError, KeyError, TypeError):
-        message, field = f"the API answered HTTP {response.status_code}", None
-    status = response.status_code
+        message, field = f"the API answered HTTP {status}", None
     if status == 400:
         field = field or "request"
         problem = message[len(field) + 2 :] if message.startswith(f"{field}: ") else message
@@ -89,61 +98,86 @@ def _is_loopback(host: str) -> bool:
 
 
 class ApiClient:
-    def __init__(
-        self,
-        url: str,
-        token: str,
-        *,
-        transport: httpx.BaseTransport | None = None,
-        max_answer_bytes: int = MAX_ANSWER_BYTES,
-    ) -> None:
-        # trust_env=False: proxy variables and .netrc must not redirect (or see) the token.
-        # follow_redirects=False: a redirect is an error (`call`), so the token goes nowhere else.
+    """One request per connection, closed after its answer: a CLI command makes a few calls at
+    most, sometimes with a person's confirmation between them, longer than the server keeps an
+    idle connection; a fresh one is never a stale one."""
+
+    def __init__(self, url: str, token: str, *, max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
         self.url = api_url(url)
         self.max_answer_bytes = max_answer_bytes
-        self.http = httpx.Client(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {token}", "User-Agent": "seqexport-cli"},
-            timeout=httpx.Timeout(120.0, connect=10.0),
-            trust_env=False,
-            follow_redirects=False,
-            transport=transport,
-        )
+        parts = urlsplit(self.url)
+        self._https = parts.scheme == "https"
+        self._host, self._port = parts.hostname or "", parts.port
+        self._base_path = parts.path.rstrip("/")
+        self._headers = {
+            "Authorization": f"Bearer {token}",
+            "User-Agent": "seqexport-cli",
+            "Accept": "application/json",
+            "Connection": "close",
+        }
 
     def close(self) -> None:
-        self.http.close()
+        """Nothing stays open between calls; kept so callers close every API alike."""
 
-    def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        """The answer's JSON; an error answer raised as our error tree's class for its status."""
+    def call(
+        self, method: str, path: str, *, params: Mapping[str, object] | None = None, json: object = _NO_BODY
+    ) -> Any:
+        """The answer's JSON; an error answer raised as our error tree's class for its status.
+
+        Redirects are never followed (the token would go elsewhere) and no proxy variable or
+        ``.netrc`` is read: `http.client` knows neither.
+        """
+        target = self._base_path + path + (f"?{urlencode(params)}" if params else "")
+        headers = dict(self._headers)
+        body = None
+        if json is not _NO_BODY:
+            body = _json.dumps(json).encode()
+            headers["Content-Type"] = "application/json"
+        connection = self._connection()
         try:
-            with self.http.stream(method, path, **kwargs) as response:
-                if response.is_redirect:
-                    raise InvalidInput(
-                        "SEQEXPORT_API_URL",
-                        f"the API at {self.url} answered HTTP {response.status_code} (a redirect), which is never "
-                        "followed so the token is not sent elsewhere; set SEQEXPORT_API_URL to the API's own address",
-                    )
-                body = self._read(response)
-        except httpx.HTTPError as exc:
+            connection.connect()
+            if connection.sock is not None:
+                connection.sock.settimeout(READ_TIMEOUT_S)
+            connection.request(method, target, body=body, headers=headers)
+            response = connection.getresponse()
+            status = response.status
+            if status in _REDIRECTS:
+                raise InvalidInput(
+                    "SEQEXPORT_API_URL",
+                    f"the API at {self.url} answered HTTP {status} (a redirect), which is never "
+                    "followed so the token is not sent elsewhere; set SEQEXPORT_API_URL to the API's own address",
+                )
+            answer = self._read(response)
+        except (OSError, HTTPException) as exc:
             raise RetryableError(f"cannot reach the API at {self.url}: {type(exc).__name__}") from None
-        if response.status_code >= 400:
-            raise _error(response, body)
+        finally:
+            connection.close()
+        if status >= 400:
+            raise _error(status, answer)
         try:
-            return json.loads(body)
+            return _json.loads(answer)
         except ValueError:
-            raise RetryableError(f"the API at {self.url} answered HTTP {response.status_code} with no JSON") from None
+            raise RetryableError(f"the API at {self.url} answered HTTP {status} with no JSON") from None
 
-    def _read(self, response: httpx.Response) -> bytes:
+    def _connection(self) -> HTTPConnection:
+        if not self._https:
+            return HTTPConnection(self._host, self._port, timeout=CONNECT_TIMEOUT_S)
+        import ssl  # only for https: loading it costs every http:// call to loopback for nothing
+
+        context = ssl.create_default_context()  # verifies the certificate and the host name
+        return HTTPSConnection(self._host, self._port, timeout=CONNECT_TIMEOUT_S, context=context)
+
+    def _read(self, response: HTTPResponse) -> bytes:
         """The answer's body, refused past ``max_answer_bytes`` (announced or as it streams)."""
         limit = self.max_answer_bytes
-        announced = response.headers.get("content-length", "")
+        announced = response.getheader("content-length", "") or ""
         if announced.isdigit() and int(announced) > limit:
             raise ResponseTooLarge(
                 f"the API at {self.url} announced {int(announced):,} bytes; at most {limit:,} are read"
             )
         chunks: list[bytes] = []
         total = 0
-        for chunk in response.iter_bytes():
+        while chunk := response.read(64 * 1024):
             total += len(chunk)
             if total > limit:
                 raise ResponseTooLarge(f"the API at {self.url} sent more than {limit:,} bytes; the answer was dropped")

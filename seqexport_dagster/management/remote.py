@@ -14,7 +14,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, parse_format
 from seqexport_dagster.contract.schema import parse_datasets
@@ -34,9 +34,6 @@ from seqexport_dagster.store import COMMITTED, ExportRecord, LedgerWindow, Rotat
 #: What the client checks before sending: the server's own policy may be stricter, never looser.
 _LENIENT: Final = OperatorPolicy(allow_local=True)
 
-if TYPE_CHECKING:
-    import httpx
-
 
 class RemoteExports:
     def __init__(
@@ -44,10 +41,9 @@ class RemoteExports:
         url: str,
         token: str,
         *,
-        transport: httpx.BaseTransport | None = None,
         max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
-        self.api = ApiClient(url, token, transport=transport, max_answer_bytes=max_answer_bytes)
+        self.api = ApiClient(url, token, max_answer_bytes=max_answer_bytes)
         self.url = self.api.url
 
     @classmethod
