@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import json as _json
+import ssl
 from collections.abc import Mapping
 from http.client import HTTPConnection, HTTPException, HTTPResponse, HTTPSConnection
 from typing import Any, Final
@@ -162,9 +163,11 @@ class ApiClient:
     def _connection(self) -> HTTPConnection:
         if not self._https:
             return HTTPConnection(self._host, self._port, timeout=CONNECT_TIMEOUT_S)
-        import ssl  # only for https: loading it costs every http:// call to loopback for nothing
+        import certifi  # only for https: its bundle is read from disk
 
-        context = ssl.create_default_context()  # verifies the certificate and the host name
+        # Mozilla's CAs, as httpx had them: python.org's macOS builds come with no system CAs. The
+        # certificate and the host name are verified.
+        context = ssl.create_default_context(cafile=certifi.where())
         return HTTPSConnection(self._host, self._port, timeout=CONNECT_TIMEOUT_S, context=context)
 
     def _read(self, response: HTTPResponse) -> bytes:
