@@ -138,6 +138,20 @@ def test_remote_cli_speaks_http_to_loopback_with_its_token(tmp_path: Path) -> No
     assert request["path"].startswith("/v1/exports") and request["headers"]["Authorization"] == f"Bearer {TOKEN}"
 
 
+def test_remote_cli_keeps_the_path_of_the_api_url_and_sends_its_query(tmp_path: Path) -> None:
+    """An API behind a path (``https://host/exports-api``) gets its requests under that path, with
+    the query the command asked for, and nothing else of the client's environment."""
+    log = tmp_path / "requests.jsonl"
+    with hostile_api.running("record", str(log)) as api:
+        result = remote(f"{api.url}/exports-api/", "list", "--account", "acme", "--all")
+    assert result.code == 0, result
+    (request,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert request["method"] == "GET"
+    assert request["path"] == "/exports-api/v1/exports?include_deleted=true&account=acme"
+    assert request["headers"]["User-Agent"] == "seqexport-cli"
+    assert "Cookie" not in request["headers"] and "Proxy-Authorization" not in request["headers"]
+
+
 @pytest.mark.slow
 def test_remote_cli_never_follows_a_redirect_so_the_token_stays(tmp_path: Path) -> None:
     log = tmp_path / "elsewhere.jsonl"
