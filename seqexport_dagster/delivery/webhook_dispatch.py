@@ -24,14 +24,17 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlsplit
 
 from seqexport_dagster.delivery.webhook import EVENT_ID_HEADER, EVENT_TYPE_HEADER, SIGNATURE_HEADER, signature_header
 from seqexport_dagster.destination.endpoint import ConnectGuard, Resolver, system_resolver
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError, NotFound, sanitize_error
-from seqexport_dagster.store.webhooks import DueDelivery, WebhookEndpoint, WebhookStore
+from seqexport_dagster.store.webhook_records import DueDelivery, WebhookEndpoint
+
+if TYPE_CHECKING:
+    from seqexport_dagster.store.webhooks import WebhookStore
 
 log = logging.getLogger("seqexport.webhooks")
 

@@ -16,26 +16,13 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 import sqlalchemy as sa
 
 from seqexport_dagster.contract.window import iso_ms
 from seqexport_dagster.store.tables import webhook_deliveries, webhook_endpoints, webhook_events
-
-EXPORT_FAILING: Final = "export.failing"
-EXPORT_RECOVERED: Final = "export.recovered"
-EXPORT_PAUSED: Final = "export.paused"
-EXPORT_DELETED: Final = "export.deleted"
-DAY_COMPLETE: Final = "dataset.day_complete"
-WEBHOOK_TEST: Final = "webhook.test"
-#: What an endpoint may subscribe to (the test event goes to the endpoint tested, whatever it takes).
-EVENT_TYPES: Final = (EXPORT_FAILING, EXPORT_RECOVERED, EXPORT_PAUSED, EXPORT_DELETED, DAY_COMPLETE)
-#: ``export.failing`` is sent when a dataset's consecutive failures reach an endpoint's
-#: ``failing_after`` (1 to `MAX_FAILING_AFTER`); this is its default.
-FAILING_AFTER: Final = 3
-MAX_FAILING_AFTER: Final = 100
-PENDING, DELIVERED, FAILED, CANCELED = "pending", "delivered", "failed", "canceled"
+from seqexport_dagster.store.webhook_records import PENDING
 
 
 def new_event_id() -> str:

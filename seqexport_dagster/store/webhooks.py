@@ -13,7 +13,6 @@ it is sent, so a second dispatcher running at the same moment skips it.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
 from typing import Final
 
 import sqlalchemy as sa
@@ -22,71 +21,26 @@ from seqexport_dagster.contract.window import DAY_MS
 from seqexport_dagster.errors import NotFound, SecretKeyError
 from seqexport_dagster.store.crypto import SealBinding, SecretBox
 from seqexport_dagster.store.database import translate_errors
-from seqexport_dagster.store.outbox import CANCELED, DELIVERED, FAILED, FAILING_AFTER, PENDING, WEBHOOK_TEST, emit
+from seqexport_dagster.store.outbox import emit
 from seqexport_dagster.store.records import RotationReport
 from seqexport_dagster.store.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
+from seqexport_dagster.store.webhook_records import (
+    CANCELED,
+    DELIVERED,
+    FAILED,
+    FAILING_AFTER,
+    PENDING,
+    WEBHOOK_TEST,
+    AttemptRecord,
+    DeliveryRecord,
+    DueDelivery,
+    NewEndpoint,
+    WebhookEndpoint,
+)
 
 #: Webhook events, deliveries and their attempts are kept this long (`prune`, `seqexport maintain`).
 WEBHOOK_RETENTION_MS: Final = 30 * DAY_MS
 MAX_ERROR_CHARS: Final = 500
-
-
-@dataclass(frozen=True, slots=True)
-class WebhookEndpoint:
-    id: str
-    account_id: str
-    url: str
-    events: tuple[str, ...]  # ("*",): every type
-    description: str
-    created_at: int
-    deleted_at: int | None
-    #: export.failing when a dataset's consecutive failures reach this count (default 3).
-    failing_after: int = FAILING_AFTER
-
-
-@dataclass(frozen=True, slots=True)
-class NewEndpoint:
-    """An endpoint just added, with its secret: the only time the secret is shown."""
-
-    endpoint: WebhookEndpoint
-    secret: str
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptRecord:
-    attempt: int
-    attempted_at: int
-    status_code: int | None
-    error: str | None
-    duration_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryRecord:
-    id: int
-    event_id: str
-    event_type: str
-    endpoint_id: str
-    account_id: str
-    status: str
-    attempts: int
-    next_attempt_at: int | None
-    created_at: int
-    finished_at: int | None
-    log: tuple[AttemptRecord, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class DueDelivery:
-    """What the dispatcher needs to send one delivery: the body as recorded, never re-rendered."""
-
-    id: int
-    event_id: str
-    event_type: str
-    endpoint_id: str
-    attempts: int
-    next_attempt_at: int
-    body: str
 
 
 def new_endpoint_id() -> str:
