@@ -288,7 +288,7 @@ def test_wide_ci_seeds_cover_the_widened_world() -> None:
     results = [wide_result(s) for s in WIDE_CI_SEEDS]
     assert {r.schedule for r in results} == set(REGIMES)
     assert sum(r.outages for r in results) >= 10 and all(r.storms for r in results)
-    assert sum(r.hostile_rows for r in results) > 500 and all(r.skipped_ticks for r in results)
+    assert sum(r.hostile_rows for r in results) > 500 and sum(r.skipped_ticks for r in results) > 100
     faults: Counter[str] = sum((r.faults for r in results), Counter())
     assert {"5xx", "reset", "lost", "db error", "crash"} <= set(faults), faults
 
