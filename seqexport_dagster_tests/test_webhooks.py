@@ -253,7 +253,10 @@ def test_the_secret_never_appears_in_logs_output_or_the_delivery_log(
         webhook_id = hooks(world).list("acme")[0].id
         Exports(world.store, world.policy, clock=world.clock).pause(export.id)
         drain(world)
-        tested = hooks(world).test(webhook_id)
+        queued = hooks(world).test(webhook_id)
+        assert queued.status == "pending" and queued.log == (), "queued, never sent on the caller's thread"
+        drain(world)
+        (tested, *_) = hooks(world).deliveries(webhook_id)
     assert tested.status == "delivered" and rx.requests[-1].event["type"] == "webhook.test"
     secret = rx.secret
     shown = [repr(hooks(world).list("acme")), repr(hooks(world).deliveries(webhook_id)), caplog.text]

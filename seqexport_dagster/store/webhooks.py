@@ -6,8 +6,11 @@ onto another row it does not open. It is returned in clear once, by `WebhookStor
 and opened again only in memory by the dispatcher (`endpoint_secret`).
 
 The dispatcher's work is bounded: `due_deliveries` reads at most ``limit`` pending deliveries due
-now (index ``ix_webhook_deliveries_due``), and `claim` pushes a delivery's next attempt out before
-it is sent, so a second dispatcher running at the same moment skips it.
+now (index ``ix_webhook_deliveries_due``), in turns across accounts (each account's oldest, then
+each one's second...), never from a disabled endpoint; `claim` pushes a delivery's next attempt out
+before it is sent, so a second dispatcher running at the same moment skips it. `record_attempt`
+keeps the endpoint's circuit breaker: failed attempts in a row, and the endpoint disabled at the
+threshold (`enable_endpoint` undoes it).
 """
 
 from __future__ import annotations
@@ -22,7 +25,16 @@ from seqexport_dagster.contract.window import DAY_MS
 from seqexport_dagster.errors import NotFound, SecretKeyError
 from seqexport_dagster.store.crypto import SealBinding, SecretBox
 from seqexport_dagster.store.database import translate_errors
-from seqexport_dagster.store.outbox import CANCELED, DELIVERED, FAILED, FAILING_AFTER, PENDING, WEBHOOK_TEST, emit
+from seqexport_dagster.store.outbox import (
+    CANCELED,
+    DELIVERED,
+    FAILED,
+    FAILING_AFTER,
+    PENDING,
+    WEBHOOK_TEST,
+    emit,
+    pending_count,
+)
 from seqexport_dagster.store.records import RotationReport
 from seqexport_dagster.store.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
 
@@ -42,6 +54,14 @@ class WebhookEndpoint:
     deleted_at: int | None
     #: export.failing when a dataset's consecutive failures reach this count (default 3).
     failing_after: int = FAILING_AFTER
+    #: The circuit breaker: failed attempts in a row, and when and why it disabled the endpoint.
+    consecutive_failures: int = 0
+    disabled_at: int | None = None
+    disabled_reason: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.disabled_at is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +107,7 @@ class DueDelivery:
     attempts: int
     next_attempt_at: int
     body: str
+    account_id: str = ""
 
 
 def new_endpoint_id() -> str:
@@ -113,6 +134,9 @@ def _endpoint_of(r: sa.Row[tuple[object, ...]] | sa.RowMapping) -> WebhookEndpoi
         created_at=m["created_at"],
         deleted_at=m["deleted_at"],
         failing_after=int(m["failing_after"]),
+        consecutive_failures=int(m["consecutive_failures"]),
+        disabled_at=m["disabled_at"],
+        disabled_reason=m["disabled_reason"],
     )
 
 
@@ -220,6 +244,39 @@ class WebhookStore:
         return report
 
     @translate_errors
+    def rotate_endpoint_secret(self, endpoint_id: str) -> NewEndpoint:
+        """A new signing secret for the endpoint, returned in clear this once; every send from now
+        on is signed with it (pending deliveries too: a delivery is signed when it is sent)."""
+        endpoint = self.get_endpoint(endpoint_id)
+        secret = new_secret()
+        sealed = self.box.encrypt(secret, endpoint_binding(endpoint.id, endpoint.url, endpoint.account_id))
+        with self.engine.begin() as conn:
+            conn.execute(
+                webhook_endpoints.update()
+                .where(webhook_endpoints.c.id == endpoint.id, webhook_endpoints.c.deleted_at.is_(None))
+                .values(secret_ciphertext=sealed)
+            )
+        return NewEndpoint(self.get_endpoint(endpoint.id), secret)
+
+    @translate_errors
+    def enable_endpoint(self, endpoint_id: str) -> WebhookEndpoint:
+        """Undo the circuit breaker: the failure count starts again from 0, and the deliveries that
+        waited are due at their next attempt time (already past: the next dispatch sends them)."""
+        self.get_endpoint(endpoint_id)
+        with self.engine.begin() as conn:
+            conn.execute(
+                webhook_endpoints.update()
+                .where(webhook_endpoints.c.id == endpoint_id)
+                .values(consecutive_failures=0, disabled_at=None, disabled_reason=None)
+            )
+        return self.get_endpoint(endpoint_id)
+
+    @translate_errors
+    def pending(self, account_id: str) -> int:
+        with self.engine.connect() as conn:
+            return pending_count(conn, account_id)
+
+    @translate_errors
     def enqueue_test(self, endpoint: WebhookEndpoint, now_ms: int) -> int:
         """A ``webhook.test`` event for this endpoint alone; returns its delivery's id."""
         with self.engine.begin() as conn:
@@ -235,19 +292,39 @@ class WebhookStore:
             return int(conn.execute(sa.select(d.id).where(d.event_id == event_id)).scalar_one())
 
     @translate_errors
-    def due_deliveries(self, now_ms: int, limit: int, *, delivery_id: int | None = None) -> list[DueDelivery]:
-        d, ev = webhook_deliveries.c, webhook_events.c
+    def due_deliveries(self, now_ms: int, limit: int, *, per_endpoint: int | None = None) -> list[DueDelivery]:
+        """Up to ``limit`` due deliveries of enabled endpoints, in turns across accounts: every
+        account's oldest first (oldest account first), then every account's second, and so on, so
+        one account's backlog never pushes another's fresh delivery out of the batch. At most
+        ``per_endpoint`` (default ``limit``) of one endpoint. Reads only the due rows (index
+        ``ix_webhook_deliveries_due``), which the per-account pending cap bounds."""
+        d, ev, e = webhook_deliveries.c, webhook_events.c, webhook_endpoints.c
+        by_time = (d.next_attempt_at, d.id)
+        ranked = (
+            sa.select(
+                d.id,
+                d.event_id,
+                d.endpoint_id,
+                d.attempts,
+                d.next_attempt_at,
+                d.account_id,
+                sa.func.row_number().over(partition_by=d.account_id, order_by=by_time).label("turn"),
+                sa.func.row_number().over(partition_by=d.endpoint_id, order_by=by_time).label("place"),
+            )
+            .select_from(webhook_deliveries.join(webhook_endpoints, e.id == d.endpoint_id))
+            .where(d.status == PENDING, d.next_attempt_at <= now_ms, e.disabled_at.is_(None))
+            .subquery()
+        )
+        r = ranked.c
         query = (
-            sa.select(d.id, d.event_id, ev.type, d.endpoint_id, d.attempts, d.next_attempt_at, ev.body)
-            .select_from(webhook_deliveries.join(webhook_events, ev.id == d.event_id))
-            .where(d.status == PENDING, d.next_attempt_at <= now_ms)
-            .order_by(d.next_attempt_at, d.id)
+            sa.select(r.id, r.event_id, ev.type, r.endpoint_id, r.attempts, r.next_attempt_at, ev.body, r.account_id)
+            .select_from(ranked.join(webhook_events, ev.id == r.event_id))
+            .where(r.place <= (per_endpoint or limit))
+            .order_by(r.turn, r.next_attempt_at, r.id)
             .limit(limit)
         )
-        if delivery_id is not None:
-            query = query.where(d.id == delivery_id)
         with self.engine.connect() as conn:
-            return [DueDelivery(*r) for r in conn.execute(query).all()]
+            return [DueDelivery(*row) for row in conn.execute(query).all()]
 
     @translate_errors
     def claim(self, delivery: DueDelivery, until_ms: int) -> bool:
@@ -283,9 +360,11 @@ class WebhookStore:
         duration_ms: int,
         delivered: bool,
         next_attempt_at: int | None,
-    ) -> None:
-        """One line of the delivery log, and the delivery's new state, in one transaction.
-        ``next_attempt_at`` None and not delivered: the attempts are used up (failed)."""
+        breaker_after: int | None = None,
+    ) -> bool:
+        """One line of the delivery log, the delivery's new state and the endpoint's circuit breaker,
+        in one transaction. ``next_attempt_at`` None and not delivered: no more attempts (failed).
+        True when this attempt disabled the endpoint (its ``breaker_after``-th failure in a row)."""
         attempt = delivery.attempts + 1
         if delivered:
             values: dict[str, object] = {"status": DELIVERED, "finished_at": now_ms}
@@ -309,6 +388,7 @@ class WebhookStore:
                 .where(webhook_deliveries.c.id == delivery.id)
                 .values(attempts=attempt, **values)
             )
+            return _count_for_breaker(conn, delivery.endpoint_id, delivered, breaker_after, now_ms, error, status_code)
 
     @translate_errors
     def deliveries(self, endpoint_id: str, *, limit: int = 50, delivery_id: int | None = None) -> list[DeliveryRecord]:
@@ -360,6 +440,34 @@ class WebhookStore:
             )
             for r in rows
         ]
+
+
+def _count_for_breaker(
+    conn: sa.Connection,
+    endpoint_id: str,
+    delivered: bool,
+    breaker_after: int | None,
+    now_ms: int,
+    error: str | None,
+    status_code: int | None,
+) -> bool:
+    e = webhook_endpoints.c
+    if delivered:
+        conn.execute(webhook_endpoints.update().where(e.id == endpoint_id).values(consecutive_failures=0))
+        return False
+    conn.execute(
+        webhook_endpoints.update().where(e.id == endpoint_id).values(consecutive_failures=e.consecutive_failures + 1)
+    )
+    if breaker_after is None:
+        return False
+    last = f"HTTP {status_code}" if status_code is not None else (error or "no answer")
+    reason = f"disabled after {breaker_after} failed attempts in a row (the last: {last})"[:MAX_ERROR_CHARS]
+    disabled = conn.execute(
+        webhook_endpoints.update()
+        .where(e.id == endpoint_id, e.disabled_at.is_(None), e.consecutive_failures >= breaker_after)
+        .values(disabled_at=now_ms, disabled_reason=reason)
+    ).rowcount
+    return bool(disabled)
 
 
 @translate_errors
