@@ -76,7 +76,9 @@ def test_webhooks_through_the_cli(run: Cli) -> None:
     # The delivery log of a removed webhook stays readable.
     assert len(run.ok("webhooks", "deliveries", webhook_id)) == 2
     shown_by = [call for call in run.calls if rx.secret in call.out + call.err]
-    assert len(shown_by) == 1 and shown_by[0].json["secret"] == rx.secret, "the new secret is shown once, by rotate-secret"
+    assert len(shown_by) == 1 and shown_by[0].json["secret"] == rx.secret, (
+        "the new secret is shown once, by rotate-secret"
+    )
 
 
 def _client(url: str, token: str) -> httpx.Client:
