@@ -332,6 +332,12 @@ def test_signature_scheme_matches_the_customer_docs() -> None:
     assert verify(body, now_header, "whsec_test") is True
     assert verify(body, now_header, "whsec_other") is False
     assert verify(body, header, "whsec_test") is False, "the docs' snippet refuses an old timestamp"
+    # Hostile headers: False from both, never an exception (int("²") and compare_digest("é") raise).
+    now = int(time.time())
+    good = signature_header("whsec_test", now, body).split("v1=")[1]
+    for hostile in ("t=²", "t=²,v1=" + good, f"t={now},v1=é", f"t={now},v1={good[:-1]}é", "t=١٢٣,v1=ab", "v1=é"):
+        assert verify(body, hostile, "whsec_test") is False, hostile
+        assert verify_signature("whsec_test", hostile, body) is False, hostile
 
 
 def test_maintain_prunes_old_finished_events_and_keeps_pending_ones(world: World) -> None:
