@@ -39,6 +39,8 @@ class Rule:
 WEBHOOK_TEST: Final = Rule("webhook_test", 10, 10 * MINUTE_MS, "webhook test sends")
 WEBHOOK_ADD: Final = Rule("webhook_add", 20, HOUR_MS, "webhook adds")
 ROLE_SETUP: Final = Rule("role_setup", 20, HOUR_MS, "role setups")
+#: `maintain` prunes rate events older than this: none of them counts any more.
+LONGEST_WINDOW_MS: Final = max(r.window_ms for r in (WEBHOOK_TEST, WEBHOOK_ADD, ROLE_SETUP))
 
 
 def admit_connection_test(engine: sa.Engine, account_id: str, now_ms: int) -> None:
