@@ -41,7 +41,7 @@ from seqexport_dagster.store.outbox import (
     FAILING_AFTER,
 )
 from seqexport_dagster.store.tables import metadata, webhook_deliveries, webhook_events
-from seqexport_dagster.store.webhooks import WEBHOOK_RETENTION_MS, prune_webhook_events
+from seqexport_dagster.store.webhook_queue import WEBHOOK_RETENTION_MS, prune_webhook_events
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy
 from seqexport_dagster_tests.support.moto_server import MotoServer
 from seqexport_dagster_tests.support.webhook_receiver import Receiver, receiver

@@ -52,7 +52,8 @@ from seqexport_dagster.destination.endpoint import ConnectGuard, Resolver, syste
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.destination.s3_deadline import bounded_resolver
 from seqexport_dagster.errors import ExportError, NotFound, sanitize_error
-from seqexport_dagster.store.webhooks import DueDelivery, WebhookEndpoint, WebhookStore
+from seqexport_dagster.store.webhook_queue import DueDelivery
+from seqexport_dagster.store.webhooks import WebhookEndpoint, WebhookStore
 
 log = logging.getLogger("seqexport.webhooks")
 

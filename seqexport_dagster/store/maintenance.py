@@ -24,7 +24,7 @@ from seqexport_dagster.store.idempotency import IdempotencyStore
 from seqexport_dagster.store.lease import LEASE_TTL_MS
 from seqexport_dagster.store.rate_limit import LONGEST_WINDOW_MS, WINDOW_MS
 from seqexport_dagster.store.tables import connection_tests, export_leases, rate_events
-from seqexport_dagster.store.webhooks import prune_webhook_events
+from seqexport_dagster.store.webhook_queue import prune_webhook_events
 
 
 @dataclass(slots=True)

@@ -5,12 +5,10 @@ endpoint's id, URL and account, as a bucket secret is bound to its export and de
 onto another row it does not open. It is returned in clear once, by `WebhookStore.add_endpoint`,
 and opened again only in memory by the dispatcher (`endpoint_secret`).
 
-The dispatcher's work is bounded: `due_deliveries` reads at most ``limit`` pending deliveries due
-now (index ``ix_webhook_deliveries_due``), in turns across accounts (each account's oldest, then
-each one's second...), never from a disabled endpoint; `claim` pushes a delivery's next attempt out
-before it is sent, so a second dispatcher running at the same moment skips it. `record_attempt`
-keeps the endpoint's circuit breaker: failed attempts in a row, and the endpoint disabled at the
-threshold (`enable_endpoint` undoes it).
+The dispatcher's work is bounded: `due_deliveries` reads at most ``limit`` due deliveries, in turns
+across accounts (`store.webhook_queue`); `claim` pushes a delivery's next attempt out before it is
+sent, so a second dispatcher running at the same moment skips it. `record_attempt` keeps the
+endpoint's circuit breaker (`enable_endpoint` undoes it).
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from typing import Final
 
 import sqlalchemy as sa
 
-from seqexport_dagster.contract.window import DAY_MS
 from seqexport_dagster.errors import NotFound, SecretKeyError
 from seqexport_dagster.store.crypto import SealBinding, SecretBox
 from seqexport_dagster.store.database import translate_errors
@@ -37,9 +34,8 @@ from seqexport_dagster.store.outbox import (
 )
 from seqexport_dagster.store.records import RotationReport
 from seqexport_dagster.store.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
+from seqexport_dagster.store.webhook_queue import DueDelivery, count_for_breaker, due_deliveries
 
-#: Webhook events, deliveries and their attempts are kept this long (`prune`, `seqexport maintain`).
-WEBHOOK_RETENTION_MS: Final = 30 * DAY_MS
 MAX_ERROR_CHARS: Final = 500
 
 
@@ -94,20 +90,6 @@ class DeliveryRecord:
     created_at: int
     finished_at: int | None
     log: tuple[AttemptRecord, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class DueDelivery:
-    """What the dispatcher needs to send one delivery: the body as recorded, never re-rendered."""
-
-    id: int
-    event_id: str
-    event_type: str
-    endpoint_id: str
-    attempts: int
-    next_attempt_at: int
-    body: str
-    account_id: str = ""
 
 
 def new_endpoint_id() -> str:
@@ -293,38 +275,7 @@ class WebhookStore:
 
     @translate_errors
     def due_deliveries(self, now_ms: int, limit: int, *, per_endpoint: int | None = None) -> list[DueDelivery]:
-        """Up to ``limit`` due deliveries of enabled endpoints, in turns across accounts: every
-        account's oldest first (oldest account first), then every account's second, and so on, so
-        one account's backlog never pushes another's fresh delivery out of the batch. At most
-        ``per_endpoint`` (default ``limit``) of one endpoint. Reads only the due rows (index
-        ``ix_webhook_deliveries_due``), which the per-account pending cap bounds."""
-        d, ev, e = webhook_deliveries.c, webhook_events.c, webhook_endpoints.c
-        by_time = (d.next_attempt_at, d.id)
-        ranked = (
-            sa.select(
-                d.id,
-                d.event_id,
-                d.endpoint_id,
-                d.attempts,
-                d.next_attempt_at,
-                d.account_id,
-                sa.func.row_number().over(partition_by=d.account_id, order_by=by_time).label("turn"),
-                sa.func.row_number().over(partition_by=d.endpoint_id, order_by=by_time).label("place"),
-            )
-            .select_from(webhook_deliveries.join(webhook_endpoints, e.id == d.endpoint_id))
-            .where(d.status == PENDING, d.next_attempt_at <= now_ms, e.disabled_at.is_(None))
-            .subquery()
-        )
-        r = ranked.c
-        query = (
-            sa.select(r.id, r.event_id, ev.type, r.endpoint_id, r.attempts, r.next_attempt_at, ev.body, r.account_id)
-            .select_from(ranked.join(webhook_events, ev.id == r.event_id))
-            .where(r.place <= (per_endpoint or limit))
-            .order_by(r.turn, r.next_attempt_at, r.id)
-            .limit(limit)
-        )
-        with self.engine.connect() as conn:
-            return [DueDelivery(*row) for row in conn.execute(query).all()]
+        return due_deliveries(self.engine, now_ms, limit, per_endpoint=per_endpoint)
 
     @translate_errors
     def claim(self, delivery: DueDelivery, until_ms: int) -> bool:
@@ -388,7 +339,7 @@ class WebhookStore:
                 .where(webhook_deliveries.c.id == delivery.id)
                 .values(attempts=attempt, **values)
             )
-            return _count_for_breaker(conn, delivery.endpoint_id, delivered, breaker_after, now_ms, error, status_code)
+            return count_for_breaker(conn, delivery.endpoint_id, delivered, breaker_after, now_ms, error, status_code)
 
     @translate_errors
     def deliveries(self, endpoint_id: str, *, limit: int = 50, delivery_id: int | None = None) -> list[DeliveryRecord]:
@@ -440,50 +391,3 @@ class WebhookStore:
             )
             for r in rows
         ]
-
-
-def _count_for_breaker(
-    conn: sa.Connection,
-    endpoint_id: str,
-    delivered: bool,
-    breaker_after: int | None,
-    now_ms: int,
-    error: str | None,
-    status_code: int | None,
-) -> bool:
-    e = webhook_endpoints.c
-    if delivered:
-        conn.execute(webhook_endpoints.update().where(e.id == endpoint_id).values(consecutive_failures=0))
-        return False
-    conn.execute(
-        webhook_endpoints.update().where(e.id == endpoint_id).values(consecutive_failures=e.consecutive_failures + 1)
-    )
-    if breaker_after is None:
-        return False
-    last = f"HTTP {status_code}" if status_code is not None else (error or "no answer")
-    reason = f"disabled after {breaker_after} failed attempts in a row (the last: {last})"[:MAX_ERROR_CHARS]
-    disabled = conn.execute(
-        webhook_endpoints.update()
-        .where(e.id == endpoint_id, e.disabled_at.is_(None), e.consecutive_failures >= breaker_after)
-        .values(disabled_at=now_ms, disabled_reason=reason)
-    ).rowcount
-    return bool(disabled)
-
-
-@translate_errors
-def prune_webhook_events(engine: sa.Engine, now_ms: int) -> int:
-    """Events older than the retention whose deliveries are all finished go, with their
-    deliveries and attempts; a delivery still pending keeps its event. Returns events removed."""
-    cutoff = now_ms - WEBHOOK_RETENTION_MS
-    d, ev, a = webhook_deliveries.c, webhook_events.c, webhook_attempts.c
-    pending = sa.select(d.id).where(d.event_id == ev.id, d.status == PENDING).exists()
-    with engine.begin() as conn:
-        old = [r[0] for r in conn.execute(sa.select(ev.id).where(ev.created_at < cutoff, sa.not_(pending)))]
-        removed = 0
-        for start in range(0, len(old), 500):
-            chunk = old[start : start + 500]
-            ids = sa.select(d.id).where(d.event_id.in_(chunk))
-            conn.execute(webhook_attempts.delete().where(a.delivery_id.in_(ids)))
-            conn.execute(webhook_deliveries.delete().where(d.event_id.in_(chunk)))
-            removed += int(conn.execute(webhook_events.delete().where(ev.id.in_(chunk))).rowcount or 0)
-    return removed
