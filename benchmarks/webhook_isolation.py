@@ -74,6 +74,8 @@ seconds, tick, rate = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 api = Exports.from_settings(Settings.from_env())
 engine = api.store.engine
 store, send = WebhookStore(engine, api.store.box), wd.pinned_sender(api.policy)
+print("ready", flush=True)  # imports done: their CPU is not the flood's
+sys.stdin.readline()
 stop = time.monotonic() + seconds
 
 def feed():
@@ -193,10 +195,16 @@ def run(code: Path, args: argparse.Namespace) -> dict[str, Any]:
                 [sys.executable, "-c", _DISPATCHER, str(args.seconds), str(args.tick), str(args.flood_events)],
                 cwd=code,
                 env=env,
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 text=True,
             )
+            assert dispatcher.stdin is not None and dispatcher.stdout is not None
+            if dispatcher.stdout.readline().strip() != "ready":
+                raise RuntimeError("the dispatcher did not start")
+            dispatcher.stdin.write("go\n")
+            dispatcher.stdin.flush()
             started = time.time() * 1000
             until = time.monotonic() + args.seconds
             got: Counter[str] = Counter()
@@ -260,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tick", type=float, default=30.0, help="the dispatcher's interval (the sensor's: 30)")
     parser.add_argument("--flooders", type=int, default=48, help="threads calling the test send (default 48)")
     parser.add_argument("--pause", type=float, default=1.0, help="each flooder's pause between calls, s")
-    parser.add_argument("--flood-events", type=int, default=5, help="flood's events a second into the outbox")
+    parser.add_argument("--flood-events", type=int, default=10, help="flood's events a second into the outbox")
     parser.add_argument("--before-rev", default=BEFORE_REV, help="git revision of the 'before' code ('' for none)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

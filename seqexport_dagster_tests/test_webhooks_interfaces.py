@@ -124,6 +124,12 @@ def test_the_http_api_keeps_accounts_apart(world: World) -> None:
         log = acme.get(webhook + "/deliveries").json()
         assert [d["event_type"] for d in log] == ["webhook.test"] and log[0]["log"][0]["status_code"] == 200
         assert rx.secret not in acme.get(webhook).text + acme.get(webhook + "/deliveries").text
+        # 10 test sends per 10 minutes per account (one used above); then 429 with Retry-After.
+        assert [acme.post(webhook + "/test").status_code for _ in range(9)] == [202] * 9
+        limited = acme.post(webhook + "/test")
+        assert limited.status_code == 429 and int(limited.headers["Retry-After"]) > 0
+        assert "webhook test sends" in limited.json()["error"]["message"]
+        assert operator.post("/v1/admin/webhooks/dispatch").json()["delivered"] == 9
         bad = acme.post("/v1/webhooks", json={"url": "ftp://hooks.example.com/x"})
         assert bad.status_code == 400 and bad.json()["error"]["field"] == "url"
         bad = acme.post("/v1/webhooks", json={"url": rx.url, "secret": "mine"})
@@ -133,7 +139,7 @@ def test_the_http_api_keeps_accounts_apart(world: World) -> None:
         assert httpx.get(server.url + "/v1/webhooks", trust_env=False).status_code == 401
         for client in (acme, other, operator):
             client.close()
-    assert [r.signature_ok for r in rx.requests] == [True]
+    assert [r.signature_ok for r in rx.requests] == [True] * 10
 
 
 def test_the_dagster_sensor_sends_due_deliveries(tmp_path: Any) -> None:

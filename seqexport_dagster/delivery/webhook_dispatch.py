@@ -208,7 +208,7 @@ def dispatch(
     left behind: its delivery stays claimed and is due again after `CLAIM_MS`."""
     report = DispatchReport()
     started = time.monotonic()
-    queue = deque(store.due_deliveries(clock(), limit, per_endpoint=max(1, limit // 4)))
+    queue = deque(store.due_deliveries(clock(), limit))
     endpoints: dict[str, WebhookEndpoint | None] = {}
     per_account: Counter[str] = Counter()
     per_endpoint: Counter[str] = Counter()

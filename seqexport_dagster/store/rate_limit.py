@@ -8,14 +8,16 @@ port scanner run from our network. So each account gets `LIMIT` tests per rollin
 
 The same rule (`admit`, counted in ``rate_events``) bounds what one account can make the fleet do
 for it (issue 41): webhook test sends and adds (`WEBHOOK_TEST`, `WEBHOOK_ADD`) and role setups,
-each of which issues an external id (`ROLE_SETUP`). Refused attempts count too, so hammering does
-not reopen the window sooner.
+each of which issues an external id (`ROLE_SETUP`). There a refusal is read-only (nothing is
+recorded for it): an account hammering past its limit then costs one indexed read per call, and
+never takes the database's write lock from other accounts' requests (issue 41's flood).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NoReturn
 
 import sqlalchemy as sa
 
@@ -62,11 +64,18 @@ def admit_connection_test(engine: sa.Engine, account_id: str, now_ms: int) -> No
 def admit(engine: sa.Engine, rule: Rule, account_id: str, now_ms: int) -> None:
     """Record one ``rule.action`` of ``account_id``; raise `RateLimited` if it is over the limit."""
     r = rate_events.c
+    mine = sa.and_(r.account_id == account_id, r.action == rule.action)
+    with engine.connect() as conn:
+        recent = (
+            conn.execute(sa.select(r.at).where(mine, r.at > now_ms - rule.window_ms).order_by(r.at)).scalars().all()
+        )
+    if len(recent) >= rule.limit:  # refused without a write; the insert below still settles races
+        _refuse(rule, account_id, now_ms, recent, "nothing was done")
     _admit(
         engine,
         rate_events,
         r.at,
-        sa.and_(r.account_id == account_id, r.action == rule.action),
+        mine,
         {"account_id": account_id, "action": rule.action, "at": now_ms},
         rule,
         account_id,
@@ -97,10 +106,15 @@ def _admit(
     with engine.connect() as conn:
         recent = conn.execute(sa.select(at).where(mine, at > since, table.c.id <= own_id).order_by(at)).scalars().all()
     if len(recent) > rule.limit:
-        retry_at = int(recent[-rule.limit]) + rule.window_ms
-        minutes = max(1, -(-(retry_at - now_ms) // MINUTE_MS))
-        raise RateLimited(
-            f"account {account_id} has made {rule.limit} {rule.what} in the last {rule.window_ms // MINUTE_MS} "
-            f"minutes, the most allowed; {outcome}; try again in {minutes} minute(s)",
-            retry_after_ms=retry_at - now_ms,
-        )
+        _refuse(rule, account_id, now_ms, recent, outcome)
+
+
+def _refuse(rule: Rule, account_id: str, now_ms: int, recent: Sequence[int], outcome: str) -> NoReturn:
+    """``recent``: the account's times of ``rule.action`` in the window, oldest first."""
+    retry_at = int(recent[-rule.limit]) + rule.window_ms
+    minutes = max(1, -(-(retry_at - now_ms) // MINUTE_MS))
+    raise RateLimited(
+        f"account {account_id} has made {rule.limit} {rule.what} in the last {rule.window_ms // MINUTE_MS} "
+        f"minutes, the most allowed; {outcome}; try again in {minutes} minute(s)",
+        retry_after_ms=retry_at - now_ms,
+    )
