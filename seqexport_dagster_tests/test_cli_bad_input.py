@@ -53,7 +53,7 @@ CASES: list[tuple[str, tuple[str, ...], dict[str, str | None], str, int, str]] =
     ("missing secret", (*S3, *KEY), {}, "", 2,
      "secret: the secret access key is missing: give --secret-stdin (pipe it in), --secret-env NAME"),
     ("secret env unset", (*S3, *KEY, "--secret-env", "NO_SUCH_VARIABLE"), {}, "", 2,
-     "secret: the environment variable named with --secret-env is not set or empty"),
+     "secret: the environment variable given with --secret-env is not set or empty"),
     ("empty secret on stdin", (*S3, *KEY, "--secret-stdin"), {}, "\n", 2, "secret: --secret-stdin read an empty line"),
     ("two secret sources", (*S3, *GOOD, "--secret-stdin"), {}, "x\n", 2,
      "secret: give --secret-stdin or --secret-env, not both"),

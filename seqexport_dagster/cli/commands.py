@@ -50,7 +50,7 @@ def read_secret(args: argparse.Namespace, out: Output, *, required: bool) -> str
             # (an upper-case key of letters and digits does).
             raise InvalidInput(
                 "secret",
-                "the environment variable named with --secret-env is not set or empty (--secret-env takes the "
+                "the environment variable given with --secret-env is not set or empty (--secret-env takes the "
                 "variable's NAME, not the secret; what you gave is not repeated here, in case it is the secret)",
             )
     elif required or getattr(args, "secret_prompt", False):
