@@ -13,6 +13,8 @@ import time
 import pytest
 import sqlalchemy as sa
 
+from seqexport_dagster.cli.render import Output
+from seqexport_dagster.cli.webhooks import endpoint_list
 from seqexport_dagster.delivery.webhook_dispatch import (
     ACCOUNT_IN_FLIGHT,
     BREAKER_FAILURES,
@@ -99,7 +101,9 @@ def test_an_account_flooding_a_receiver_that_never_answers_does_not_delay_anothe
     assert statuses(world, "acme") == {"delivered": 1}
 
 
-def test_the_circuit_breaker_disables_a_failing_endpoint_until_its_customer_enables_it(world: World) -> None:
+def test_the_circuit_breaker_disables_a_failing_endpoint_until_its_customer_enables_it(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
     with receiver(fail_first=10**6) as rx:
         webhook_id = subscribe(world, rx, "acme")
         events(world, "acme", 8)
@@ -117,6 +121,9 @@ def test_the_circuit_breaker_disables_a_failing_endpoint_until_its_customer_enab
         )
         shown = webhook_json(endpoint)
         assert shown["status"] == "disabled" and shown["disabled_at"] is not None
+        endpoint_list(Output(as_json=False), [endpoint])  # what `seqexport webhooks list` prints
+        listed = capsys.readouterr().out
+        assert "disabled 2026-" in listed and f"seqexport webhooks enable {webhook_id}" in listed
         assert statuses(world, "acme") == {PENDING: 8}, "its deliveries wait; none is lost"
         with pytest.raises(ConflictError, match="enable it first"):
             api.test(webhook_id)
