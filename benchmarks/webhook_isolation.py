@@ -68,7 +68,8 @@ from seqexport_dagster.delivery import webhook_dispatch as wd
 from seqexport_dagster.delivery.settings import Settings
 from seqexport_dagster.defs.webhooks import WEBHOOKS_PER_TICK
 from seqexport_dagster.management.api import Exports
-from seqexport_dagster.store.outbox import EXPORT_PAUSED, emit
+from seqexport_dagster.store.outbox import emit
+from seqexport_dagster.store.webhook_records import EXPORT_PAUSED
 from seqexport_dagster.store.webhooks import WebhookStore
 seconds, tick, rate = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 api = Exports.from_settings(Settings.from_env())

@@ -99,6 +99,27 @@ class PermanentError(ExportError):
     """Will not heal by itself within a run; retried only by the scheduler's backoff."""
 
 
+class UntypeableValue(PermanentError):
+    """A source row holds a value the row contract cannot carry (`delivery.values`): the window stops
+    here, in both formats, until the row is fixed at the source. Names the dataset, row id and field,
+    never the value (it may be personal data); the runner adds the export and the window (`located`).
+    """
+
+    def __init__(self, dataset: str, row_id: str, field: str, accepted: str, where: str = "") -> None:
+        self.dataset, self.row_id, self.field, self.accepted = dataset, row_id[:128], field, accepted
+        super().__init__(
+            f"{where}{dataset}: row {self.row_id!r}: field {field} holds a value that is not {accepted}; "
+            "the window stops at this row and is not committed. Fix the row at the source (or the view "
+            "the exporter reads); the export retries the window after its backoff"
+        )
+
+    def located(self, export_id: str, window: str) -> UntypeableValue:
+        """The same error naming the export and the window."""
+        return UntypeableValue(
+            self.dataset, self.row_id, self.field, self.accepted, f"export {export_id}, window {window}: "
+        )
+
+
 class AccessDenied(PermanentError):
     """The credentials are valid but may not PutObject where we write.
 

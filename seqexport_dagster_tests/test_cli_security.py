@@ -42,6 +42,79 @@ def error_of(result: Measured) -> dict[str, object]:
 # --- the remote CLI -------------------------------------------------------------------------------
 
 
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for ``localhost`` that no CA signed, and its key."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_file, key_file
+
+
+def test_remote_cli_sends_no_token_to_a_server_whose_certificate_no_ca_signed(tmp_path: Path) -> None:
+    """https is verified (certificate and host name) before the request, so an impostor's TLS
+    server on the API's address never sees the token: the CLI says it cannot reach the API."""
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from seqexport_dagster.errors import RetryableError
+    from seqexport_dagster.management.remote import RemoteExports
+
+    seen: list[str] = []
+
+    class Impostor(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization", ""))
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"[]")
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    server = HTTPServer(("127.0.0.1", 0), Impostor)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*self_signed(tmp_path))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        api = RemoteExports(f"https://localhost:{server.server_port}", TOKEN)
+        with pytest.raises(
+            RetryableError, match="cannot reach the API at https://localhost:.*SSLCertVerificationError"
+        ):
+            api.list()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert seen == []
+
+
 @pytest.mark.parametrize(
     "url", ["http://exports.example.invalid", "http://10.20.30.40:8080", "http://[2001:db8::1]/", "HTTP://exp.invalid"]
 )
@@ -63,6 +136,20 @@ def test_remote_cli_speaks_http_to_loopback_with_its_token(tmp_path: Path) -> No
     assert result.code == 0 and "No exports." in result.out, result
     (request,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert request["path"].startswith("/v1/exports") and request["headers"]["Authorization"] == f"Bearer {TOKEN}"
+
+
+def test_remote_cli_keeps_the_path_of_the_api_url_and_sends_its_query(tmp_path: Path) -> None:
+    """An API behind a path (``https://host/exports-api``) gets its requests under that path, with
+    the query the command asked for, and nothing else of the client's environment."""
+    log = tmp_path / "requests.jsonl"
+    with hostile_api.running("record", str(log)) as api:
+        result = remote(f"{api.url}/exports-api/", "list", "--account", "acme", "--all")
+    assert result.code == 0, result
+    (request,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert request["method"] == "GET"
+    assert request["path"] == "/exports-api/v1/exports?include_deleted=true&account=acme"
+    assert request["headers"]["User-Agent"] == "seqexport-cli"
+    assert "Cookie" not in request["headers"] and "Proxy-Authorization" not in request["headers"]
 
 
 @pytest.mark.slow

@@ -68,6 +68,91 @@ def test_docs_page_renders_every_operation_in_chromium(server: tuple[ApiServer, 
     assert not outside, f"fetched from outside the server: {outside}"
 
 
+def test_the_document_names_the_bearer_scheme_and_the_closed_sets(server: tuple[ApiServer, str]) -> None:
+    """Swagger UI shows Authorize only for a security scheme, and sends the token only to the
+    operations that name it: every /v1 operation does, the health checks do not. Closed sets are
+    enums, in the bodies and in the answers (issue 42, item 3)."""
+    api, _ = server
+    with api.client() as client:
+        schema = client.get("/openapi.json").json()
+    assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+    for path, operations in schema["paths"].items():
+        for method, op in operations.items():
+            wanted = [{"bearerAuth": []}] if path.startswith("/v1/") else None
+            assert op.get("security") == wanted, (method, path)
+    bodies = schema["components"]["schemas"]
+
+    def enum(component: str, prop: str) -> list[str]:
+        field = bodies[component]["properties"][prop]
+        for member in (field, *field.get("anyOf", ())):
+            item = member.get("items", member)
+            if "enum" in item:
+                return list(item["enum"])
+        raise AssertionError(f"{component}.{prop} is a free string: {field}")
+
+    assert enum("CreateExport", "frequency") == enum("ChangeFrequency", "frequency") == ["15m", "1h", "6h", "24h"]
+    assert enum("CreateExport", "format") == enum("ExportJson", "format") == ["jsonl.gz", "parquet"]
+    assert enum("CreateExport", "provider") == enum("ChangeDestination", "provider") == ["s3", "gcs", "local"]
+    assert enum("CreateExport", "sse") == ["AES256", "aws:kms"] and "" in enum("ChangeDestination", "sse")
+    datasets = ["email_events", "sms_events", "custom_events", "subscribers"]
+    assert enum("CreateExport", "datasets") == enum("ChangeDatasets", "add") == enum("LedgerWindowJson", "dataset")
+    assert enum("CreateExport", "datasets") == datasets
+    assert {"const": "all", "type": "string"} in bodies["CreateExport"]["properties"]["datasets"]["anyOf"]
+    assert enum("ExportStatusJson", "status") == ["active", "paused", "deleted"]
+    assert "export.failing" in enum("CreateWebhook", "events") and "*" in enum("CreateWebhook", "events")
+
+
+def test_a_wrong_value_of_a_closed_set_keeps_the_message_naming_what_is_accepted(
+    server: tuple[ApiServer, str], world: World
+) -> None:
+    """The enums document; the API still checks, and says what it accepts."""
+    api, token = server
+    export = world.local_export()
+    with api.client(token) as client:
+        answer = client.patch(f"/v1/exports/{export.id}/frequency", json={"frequency": "2h"})
+    assert answer.status_code == 400
+    assert answer.json()["error"]["field"] == "frequency"
+    assert "15m, 1h, 6h, 24h" in answer.json()["error"]["message"]
+
+
+def test_authorize_and_try_it_out_in_chromium(server: tuple[ApiServer, str], world: World, tmp_path: Path) -> None:
+    """As a person would: open /docs, Authorize with an account token, "Try it out" on
+    ``GET /v1/exports``, Execute, and see 200 with the account's export; the screenshots stay in
+    the test's tmp folder (and in test-artefacts/)."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make test` installs it (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    api, token = server
+    export = world.local_export("acme")
+    ARTEFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{api.url}/docs")
+            page.wait_for_selector(".opblock", timeout=30_000)
+            page.locator("button.btn.authorize").first.click()
+            dialog = page.locator(".modal-ux")
+            dialog.locator("input").first.fill(token)
+            dialog.locator("button.modal-btn.authorize").click()
+            dialog.locator("button.btn-done").click()
+            operation = page.locator(".opblock-get", has=page.locator(".opblock-summary-path[data-path='/v1/exports']"))
+            operation.locator(".opblock-summary").click()
+            operation.locator("button.try-out__btn").click()
+            operation.locator("button.execute").click()
+            status = operation.locator(".live-responses-table .response .response-col_status").first
+            status.wait_for(timeout=30_000)
+            page.screenshot(path=str(tmp_path / "api-docs-try-it-out.png"), full_page=True)
+            page.screenshot(path=str(ARTEFACTS / "api-docs-try-it-out.png"), full_page=True)
+            assert status.inner_text().strip() == "200"
+            answer = operation.locator(".live-responses-table .response-col_description pre").first.inner_text()
+            assert export.id in answer
+            assert token in operation.locator(".curl-command").inner_text()  # the header Swagger sent
+        finally:
+            browser.close()
+
+
 @pytest.mark.parametrize(
     ("body", "field", "message"),
     [

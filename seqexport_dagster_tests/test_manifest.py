@@ -29,6 +29,7 @@ from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.management.verify import LocalBucket, verify_bucket, verify_location
 from seqexport_dagster.store import LATE_PART, PART_LANDED, PartRecord
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy, lost_reply
+from seqexport_dagster_tests.support.format_change import write_change_export
 from seqexport_dagster_tests.support.moto_server import MotoServer
 from seqexport_dagster_tests.support.scripted_store import ScriptedStore
 from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_403, NO_PRECONDITION, ORDINARY, SimCrash
@@ -339,3 +340,33 @@ def test_a_manifest_re_sent_after_a_backfill_moved_the_chain_start_is_the_same_b
     assert new.bucket.objects[key] == first
     starts = {json.loads(b)["chain_from_ms"] for k, b in new.bucket.objects.items() if f"/{MANIFEST_FOLDER}/" in k}
     assert min(starts) == DAY0 - DAY_MS, "the backfilled day's manifest carries where the chain starts now"
+
+
+def test_the_customer_docs_loader_reads_both_formats_on_a_format_change(world: World, moto: MotoServer) -> None:
+    """The same loader over an export that changed from JSONL to Parquet: its first version gunzipped
+    every part and failed on the first Parquet one (BadGzipFile)."""
+    import re as regex
+
+    text = (Path(__file__).parents[1] / "docs" / "customers.md").read_text()
+    section = text[text.index("### Load by manifest") :]
+    code = regex.search(r"```python\n(.*?)```", section, regex.S)
+    assert code is not None
+    definitions = code.group(1).split("\npages = ")[0].replace('BUCKET, PREFIX = "acme-exports", "sequenzy"', "")
+    export = write_change_export(world, datasets=("email_events", "custom_events"))
+    s3 = moto.admin_client()
+    bucket = f"loader-{secrets.token_hex(5)}"
+    s3.create_bucket(Bucket=bucket)
+    for path in export.root.rglob("*"):  # the export's prefix is empty: manifests name keys from the root
+        if path.is_file():
+            s3.put_object(Bucket=bucket, Key=path.relative_to(export.root).as_posix(), Body=path.read_bytes())
+    namespace: dict[str, Any] = {}
+    exec(definitions, namespace)  # the docs' imports, part_rows and load_manifest, as written
+    namespace.update(s3=s3, BUCKET=bucket, PREFIX="")
+    loaded: dict[str, list[str]] = {"email_events": [], "custom_events": []}
+    done: set[str] = set()
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="_sequenzy/manifests/")
+    for key in sorted(o["Key"] for page in pages for o in page.get("Contents", [])):
+        namespace["load_manifest"](key, done, lambda ds, rows: loaded[ds].extend(str(r["id"]) for r in rows))
+    assert any(k.endswith(".parquet") for k in done) and any(k.endswith(".jsonl.gz") for k in done)
+    for dataset, ids in loaded.items():
+        assert sorted(ids) == sorted(export.ids(dataset)), f"{dataset}: every row once, from both formats"

@@ -374,7 +374,7 @@ def test_role_setup_and_role_export_through_the_http_api_and_the_remote_cli(
                 answer = other.post("/v1/role-setups", json={"account_id": "acme"})
                 assert answer.status_code == 400 and answer.json()["error"]["field"] == "account_id"
         finally:
-            remote.client.close()
+            remote.close()
     assert world.store.get_export(record.id).role_arn == role_arn
     assert any(f"/{BUCKET}/{PREFIX}/_sequenzy/" in r.path for r in scene.proxy.puts())
     capsys.readouterr()

@@ -26,12 +26,14 @@ from seqexport_dagster.contract.file_format import FORMATS, extension, format_of
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS
 from seqexport_dagster.delivery.part_writers import empty_body
+from seqexport_dagster.delivery.writer import EMPTY_GZIP
 from seqexport_dagster_tests.support.sim import world as sim_world
 from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_412, ORDINARY, Buckets
 from seqexport_dagster_tests.support.sim.loaders import SnowpipeLoader, WindowLoader, ids_of
 from seqexport_dagster_tests.support.sim.model import Failure, Place
 from seqexport_dagster_tests.support.sim.oracles import Oracles, backoff
 from seqexport_dagster_tests.support.sim.run import SimResult, simulate
+from seqexport_dagster_tests.support.sim.wide import REGIMES, ValueCheck, value_violations
 from seqexport_dagster_tests.support.sim.world import World
 from seqexport_dagster_tests.support.world import postgres_database
 
@@ -262,6 +264,62 @@ def test_ci_seed_holds_every_invariant(seed: int) -> None:
     result = ci_result(seed)
     assert result.ok, result.summary()
     assert result.rows_checked > 0 and result.export_days > 1
+
+
+#: Seeds of the widened world (issue 39, ``wide=1``): between them every schedule regime (every step,
+#: hourly at a random minute, random gaps of 30 s to 4 h), daemon outages, fault storms and hostile
+#: values read back by the value oracle (`test_wide_ci_seeds_cover_the_widened_world`).
+WIDE_CI_SEEDS = (21, 22, 24, 27, 32, 35, 36, 37, 38, 39)
+
+
+@functools.cache
+def wide_result(seed: int) -> SimResult:
+    return simulate(seed, days=1.5, wide=1)
+
+
+@pytest.mark.parametrize("seed", WIDE_CI_SEEDS)
+def test_wide_ci_seed_holds_every_invariant(seed: int) -> None:
+    result = wide_result(seed)
+    assert result.ok, result.summary()
+    assert result.rows_checked > 0 and result.export_days > 1
+
+
+def test_wide_ci_seeds_cover_the_widened_world() -> None:
+    results = [wide_result(s) for s in WIDE_CI_SEEDS]
+    assert {r.schedule for r in results} == set(REGIMES)
+    assert sum(r.outages for r in results) >= 10 and all(r.storms for r in results)
+    assert sum(r.hostile_rows for r in results) > 500 and all(r.skipped_ticks for r in results)
+    faults: Counter[str] = sum((r.faults for r in results), Counter())
+    assert {"5xx", "reset", "lost", "db error", "crash"} <= set(faults), faults
+
+
+def test_the_value_oracle_sees_a_forged_row_a_changed_value_and_a_duplicate_key(tmp_path: Path) -> None:
+    world = World(24, tmp_path, days=1, level=0.0, only=("none",), wide=1)
+    try:
+        while world.clock() < world.end_ms:
+            before = world.clock()
+            world.clock.advance(600_000)
+            world.source.feed(world.accounts, world.clock(), before)
+            world.tick()
+        assert world.source.hostile, "the world drew no hostile value"
+        assert value_violations(world, ValueCheck()) == []
+        bucket, key = next(
+            (b, k) for b in world.buckets.by_name.values() for k in b.objects
+            if k.rsplit("/", 1)[-1].startswith("custom_events-") and k.endswith(".jsonl.gz") and b.objects[k] != EMPTY_GZIP
+        )  # fmt: skip
+        lines = gzip.decompress(bucket.objects[key]).splitlines()
+        first = json.loads(lines[0])
+        forged = json.dumps({**first, "id": "evt_FORGED"}).encode()
+        changed = json.dumps({**first, "properties": {"not": "the source"}}).encode()
+        duplicate = lines[0][:-1] + b',"id":"' + first["id"].encode() + b'"}'
+        bucket.objects[key] = gzip.compress(b"\n".join([forged, changed, duplicate]))
+        found = " | ".join(detail for _, detail, _ in value_violations(world, ValueCheck()))
+        assert "evt_FORGED, which the source never held" in found, found
+        assert "duplicate key" in found, found
+        if first["id"] in world.source.hostile:
+            assert "differ from the source" in found, found
+    finally:
+        world.dispose()
 
 
 @pytest.mark.parametrize("seed", _seeds(sorted(REGRESSION_SEEDS)))

@@ -274,10 +274,11 @@ AWKWARD = [
 def test_awkward_text_is_written_identically_from_sqlite_and_postgresql(world: World, pg_world: World) -> None:
     """Edge-case text, NULLs, integers and nested JSON: the same gzip bytes from both databases; every
     line is one valid JSON object in the contract's field order that decodes to exactly what was stored
-    and validates against the published schema. JSON-text fields are embedded verbatim."""
+    and validates against the published schema. JSON-text fields are re-encoded compactly."""
     import gzip
 
     import jsonschema
+    import msgspec
 
     from seqexport_dagster.contract.schema_publish import SCHEMA_DIR
     from seqexport_dagster.delivery.writer import PartWriter
@@ -325,4 +326,5 @@ def test_awkward_text_is_written_identically_from_sqlite_and_postgresql(world: W
             assert decoded == expected
             assert not list(validator.iter_errors(decoded))
             if name == "custom_events" and row[-1] is not None:
-                assert row[-1].encode() in line  # embedded verbatim, not re-serialized
+                # Re-serialized as one compact JSON value (issue 39: pasted text could forge a row)
+                assert msgspec.json.format(row[-1].encode(), indent=-1) in line

@@ -29,9 +29,10 @@ from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ConflictError, RateLimited
 from seqexport_dagster.management.webhook_presentation import webhook_json
 from seqexport_dagster.management.webhooks_api import Webhooks
-from seqexport_dagster.store.outbox import DROPPED, EXPORT_PAUSED, MAX_PENDING_PER_ACCOUNT, PENDING, emit
+from seqexport_dagster.store.outbox import MAX_PENDING_PER_ACCOUNT, emit
 from seqexport_dagster.store.rate_limit import WEBHOOK_ADD, WEBHOOK_TEST
 from seqexport_dagster.store.tables import webhook_deliveries
+from seqexport_dagster.store.webhook_records import DROPPED, EXPORT_PAUSED, PENDING
 from seqexport_dagster.store.webhooks import WebhookStore
 from seqexport_dagster_tests.support.webhook_receiver import Receiver, receiver
 from seqexport_dagster_tests.support.world import World

@@ -32,7 +32,9 @@ from seqexport_dagster.errors import ExportError, InvalidInput
 from seqexport_dagster.management.api import Exports
 from seqexport_dagster.management.webhooks_api import Webhooks
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
-from seqexport_dagster.store.outbox import (
+from seqexport_dagster.store.tables import metadata, webhook_deliveries, webhook_events
+from seqexport_dagster.store.webhook_queue import WEBHOOK_RETENTION_MS, prune_webhook_events
+from seqexport_dagster.store.webhook_records import (
     DAY_COMPLETE,
     EXPORT_DELETED,
     EXPORT_FAILING,
@@ -40,8 +42,6 @@ from seqexport_dagster.store.outbox import (
     EXPORT_RECOVERED,
     FAILING_AFTER,
 )
-from seqexport_dagster.store.tables import metadata, webhook_deliveries, webhook_events
-from seqexport_dagster.store.webhook_queue import WEBHOOK_RETENTION_MS, prune_webhook_events
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy
 from seqexport_dagster_tests.support.moto_server import MotoServer
 from seqexport_dagster_tests.support.webhook_receiver import Receiver, receiver

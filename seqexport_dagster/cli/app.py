@@ -26,15 +26,16 @@ def _run(args: argparse.Namespace, out: Output, clock: Callable[[], int] | None)
     plain: Callable[[argparse.Namespace], int] | None = getattr(args, "plain_handler", None)
     if plain is not None:
         return int(plain(args))
-    from seqexport_dagster.delivery.settings import Settings
-    from seqexport_dagster.management.api import Exports
-
     api: AnyExports
     if args.environ.get("SEQEXPORT_API_URL"):
+        # Only the HTTP client: the remote mode never opens the database, so it never imports
+        # SQLAlchemy or the control plane (test_remote_cli_imports keeps it so; issue 40).
         from seqexport_dagster.management.remote import RemoteExports
 
         api = RemoteExports.from_env(args.environ)
     else:
+        from seqexport_dagster.delivery.settings import Settings
+        from seqexport_dagster.management.api import Exports
         from seqexport_dagster.store.database import make_sqlite_folder
 
         settings = Settings.from_env(args.environ)

@@ -244,11 +244,11 @@ def history(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 def rotate_keys(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     out.progress("re-sealing stored secrets with the first key of SEQEXPORT_SECRET_KEYS ...")
-    from seqexport_dagster.management.api import Exports
+    from seqexport_dagster.management.remote import RemoteExports  # the HTTP client only: no database
 
     with reporter(out.as_json) as shown:
         # Progress where the work happens: a remote rotation runs in the server.
-        report = api.rotate_keys(progress=shown.advance) if isinstance(api, Exports) else api.rotate_keys()
+        report = api.rotate_keys() if isinstance(api, RemoteExports) else api.rotate_keys(progress=shown.advance)
     return EXIT_OK if render.rotation(out, report) else EXIT_UNAVAILABLE
 
 

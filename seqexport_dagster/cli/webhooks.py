@@ -17,7 +17,7 @@ from seqexport_dagster.errors import InvalidInput
 
 if TYPE_CHECKING:
     from seqexport_dagster.cli.commands import AnyExports
-    from seqexport_dagster.store.webhooks import DeliveryRecord, NewEndpoint, WebhookEndpoint
+    from seqexport_dagster.store.webhook_records import DeliveryRecord, NewEndpoint, WebhookEndpoint
 
 ACTIONS = ("add", "list", "remove", "test", "enable", "rotate-secret", "deliveries", "dispatch")
 

@@ -21,10 +21,15 @@ from typing import Final
 from seqexport_dagster.contract.schema import DATASETS, Dataset, Field
 from seqexport_dagster.contract.warehouse_stage import snowflake_stage
 from seqexport_dagster.contract.warehouse_types import (
+    EXAMPLE_WINDOW,
     PARTITION_COLUMN,
     bigquery_type,
+    duckdb_latest_complete_day,
+    duckdb_read_json,
     duckdb_type,
+    redshift_source,
     redshift_type,
+    snowflake_casts,
     snowflake_type,
 )
 
@@ -47,9 +52,7 @@ def snowflake(ds: Dataset, *, stage: str = "sequenzy_stage", uri: str = "s3://ac
     Events load every new part of the dataset. The snapshot loads one day, after its ``_SUCCESS``,
     and its view shows the latest day loaded only: a snapshot is the whole list as of its day, so the
     previous day's rows are replaced, never merged with it."""
-    exprs = [f"raw:{f.name}::{snowflake_type(f)}" for f in ds.fields]
-    width = max(len(e) for e in exprs)
-    casts = ",\n".join(f"  {e:<{width}} AS {f.name}" for e, f in zip(exprs, ds.fields, strict=True))
+    casts = snowflake_casts(ds)
     order = "recorded_at" if not ds.is_snapshot else "updated_at"
     source = f"@{stage}/{ds.name}/" + (f"date={day}/" if ds.is_snapshot else "")
     loaded_day = "REGEXP_SUBSTR(file, 'date=([0-9-]+)', 1, 1, 'e')"
@@ -101,15 +104,18 @@ def redshift(
     uri: str = "s3://acme-exports/sequenzy",
     iam_role: str = "arn:aws:iam::123456789012:role/redshift-s3-read",
     day: str = "2026-09-30",
+    window: tuple[int, int] = EXAMPLE_WINDOW,
 ) -> str:
-    """Staging table, COPY of one day folder, then an insert that keeps each id once."""
+    """Staging table, COPY of one window (of the snapshot: one day), then an insert that keeps each id once.
+
+    The typed table is the one the Parquet statements load too (`warehouse_parquet.redshift`)."""
     order = "recorded_at" if not ds.is_snapshot else "updated_at"
     names = ",\n  ".join(ds.field_names)
     return (
         f"CREATE TABLE IF NOT EXISTS {ds.name} (\n{_columns(ds, redshift_type)}\n);\n"
         f"CREATE TEMP TABLE {ds.name}_staging (LIKE {ds.name});\n\n"
         f"COPY {ds.name}_staging\n"
-        f"FROM '{uri}/{ds.name}/date={day}/{ds.name}-'\n"
+        f"FROM '{redshift_source(ds, uri=uri, day=day, window=window)}'\n"
         f"IAM_ROLE '{iam_role}'\n"
         f"FORMAT AS JSON 'auto ignorecase'\n"
         f"GZIP TIMEFORMAT 'auto';\n\n"
@@ -127,19 +133,15 @@ def redshift(
     )
 
 
-def duckdb_columns(ds: Dataset) -> str:
-    """The ``columns`` argument of DuckDB's read_json: the contract's types, not guesses."""
-    return "{" + ", ".join(f"'{f.name}': '{duckdb_type(f)}'" for f in ds.fields) + "}"
-
-
 def duckdb(ds: Dataset, *, root: str = "s3://acme-exports/sequenzy") -> str:
+    """Events: every day, each id once. The snapshot: its latest complete day only."""
     order = "recorded_at" if not ds.is_snapshot else "updated_at"
+    latest = f"WHERE {duckdb_latest_complete_day(ds, root)}\n" if ds.is_snapshot else ""
     return (
         f"CREATE OR REPLACE VIEW {ds.name} AS\n"
-        f"SELECT * FROM read_json('{root}/{ds.name}/*/*.jsonl.gz',\n"
-        f"                        format = 'newline_delimited', hive_partitioning = true,\n"
-        f"                        columns = {duckdb_columns(ds)})\n"
-        f"QUALIFY ROW_NUMBER() OVER (PARTITION BY id ORDER BY {order} DESC) = 1;"
+        f"SELECT * FROM {duckdb_read_json(ds, root)}\n"
+        + latest
+        + f"QUALIFY ROW_NUMBER() OVER (PARTITION BY id ORDER BY {order} DESC) = 1;"
     )
 
 
@@ -189,7 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bucket", help="the export's bucket; default acme-exports")
     parser.add_argument("--prefix", help="the export's prefix inside the bucket; default sequenzy")
     parser.add_argument("--stage", help="snowflake: the stage created over <bucket>/<prefix>; default sequenzy_stage")
-    parser.add_argument("--format", default="jsonl.gz", help="the export's file format: jsonl.gz (default) or parquet")
+    parser.add_argument(
+        "--format",
+        default="jsonl.gz",
+        help="the export's file format: jsonl.gz (default) or parquet; both: the one view over both formats",
+    )
     args = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in args):
         parser.print_help()
@@ -204,13 +210,19 @@ def main(argv: list[str] | None = None) -> int:
     if known.dataset not in DATASETS:
         return _fail(f"dataset {known.dataset!r} is not one of {', '.join(DATASETS)}")
     ds = DATASETS[known.dataset]
-    if known.format not in ("jsonl.gz", "parquet"):
-        return _fail(f"--format {known.format!r} is not one of jsonl.gz, parquet")
+    if known.format not in ("jsonl.gz", "parquet", "both"):
+        return _fail(f"--format {known.format!r} is not one of jsonl.gz, parquet, both")
     generators = GENERATORS
     if known.format == "parquet":
         from seqexport_dagster.contract import warehouse_parquet
 
         generators = warehouse_parquet.GENERATORS
+    if known.format == "both":
+        from seqexport_dagster.contract import warehouse_both
+
+        generators = warehouse_both.GENERATORS
+        if known.warehouse == "redshift":
+            return _fail("--format both: Redshift needs no view, both formats' COPY load the same table")
     if known.stage is not None and known.warehouse != "snowflake":
         return _fail(f"--stage applies to snowflake only; {known.warehouse} takes --bucket and --prefix")
     bucket = known.bucket if known.bucket is not None else "acme-exports"
@@ -220,7 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     scheme = "gs" if known.warehouse == "bigquery" else "s3"
     uri = f"{scheme}://{bucket}/{prefix}".rstrip("/")
     make = generators[known.warehouse]
-    if known.warehouse == "snowflake":
+    if known.format == "both":
+        text = make(ds, root=uri) if known.warehouse == "duckdb" else make(ds)  # type: ignore[call-arg]
+    elif known.warehouse == "snowflake":
         text = make(ds, stage=known.stage or "sequenzy_stage", uri=uri)  # type: ignore[call-arg]
     else:
         text = make(ds, root=uri) if known.warehouse == "duckdb" else make(ds, uri=uri)  # type: ignore[call-arg]

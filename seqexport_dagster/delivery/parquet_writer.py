@@ -7,7 +7,7 @@ published schema (`schema_publish`) and the warehouse DDL cannot drift apart:
   (``2026-09-30T12:34:56.789Z``) and Arrow's cast parses a whole column in C;
 - ``integer`` fields are ``int64``; ``array`` fields (tags) are ``list<string>``;
 - ``object`` fields (``properties``, ``attributes``) are JSON text in a ``string`` column, exactly the
-  bytes the JSONL files carry: every warehouse loads a string, and each parses JSON with its own function
+  bytes the JSONL files carry (both re-encoded by `values.RowChecker`, which checks every batch first): every warehouse loads a string, and each parses JSON with its own function
   (``PARSE_JSON``, ``JSON_EXTRACT``, ``json_extract``). A typed struct would need one shape for every
   account's free-form keys, which no warehouse agrees on.
 
@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from seqexport_dagster.contract.schema import Dataset, Field
+from seqexport_dagster.delivery.values import RowChecker
 from seqexport_dagster.delivery.writer import PART_LIMIT, Part, SortKey
 from seqexport_dagster.errors import InvalidInput
 
@@ -165,6 +166,7 @@ class ParquetPartWriter:
         self.dataset = ds
         self.part_limit = part_limit
         self.schema = arrow_schema(ds)
+        self._check = RowChecker(ds)
         self._columns = [_column_builder(f) for f in ds.fields]
         names = ds.field_names
         self._id_at = names.index("id")
@@ -186,7 +188,7 @@ class ParquetPartWriter:
         last: SortKey | None = None
         id_at = self._id_at
         part: _PartFile | None = None
-        for batch in batches:
+        for batch in map(self._check, batches):
             start = 0
             while start < len(batch):
                 take = min(len(batch) - start, self.part_limit - rows_in_part, ROW_GROUP - len(group))

@@ -49,7 +49,7 @@ from seqexport_dagster.delivery.delivered import late_ids
 from seqexport_dagster.delivery.manifest import write_manifest
 from seqexport_dagster.delivery.writer import PART_LIMIT
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, open_destination
-from seqexport_dagster.errors import DestinationChanged, ExportError, RunInterrupted, internal_error
+from seqexport_dagster.errors import DestinationChanged, ExportError, RunInterrupted, UntypeableValue, internal_error
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store import (
     ACTIVE,
@@ -417,6 +417,10 @@ class Runner:
                 return write(attempt, window_id, restarts)
             except DestinationChanged:
                 self._abandon(window_id, f"destination changed during the {what}; started over at the new destination")
+            except UntypeableValue as exc:
+                located = exc.located(export_id, str(window))
+                self._fail(window_id, located)
+                raise located from None
             except BaseException as exc:
                 self._fail(window_id, exc)
                 raise

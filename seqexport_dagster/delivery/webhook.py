@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from seqexport_dagster.destination.endpoint import validate_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import InvalidInput
-from seqexport_dagster.store.outbox import EVENT_TYPES, FAILING_AFTER, MAX_FAILING_AFTER
+from seqexport_dagster.store.webhook_records import EVENT_TYPES, FAILING_AFTER, MAX_FAILING_AFTER
 
 SIGNATURE_HEADER: Final = "Sequenzy-Signature"
 EVENT_ID_HEADER: Final = "Sequenzy-Event-Id"
@@ -128,3 +128,9 @@ def verify_signature(
         return False
     expected = signature(secret, timestamp, body).encode()
     return any(hmac.compare_digest(expected, c) for c in candidates)
+
+
+def validate_webhook_id(webhook_id: str) -> str:
+    if not (webhook_id.startswith("whk_") and len(webhook_id) == 20 and webhook_id[4:].isalnum()):
+        raise InvalidInput("webhook_id", f"{webhook_id[:80]!r} is not a webhook id: ids look like whk_0123456789abcdef")
+    return webhook_id

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlsplit
 
 from seqexport_dagster.delivery.webhook import EVENT_ID_HEADER, EVENT_TYPE_HEADER, SIGNATURE_HEADER, signature_header
@@ -52,8 +52,10 @@ from seqexport_dagster.destination.endpoint import ConnectGuard, Resolver, syste
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.destination.s3_deadline import bounded_resolver
 from seqexport_dagster.errors import ExportError, NotFound, sanitize_error
-from seqexport_dagster.store.webhook_queue import DueDelivery
-from seqexport_dagster.store.webhooks import WebhookEndpoint, WebhookStore
+from seqexport_dagster.store.webhook_records import DueDelivery, WebhookEndpoint
+
+if TYPE_CHECKING:
+    from seqexport_dagster.store.webhooks import WebhookStore
 
 log = logging.getLogger("seqexport.webhooks")
 

@@ -22,6 +22,7 @@ import msgspec
 from isal import isal_zlib
 
 from seqexport_dagster.contract.schema import Dataset
+from seqexport_dagster.delivery.values import RowChecker
 from seqexport_dagster.destination.base import content_md5
 from seqexport_dagster.errors import InvalidInput
 
@@ -76,8 +77,26 @@ def unpack_ids(blob: bytes) -> list[str]:
     return text.split("\n") if text else []
 
 
+#: Characters that JSON leaves unescaped inside strings but that many line readers take for a line
+#: break (Python's ``str.splitlines``, JavaScript before ES2019): NEL, LINE SEPARATOR, PARAGRAPH
+#: SEPARATOR. Escaped in every line, so a value can never split a row for any reader (issue 39: the
+#: simulator's loader split a part at a U+2028 inside a custom event's properties).
+_LINE_BREAKS: Final = ((b"\xc2\x85", b"\\u0085"), (b"\xe2\x80\xa8", b"\\u2028"), (b"\xe2\x80\xa9", b"\\u2029"))
+
+
+def one_line_each(lines: bytes) -> bytes:
+    """JSON lines with every unicode line break inside a string escaped (lossless: the UTF-8 bytes of
+    these characters occur only inside strings, and ``\\uXXXX`` is the same character to a parser)."""
+    if b"\xc2\x85" not in lines and b"\xe2\x80" not in lines:
+        return lines
+    for raw, escaped in _LINE_BREAKS:
+        lines = lines.replace(raw, escaped)
+    return lines
+
+
 def _row_builder(ds: Dataset) -> Callable[[Sequence[Any]], list[Any]]:
-    """Turn DBAPI tuples into msgspec Structs; JSON-text fields are embedded verbatim as `Raw`."""
+    """Turn checked rows (`values.RowChecker`) into msgspec Structs; JSON fields, already re-encoded
+    as one compact JSON value each, are embedded as `Raw`."""
     struct = msgspec.defstruct(ds.name, [(name, Any) for name in ds.field_names])
     raw_positions = [i for i, f in enumerate(ds.fields) if f.type in ("object", "array")]
     raw = msgspec.Raw
@@ -157,6 +176,7 @@ class PartWriter:
         self.dataset = ds
         self.part_limit = part_limit
         self.level = level
+        self._check = RowChecker(ds)
         self._build = _row_builder(ds)
         names = ds.field_names
         self._id_at = names.index("id")
@@ -176,12 +196,12 @@ class PartWriter:
         ids: list[str] = []
         id_at = self._id_at
         last: SortKey | None = None
-        for batch in batches:
+        for batch in map(self._check, batches):
             start = 0
             while start < len(batch):
                 take = min(len(batch) - start, self.part_limit - rows_in_part)
                 piece = batch[start : start + take] if (start or take < len(batch)) else batch
-                deflater.write(self._encode_lines(self._build(piece)))
+                deflater.write(one_line_each(self._encode_lines(self._build(piece))))
                 ids.extend([row[id_at] for row in piece])
                 last = self._key(piece[-1])
                 rows_in_part += take

@@ -59,6 +59,7 @@ from seqexport_dagster.destination.role import RoleSetup
 from seqexport_dagster.errors import ConfigurationError, ConflictError, InvalidInput
 from seqexport_dagster.management.history import RunHistory
 from seqexport_dagster.management.history import history as run_history
+from seqexport_dagster.management.parameters import Progress, Secret, quiet
 from seqexport_dagster.management.presentation import mask_key_id
 from seqexport_dagster.management.role_setup import check_role, role_setup, take_role, with_role_change
 from seqexport_dagster.management.status import (
@@ -85,15 +86,7 @@ from seqexport_dagster.store.rate_limit import admit_connection_test
 if TYPE_CHECKING:
     from seqexport_dagster.management.webhooks_api import Webhooks
 
-Progress = Callable[[str], None]
-#: A secret access key, or a callable that asks for it (called after every other value is valid).
-Secret = str | Callable[[], str | None] | None
-
 HISTORY_DAYS: Final = 14
-
-
-def _quiet(_: str) -> None:
-    return None
 
 
 class Exports:
@@ -154,7 +147,7 @@ class Exports:
         kms_key_id: str | None = None,
         role_arn: str | None = None,
         external_id: str | None = None,
-        progress: Progress = _quiet,
+        progress: Progress = quiet,
         file_format: str = DEFAULT_FORMAT,
     ) -> ExportRecord:
         """Create an export: validate everything, write the connection test file, then save.
@@ -304,7 +297,7 @@ class Exports:
         kms_key_id: str | None = None,
         role_arn: str | None = None,
         external_id: str | None = None,
-        progress: Progress = _quiet,
+        progress: Progress = quiet,
     ) -> ExportRecord:
         """Move the export (bucket, prefix, endpoint), rotate its keys or change its encryption.
 

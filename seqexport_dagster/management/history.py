@@ -15,19 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from seqexport_dagster.store import (
-    CANCELED,
-    COMMITTED,
-    FAILED,
-    HISTORY_MS,
-    RUNNING,
-    WORKER_LOST,
-    ControlPlane,
-    LedgerWindow,
-)
-from seqexport_dagster.store.run_log import RunLog, RunLogEntry
+from seqexport_dagster.store import CANCELED, COMMITTED, FAILED, HISTORY_MS, RUNNING, WORKER_LOST, LedgerWindow
+
+if TYPE_CHECKING:
+    from seqexport_dagster.store import ControlPlane
+    from seqexport_dagster.store.run_log import RunLogEntry
 
 SUCCEEDED: Final = "succeeded"
 RESTARTED_NOTE: Final = "destination changed during the run; started over and delivered at the new destination"
@@ -126,5 +120,8 @@ def summarize(ledger: Iterable[LedgerWindow], log: Iterable[RunLogEntry]) -> lis
 
 def history(store: ControlPlane, export_id: str, now_ms: int) -> list[RunHistory]:
     """Every run of the last 14 days of one export, newest first."""
+    # Here, not at the top: `RunHistory` travels to the remote CLI, which has no database to read.
+    from seqexport_dagster.store.run_log import RunLog
+
     since = now_ms - HISTORY_MS
     return summarize(store.ledger(export_id, since_ms=since), RunLog(store.engine).entries(export_id, since))

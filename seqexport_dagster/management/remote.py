@@ -3,7 +3,8 @@
 With ``SEQEXPORT_API_URL`` and ``SEQEXPORT_API_TOKEN`` set, `seqexport` builds a `RemoteExports`
 and hands it to the same handlers as the local `api.Exports`. Answers come back as the
 `presentation` shapes and are turned back into records, so the CLI prints them with the same code;
-HTTP errors come back as the same error classes, so they leave with the same exit codes. What can
+HTTP errors come back as the same error classes, so they leave with the same exit codes (`api_client`,
+which `remote_webhooks` shares). What can
 be checked without the server (names, datasets, frequency, lag, bucket rules) is checked here
 first, so a secret is asked for only once the rest is right, as in the local CLI.
 """
@@ -11,14 +12,9 @@ first, so a secret is asked for only once the rest is right, as in the local CLI
 from __future__ import annotations
 
 import builtins
-import ipaddress
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit
-
-import httpx
+from typing import Any, Final
 
 from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, parse_format
 from seqexport_dagster.contract.schema import parse_datasets
@@ -26,92 +22,17 @@ from seqexport_dagster.contract.validation import validate_account, validate_exp
 from seqexport_dagster.contract.window import DEFAULT_FREQUENCY, DEFAULT_LAG_MS, Window, frequency_ms
 from seqexport_dagster.destination import DestinationConfig, OperatorPolicy, validate_config, validate_provider
 from seqexport_dagster.destination.role import RoleSetup
-from seqexport_dagster.errors import (
-    ConfigurationError,
-    ConflictError,
-    ExportError,
-    InvalidInput,
-    NotFound,
-    RemoteConnectionTestFailed,
-    ResponseTooLarge,
-    RetryableError,
-    sanitize_error,
-)
+from seqexport_dagster.errors import InvalidInput
 from seqexport_dagster.management import presentation as shapes
-from seqexport_dagster.management.api import (
-    ExportStatus,
-    Progress,
-    Secret,
-    _quiet,
-)
+from seqexport_dagster.management.api_client import MAX_ANSWER_BYTES, ApiClient, api_url
 from seqexport_dagster.management.history import RunHistory
+from seqexport_dagster.management.parameters import Progress, Secret, quiet
+from seqexport_dagster.management.remote_webhooks import RemoteWebhooks
+from seqexport_dagster.management.status import ExportStatus
 from seqexport_dagster.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
-
-if TYPE_CHECKING:
-    from seqexport_dagster.management.remote_webhooks import RemoteWebhooks
 
 #: What the client checks before sending: the server's own policy may be stricter, never looser.
 _LENIENT: Final = OperatorPolicy(allow_local=True)
-#: The largest answer read from the API (a year of 15-minute ledger windows is about 30 MB).
-MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024
-
-
-def _error(response: httpx.Response, body: bytes) -> ExportError:
-    try:
-        detail = json.loads(body)["error"]
-        message, field = str(detail["message"]), detail.get("field")
-    except (ValueError, KeyError, TypeError):
-        message, field = f"the API answered HTTP {response.status_code}", None
-    status = response.status_code
-    if status == 400:
-        field = field or "request"
-        problem = message[len(field) + 2 :] if message.startswith(f"{field}: ") else message
-        return InvalidInput(field, problem)
-    if status == 401:
-        return ConfigurationError("the API refused SEQEXPORT_API_TOKEN (missing, wrong or revoked)")
-    if status == 404:
-        return NotFound(message)
-    if status == 409:
-        return ConflictError(message)
-    if status == 422:
-        return RemoteConnectionTestFailed(message)
-    if status in (429, 502, 503, 504):
-        return RetryableError(message)
-    return ExportError(message)
-
-
-def api_url(url: str) -> str:
-    """``SEQEXPORT_API_URL`` checked: https, or http only to this machine (the token and a customer's
-    secret travel in the request, so never in plain text over a network)."""
-    shown = sanitize_error(repr(url), 200)
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        parts.port  # noqa: B018 -- raises on a port that is not a number
-    except ValueError:
-        raise InvalidInput("SEQEXPORT_API_URL", f"{shown} is not a URL") from None
-    if parts.scheme not in ("http", "https") or not host:
-        raise InvalidInput("SEQEXPORT_API_URL", f"{shown} is not an https:// URL such as https://exports.example.com")
-    if parts.username is not None or parts.password is not None:
-        raise InvalidInput(
-            "SEQEXPORT_API_URL", "may not carry a user name or password; the token goes in SEQEXPORT_API_TOKEN"
-        )
-    if parts.scheme == "http" and not _is_loopback(host):
-        raise InvalidInput(
-            "SEQEXPORT_API_URL",
-            f"{shown} is plain http: the token would cross the network unencrypted; use https:// "
-            "(http:// is accepted only for localhost, 127.0.0.0/8 and ::1)",
-        )
-    return url.rstrip("/")
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class RemoteExports:
@@ -120,21 +41,10 @@ class RemoteExports:
         url: str,
         token: str,
         *,
-        transport: httpx.BaseTransport | None = None,
         max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
-        # trust_env=False: proxy variables and .netrc must not redirect (or see) the token.
-        # follow_redirects=False: a redirect is an error (`_call`), so the token goes nowhere else.
-        self.url = api_url(url)
-        self.max_answer_bytes = max_answer_bytes
-        self.client = httpx.Client(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {token}", "User-Agent": "seqexport-cli"},
-            timeout=httpx.Timeout(120.0, connect=10.0),
-            trust_env=False,
-            follow_redirects=False,
-            transport=transport,
-        )
+        self.api = ApiClient(url, token, max_answer_bytes=max_answer_bytes)
+        self.url = self.api.url
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RemoteExports:
@@ -145,43 +55,7 @@ class RemoteExports:
         return cls(url, token)
 
     def close(self) -> None:
-        self.client.close()
-
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        try:
-            with self.client.stream(method, path, **kwargs) as response:
-                if response.is_redirect:
-                    raise InvalidInput(
-                        "SEQEXPORT_API_URL",
-                        f"the API at {self.url} answered HTTP {response.status_code} (a redirect), which is never "
-                        "followed so the token is not sent elsewhere; set SEQEXPORT_API_URL to the API's own address",
-                    )
-                body = self._read(response)
-        except httpx.HTTPError as exc:
-            raise RetryableError(f"cannot reach the API at {self.url}: {type(exc).__name__}") from None
-        if response.status_code >= 400:
-            raise _error(response, body)
-        try:
-            return json.loads(body)
-        except ValueError:
-            raise RetryableError(f"the API at {self.url} answered HTTP {response.status_code} with no JSON") from None
-
-    def _read(self, response: httpx.Response) -> bytes:
-        """The answer's body, refused past ``max_answer_bytes`` (announced or as it streams)."""
-        limit = self.max_answer_bytes
-        announced = response.headers.get("content-length", "")
-        if announced.isdigit() and int(announced) > limit:
-            raise ResponseTooLarge(
-                f"the API at {self.url} announced {int(announced):,} bytes; at most {limit:,} are read"
-            )
-        chunks: list[bytes] = []
-        total = 0
-        for chunk in response.iter_bytes():
-            total += len(chunk)
-            if total > limit:
-                raise ResponseTooLarge(f"the API at {self.url} sent more than {limit:,} bytes; the answer was dropped")
-            chunks.append(chunk)
-        return b"".join(chunks)
+        self.api.close()
 
     def create(
         self,
@@ -201,7 +75,7 @@ class RemoteExports:
         kms_key_id: str | None = None,
         role_arn: str | None = None,
         external_id: str | None = None,
-        progress: Progress = _quiet,
+        progress: Progress = quiet,
         file_format: str = DEFAULT_FORMAT,
     ) -> ExportRecord:
         validate_account(account_id)
@@ -249,29 +123,29 @@ class RemoteExports:
             "external_id": external_id or None,
             "format": file_format,
         }
-        record = shapes.export_from_json(self._call("POST", "/v1/exports", json=body))
+        record = shapes.export_from_json(self.api.call("POST", "/v1/exports", json=body))
         # Said after the answer: an error must stay the only line, as in the local CLI.
         progress(f"connection test passed: the API wrote a test file to {config.describe()}/_sequenzy/")
         progress(f"saved export {record.id}")
         return record
 
     def role_setup(self, account_id: str) -> RoleSetup:
-        body = self._call("POST", "/v1/role-setups", json={"account_id": validate_account(account_id)})
+        body = self.api.call("POST", "/v1/role-setups", json={"account_id": validate_account(account_id)})
         return RoleSetup(body["account_id"], body["external_id"], body["principal_arn"])
 
     def list(self, *, account_id: str | None = None, include_deleted: bool = False) -> builtins.list[ExportRecord]:
         params: dict[str, str] = {"include_deleted": "true" if include_deleted else "false"}
         if account_id is not None:
             params["account"] = validate_account(account_id)
-        return [shapes.export_from_json(e) for e in self._call("GET", "/v1/exports", params=params)]
+        return [shapes.export_from_json(e) for e in self.api.call("GET", "/v1/exports", params=params)]
 
     def status(self, export_id: str) -> ExportStatus:
-        status: ExportStatus = shapes.status_from_json(self._call("GET", f"/v1/exports/{_id(export_id)}"))
+        status: ExportStatus = shapes.status_from_json(self.api.call("GET", f"/v1/exports/{_id(export_id)}"))
         return status
 
     def _record(self, method: str, export_id: str, action: str = "", **kwargs: Any) -> ExportRecord:
         path = f"/v1/exports/{_id(export_id)}" + (f"/{action}" if action else "")
-        return shapes.export_from_json(self._call(method, path, **kwargs))
+        return shapes.export_from_json(self.api.call(method, path, **kwargs))
 
     def pause(self, export_id: str) -> ExportRecord:
         return self._record("POST", export_id, "pause")
@@ -314,7 +188,7 @@ class RemoteExports:
         kms_key_id: str | None = None,
         role_arn: str | None = None,
         external_id: str | None = None,
-        progress: Progress = _quiet,
+        progress: Progress = quiet,
     ) -> ExportRecord:
         _id(export_id)
         secret = secret_access_key() if callable(secret_access_key) else secret_access_key
@@ -338,7 +212,7 @@ class RemoteExports:
         return record
 
     def history(self, export_id: str, *, days: int = 14) -> builtins.list[RunHistory]:
-        runs = self._call("GET", f"/v1/exports/{_id(export_id)}/history", params={"days": str(days)})
+        runs = self.api.call("GET", f"/v1/exports/{_id(export_id)}/history", params={"days": str(days)})
         return [shapes.run_from_json(r) for r in runs]
 
     def ledger(self, export_id: str) -> builtins.list[LedgerWindow]:
@@ -358,19 +232,17 @@ class RemoteExports:
                 finished_at=None,
                 snapshot_taken_at=None,
             )
-            for i, w in enumerate(self._call("GET", f"/v1/exports/{_id(export_id)}/ledger"))
+            for i, w in enumerate(self.api.call("GET", f"/v1/exports/{_id(export_id)}/ledger"))
         ]
 
     def get_export(self, export_id: str) -> ExportRecord:
         return self.status(export_id).export
 
     def rotate_keys(self) -> RotationReport:
-        return shapes.resealed_from_json(self._call("POST", "/v1/admin/rotate-keys"))
+        return shapes.resealed_from_json(self.api.call("POST", "/v1/admin/rotate-keys"))
 
     def webhooks(self) -> RemoteWebhooks:
-        from seqexport_dagster.management.remote_webhooks import RemoteWebhooks
-
-        return RemoteWebhooks(self)
+        return RemoteWebhooks(self.api)
 
 
 def _id(export_id: str) -> str:

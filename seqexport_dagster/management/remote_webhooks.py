@@ -9,21 +9,23 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from seqexport_dagster.delivery.webhook import parse_events, validate_description, validate_failing_after
+from seqexport_dagster.delivery.webhook import (
+    parse_events,
+    validate_description,
+    validate_failing_after,
+    validate_webhook_id,
+)
 from seqexport_dagster.delivery.webhook_dispatch import DispatchReport
 from seqexport_dagster.management import webhook_presentation as shapes
-from seqexport_dagster.management.webhooks_api import validate_webhook_id
-from seqexport_dagster.store.webhooks import DeliveryRecord, NewEndpoint, WebhookEndpoint
-
-if TYPE_CHECKING:
-    from seqexport_dagster.management.remote import RemoteExports
+from seqexport_dagster.management.api_client import ApiClient
+from seqexport_dagster.store.webhook_records import DeliveryRecord, NewEndpoint, WebhookEndpoint
 
 
 class RemoteWebhooks:
-    def __init__(self, remote: RemoteExports) -> None:
-        self.remote = remote
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
 
     def add(
         self,
@@ -41,35 +43,35 @@ class RemoteWebhooks:
             "description": validate_description(description),
             "failing_after": validate_failing_after(failing_after),
         }
-        return shapes.new_webhook_from_json(self.remote._call("POST", "/v1/webhooks", json=body))
+        return shapes.new_webhook_from_json(self.api.call("POST", "/v1/webhooks", json=body))
 
     def list(self, account_id: str | None = None) -> list[WebhookEndpoint]:
         params = {"account": account_id} if account_id else {}
-        return [shapes.webhook_from_json(w) for w in self.remote._call("GET", "/v1/webhooks", params=params)]
+        return [shapes.webhook_from_json(w) for w in self.api.call("GET", "/v1/webhooks", params=params)]
 
     def get(self, webhook_id: str) -> WebhookEndpoint:
-        return shapes.webhook_from_json(self.remote._call("GET", f"/v1/webhooks/{validate_webhook_id(webhook_id)}"))
+        return shapes.webhook_from_json(self.api.call("GET", f"/v1/webhooks/{validate_webhook_id(webhook_id)}"))
 
     def remove(self, webhook_id: str) -> WebhookEndpoint:
         path = f"/v1/webhooks/{validate_webhook_id(webhook_id)}"
-        return shapes.webhook_from_json(self.remote._call("DELETE", path))
+        return shapes.webhook_from_json(self.api.call("DELETE", path))
 
     def test(self, webhook_id: str) -> DeliveryRecord:
         path = f"/v1/webhooks/{validate_webhook_id(webhook_id)}/test"
-        return shapes.delivery_from_json(self.remote._call("POST", path))
+        return shapes.delivery_from_json(self.api.call("POST", path))
 
     def enable(self, webhook_id: str) -> WebhookEndpoint:
         path = f"/v1/webhooks/{validate_webhook_id(webhook_id)}/enable"
-        return shapes.webhook_from_json(self.remote._call("POST", path))
+        return shapes.webhook_from_json(self.api.call("POST", path))
 
     def rotate_secret(self, webhook_id: str) -> NewEndpoint:
         path = f"/v1/webhooks/{validate_webhook_id(webhook_id)}/rotate-secret"
-        return shapes.new_webhook_from_json(self.remote._call("POST", path))
+        return shapes.new_webhook_from_json(self.api.call("POST", path))
 
     def deliveries(self, webhook_id: str, *, limit: int = 50) -> builtins.list[DeliveryRecord]:
         path = f"/v1/webhooks/{validate_webhook_id(webhook_id)}/deliveries"
-        return [shapes.delivery_from_json(d) for d in self.remote._call("GET", path, params={"limit": limit})]
+        return [shapes.delivery_from_json(d) for d in self.api.call("GET", path, params={"limit": limit})]
 
     def dispatch(self, *, limit: int = 20) -> DispatchReport:
-        answer = self.remote._call("POST", "/v1/admin/webhooks/dispatch", params={"limit": limit})
+        answer = self.api.call("POST", "/v1/admin/webhooks/dispatch", params={"limit": limit})
         return DispatchReport(**{f.name: int(answer.get(f.name, 0)) for f in fields(DispatchReport)})

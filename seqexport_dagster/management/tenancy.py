@@ -14,15 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from seqexport_dagster.contract.validation import validate_account
+from seqexport_dagster.delivery.webhook import validate_webhook_id
 from seqexport_dagster.delivery.webhook_dispatch import DispatchReport
 from seqexport_dagster.destination.role import RoleSetup
 from seqexport_dagster.errors import InvalidInput, NotFound
 from seqexport_dagster.management.api import Exports
 from seqexport_dagster.management.history import RunHistory
 from seqexport_dagster.management.status import ExportStatus
-from seqexport_dagster.management.webhooks_api import Webhooks, validate_webhook_id
+from seqexport_dagster.management.webhooks_api import Webhooks
 from seqexport_dagster.store import COMMITTED, ExportRecord, LedgerWindow, RotationReport
-from seqexport_dagster.store.webhooks import DeliveryRecord, NewEndpoint, WebhookEndpoint
+from seqexport_dagster.store.webhook_records import DeliveryRecord, NewEndpoint, WebhookEndpoint
 
 
 @dataclass(frozen=True, slots=True)

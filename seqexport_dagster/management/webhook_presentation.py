@@ -10,8 +10,13 @@ from typing import Any
 from typing_extensions import TypedDict
 
 from seqexport_dagster.contract.window import iso_ms, parse_iso_ms
-from seqexport_dagster.store.outbox import FAILING_AFTER
-from seqexport_dagster.store.webhooks import AttemptRecord, DeliveryRecord, NewEndpoint, WebhookEndpoint
+from seqexport_dagster.store.webhook_records import (
+    FAILING_AFTER,
+    AttemptRecord,
+    DeliveryRecord,
+    NewEndpoint,
+    WebhookEndpoint,
+)
 
 
 class WebhookJson(TypedDict):

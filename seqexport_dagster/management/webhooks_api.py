@@ -29,6 +29,7 @@ from seqexport_dagster.delivery.webhook import (
     validate_description,
     validate_failing_after,
     validate_url,
+    validate_webhook_id,
 )
 from seqexport_dagster.delivery.webhook_dispatch import DispatchReport, Sender, dispatch, pinned_sender
 from seqexport_dagster.destination.policy import OperatorPolicy
@@ -36,7 +37,8 @@ from seqexport_dagster.errors import ConflictError, InvalidInput, RateLimited
 from seqexport_dagster.store.crypto import SecretBox
 from seqexport_dagster.store.outbox import MAX_PENDING_PER_ACCOUNT
 from seqexport_dagster.store.rate_limit import WEBHOOK_ADD, WEBHOOK_TEST, admit
-from seqexport_dagster.store.webhooks import DeliveryRecord, NewEndpoint, WebhookEndpoint, WebhookStore
+from seqexport_dagster.store.webhook_records import DeliveryRecord, NewEndpoint, WebhookEndpoint
+from seqexport_dagster.store.webhooks import WebhookStore
 
 MAX_DELIVERIES_SHOWN: Final = 200
 
@@ -44,12 +46,6 @@ MAX_DELIVERIES_SHOWN: Final = 200
 @dataclass(frozen=True, slots=True)
 class TestResult:
     delivery: DeliveryRecord
-
-
-def validate_webhook_id(webhook_id: str) -> str:
-    if not (webhook_id.startswith("whk_") and len(webhook_id) == 20 and webhook_id[4:].isalnum()):
-        raise InvalidInput("webhook_id", f"{webhook_id[:80]!r} is not a webhook id: ids look like whk_0123456789abcdef")
-    return webhook_id
 
 
 class Webhooks:

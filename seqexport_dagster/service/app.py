@@ -43,6 +43,7 @@ from seqexport_dagster.service.gate import Gate
 from seqexport_dagster.service.guard import RateLimit, idempotent
 from seqexport_dagster.service.health import ControlPlaneHealth
 from seqexport_dagster.service.limits import BoundedBodies, Limits
+from seqexport_dagster.service.openapi import finish
 from seqexport_dagster.service.webhook_routes import add_webhook_routes
 from seqexport_dagster.store.idempotency import IdempotencyStore
 from seqexport_dagster.store.token import TokenStore
@@ -90,7 +91,8 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None, limits
     app = FastAPI(
         title="Sequenzy Data Exports",
         version="1",
-        description="Manage data exports into your own bucket. Authenticate with `Authorization: Bearer <token>`.",
+        description="Manage data exports into your own bucket. Authenticate with `Authorization: Bearer <token>` "
+        "(on this page: **Authorize**, then paste the token).",
         docs_url=None,
         redoc_url=None,
     )
@@ -303,18 +305,8 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None, limits
     original_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
-        # FastAPI documents a 422 "HTTPValidationError" on every route with parameters; ours answer
-        # 400 instead, and 422 only where a connection test runs.
         if app.openapi_schema is None:
-            schema = original_openapi()
-            for path in schema.get("paths", {}).values():
-                for op in path.values():
-                    answer = op.get("responses", {}).get("422", {})
-                    if "HTTPValidationError" in str(answer):
-                        del op["responses"]["422"]
-            for name in ("HTTPValidationError", "ValidationError"):
-                schema.get("components", {}).get("schemas", {}).pop(name, None)
-            app.openapi_schema = schema
+            app.openapi_schema = finish(original_openapi())
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

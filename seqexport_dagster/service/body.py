@@ -10,7 +10,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints
 
-from seqexport_dagster.store.outbox import MAX_FAILING_AFTER
+from seqexport_dagster.store.webhook_records import MAX_FAILING_AFTER
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 

@@ -21,17 +21,17 @@ import sqlalchemy as sa
 
 from seqexport_dagster.contract.keys import SNAPSHOT_DATASET, success_key
 from seqexport_dagster.contract.window import DAY_MS, day_of, day_start, iso_ms
-from seqexport_dagster.store.outbox import (
+from seqexport_dagster.store.outbox import emit
+from seqexport_dagster.store.records import COMMITTED, DELETED, PAUSED
+from seqexport_dagster.store.tables import exports, windows
+from seqexport_dagster.store.webhook_records import (
     DAY_COMPLETE,
     EXPORT_DELETED,
     EXPORT_FAILING,
     EXPORT_PAUSED,
     EXPORT_RECOVERED,
     MAX_FAILING_AFTER,
-    emit,
 )
-from seqexport_dagster.store.records import COMMITTED, DELETED, PAUSED
-from seqexport_dagster.store.tables import exports, windows
 
 
 def _export(conn: sa.Connection, export_id: str) -> Any:

@@ -27,22 +27,8 @@ import sqlalchemy as sa
 
 from seqexport_dagster.contract.window import iso_ms
 from seqexport_dagster.store.tables import webhook_deliveries, webhook_endpoints, webhook_events
+from seqexport_dagster.store.webhook_records import DROPPED, PENDING
 
-EXPORT_FAILING: Final = "export.failing"
-EXPORT_RECOVERED: Final = "export.recovered"
-EXPORT_PAUSED: Final = "export.paused"
-EXPORT_DELETED: Final = "export.deleted"
-DAY_COMPLETE: Final = "dataset.day_complete"
-WEBHOOK_TEST: Final = "webhook.test"
-#: What an endpoint may subscribe to (the test event goes to the endpoint tested, whatever it takes).
-EVENT_TYPES: Final = (EXPORT_FAILING, EXPORT_RECOVERED, EXPORT_PAUSED, EXPORT_DELETED, DAY_COMPLETE)
-#: ``export.failing`` is sent when a dataset's consecutive failures reach an endpoint's
-#: ``failing_after`` (1 to `MAX_FAILING_AFTER`); this is its default.
-FAILING_AFTER: Final = 3
-MAX_FAILING_AFTER: Final = 100
-PENDING, DELIVERED, FAILED, CANCELED = "pending", "delivered", "failed", "canceled"
-#: Past the account's pending cap: recorded, never sent.
-DROPPED: Final = "dropped"
 #: Deliveries one account may have waiting (all its endpoints together).
 MAX_PENDING_PER_ACCOUNT: Final = 1000
 

@@ -8,33 +8,18 @@ account with thousands due never pushes another account's one fresh delivery out
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
 
 import sqlalchemy as sa
 
 from seqexport_dagster.contract.window import DAY_MS
 from seqexport_dagster.store.database import translate_errors
-from seqexport_dagster.store.outbox import PENDING
 from seqexport_dagster.store.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
+from seqexport_dagster.store.webhook_records import PENDING, DueDelivery
 
 MAX_REASON_CHARS: Final = 500
 #: Webhook events, deliveries and their attempts are kept this long (`prune`, `seqexport maintain`).
 WEBHOOK_RETENTION_MS: Final = 30 * DAY_MS
-
-
-@dataclass(frozen=True, slots=True)
-class DueDelivery:
-    """What the dispatcher needs to send one delivery: the body as recorded, never re-rendered."""
-
-    id: int
-    event_id: str
-    event_type: str
-    endpoint_id: str
-    attempts: int
-    next_attempt_at: int
-    body: str
-    account_id: str = ""
 
 
 @translate_errors

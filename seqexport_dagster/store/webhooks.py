@@ -14,7 +14,6 @@ endpoint's circuit breaker (`enable_endpoint` undoes it).
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
 from typing import Final
 
 import sqlalchemy as sa
@@ -22,74 +21,25 @@ import sqlalchemy as sa
 from seqexport_dagster.errors import NotFound, SecretKeyError
 from seqexport_dagster.store.crypto import SealBinding, SecretBox
 from seqexport_dagster.store.database import translate_errors
-from seqexport_dagster.store.outbox import (
+from seqexport_dagster.store.outbox import emit, pending_count
+from seqexport_dagster.store.records import RotationReport
+from seqexport_dagster.store.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
+from seqexport_dagster.store.webhook_queue import count_for_breaker, due_deliveries
+from seqexport_dagster.store.webhook_records import (
     CANCELED,
     DELIVERED,
     FAILED,
     FAILING_AFTER,
     PENDING,
     WEBHOOK_TEST,
-    emit,
-    pending_count,
+    AttemptRecord,
+    DeliveryRecord,
+    DueDelivery,
+    NewEndpoint,
+    WebhookEndpoint,
 )
-from seqexport_dagster.store.records import RotationReport
-from seqexport_dagster.store.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
-from seqexport_dagster.store.webhook_queue import DueDelivery, count_for_breaker, due_deliveries
 
 MAX_ERROR_CHARS: Final = 500
-
-
-@dataclass(frozen=True, slots=True)
-class WebhookEndpoint:
-    id: str
-    account_id: str
-    url: str
-    events: tuple[str, ...]  # ("*",): every type
-    description: str
-    created_at: int
-    deleted_at: int | None
-    #: export.failing when a dataset's consecutive failures reach this count (default 3).
-    failing_after: int = FAILING_AFTER
-    #: The circuit breaker: failed attempts in a row, and when and why it disabled the endpoint.
-    consecutive_failures: int = 0
-    disabled_at: int | None = None
-    disabled_reason: str | None = None
-
-    @property
-    def enabled(self) -> bool:
-        return self.disabled_at is None
-
-
-@dataclass(frozen=True, slots=True)
-class NewEndpoint:
-    """An endpoint just added, with its secret: the only time the secret is shown."""
-
-    endpoint: WebhookEndpoint
-    secret: str
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptRecord:
-    attempt: int
-    attempted_at: int
-    status_code: int | None
-    error: str | None
-    duration_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryRecord:
-    id: int
-    event_id: str
-    event_type: str
-    endpoint_id: str
-    account_id: str
-    status: str
-    attempts: int
-    next_attempt_at: int | None
-    created_at: int
-    finished_at: int | None
-    log: tuple[AttemptRecord, ...] = ()
 
 
 def new_endpoint_id() -> str:

@@ -61,8 +61,7 @@ def ledger_problems(
     attempt left here that nothing will finish (its dataset removed, the export deleted) is compared
     with the parts the ledger recorded for it (`verify.unfinished`).
     """
-    from seqexport_dagster.management.verify.ledger_scope import compacted_days
-    from seqexport_dagster.store import COMMITTED
+    from seqexport_dagster.store import COMMITTED, is_control_plane
 
     latest: dict[tuple[str, Window], int] = {}
     for entry in store.ledger(export_id):
@@ -71,7 +70,12 @@ def ledger_problems(
     starts: dict[str, int] = {}
     for dataset, window in rows_by_window:
         starts[dataset] = min(starts.get(dataset, window.from_ms), window.from_ms)
-    every_day, days_here = compacted_days(store, export_id, source)
+    every_day: list[WindowDay] = []
+    days_here: list[WindowDay] = []
+    if is_control_plane(store):  # the HTTP API's ledger (remote CLI) has no summaries
+        from seqexport_dagster.management.verify.ledger_scope import compacted_days
+
+        every_day, days_here = compacted_days(store, export_id, source)
     here = committed_here(store, export_id, source)
     if here is None and _summarised_here(store, export_id, source, every_day):
         here = {}  # every window here was compacted: the place is known by its summaries
@@ -107,14 +111,15 @@ def ledger_problems(
 def committed_here(store: ControlPlane, export_id: str, source: str) -> dict[tuple[str, Window], int] | None:
     """Rows of the latest committed attempt of each window at ``source``; ``None`` when the place is
     not recognised (`ledger_scope.source_locations`: no attempt was ever made there)."""
+    from seqexport_dagster.store import COMMITTED, is_control_plane
+
+    if not is_control_plane(store):
+        return None  # the HTTP API's ledger (remote CLI) carries no locations
     import sqlalchemy as sa
 
     from seqexport_dagster.management.verify.ledger_scope import attempted_at, source_locations
-    from seqexport_dagster.store import COMMITTED, ControlPlane
     from seqexport_dagster.store.tables import windows
 
-    if not isinstance(store, ControlPlane):
-        return None  # the HTTP API's ledger (remote CLI) carries no locations
     export = store.get_export(export_id)
     places = source_locations(source, {export.endpoint})
     with store.engine.connect() as conn:
@@ -137,10 +142,11 @@ def committed_here(store: ControlPlane, export_id: str, source: str) -> dict[tup
 
 def _summarised_here(store: ControlPlane, export_id: str, source: str, days: list[WindowDay]) -> bool:
     """Whether a compacted day's summary names ``source`` as its place."""
-    from seqexport_dagster.management.verify.ledger_scope import source_locations
-    from seqexport_dagster.store import ControlPlane
+    from seqexport_dagster.store import is_control_plane
 
-    if not days or not isinstance(store, ControlPlane):
+    if not days or not is_control_plane(store):
         return False
+    from seqexport_dagster.management.verify.ledger_scope import source_locations
+
     places = source_locations(source, {store.get_export(export_id).endpoint})
     return any(d.location in places for d in days)

@@ -38,12 +38,12 @@ Slot = tuple[str, Window]
 def abandoned_windows(store: ControlPlane, export_id: str, source: str, found: Mapping[Slot, int]) -> set[Slot]:
     """The windows of ``found`` (rows in the bucket at ``source``, none committed) that an attempt
     left here for good, with the rows its part ledger recorded."""
-    from seqexport_dagster.store import DELETED, ControlPlane
+    from seqexport_dagster.store import DELETED, is_control_plane
 
     # Every dataset: a snapshot day's attempt leaves its parts the same way (sim seed 10001585: the
     # day's `_SUCCESS` landed past the deadline, the retry met a revoked key, then the export was deleted).
     candidates = set(found)
-    if not candidates or not isinstance(store, ControlPlane):
+    if not candidates or not is_control_plane(store):
         return set()  # the HTTP API's ledger (remote CLI) carries no parts
     export = store.get_export(export_id)
     # A live dataset's window at its position is retried (`store.fleet.unfinished_attempts`):
@@ -66,10 +66,10 @@ def late_parts_left(store: ControlPlane, export_id: str, source: str, found: Map
     deleted, or the dataset removed, after the part was sent (sim seeds 10000494, 10000533: a
     worker died after a late part landed, then the export was deleted). On a live dataset
     reconciliation commits them (`reconcile.unsettled`), so they are still reported until then."""
-    from seqexport_dagster.store import DELETED, ControlPlane
+    from seqexport_dagster.store import DELETED, is_control_plane
 
     candidates = {slot for slot in found if slot[0] in EVENT_DATASETS}
-    if not candidates or not isinstance(store, ControlPlane):
+    if not candidates or not is_control_plane(store):
         return set()
     export = store.get_export(export_id)
     live = set() if export.status == DELETED else {d.dataset for d in export.datasets}

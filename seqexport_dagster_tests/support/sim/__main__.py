@@ -40,11 +40,18 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="1: no faults in the control-plane calls added after long run #3 (its seeds as found)",
     )
+    parser.add_argument(
+        "--wide",
+        type=int,
+        default=1,
+        help="1 (default): the widened world of issue 39 (sparse and delayed schedules, daemon outages, fault "
+        "storms, hostile values); 0: the world older seeds were found in",
+    )
     parser.add_argument("--export-days", type=float, default=None, help="budget mode: stop after this many")
     parser.add_argument("--jobs", type=int, default=1, help="budget mode: seeds run in this many processes")
     parser.add_argument("--first-seed", type=int, default=None, help="budget mode: start here (default random)")
     args = parser.parse_args(argv)
-    kw: dict[str, object] = {"level": args.level}
+    kw: dict[str, object] = {"level": args.level, "wide": args.wide}
     if args.exports:
         kw["exports"] = args.exports
     if args.frequencies:

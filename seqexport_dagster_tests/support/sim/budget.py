@@ -184,5 +184,18 @@ def totals(results: list[SimResult], wall_s: float | None = None, cpu_all_s: flo
         f"exports by format: {dict(formats)}; parts verify read, by format: {dict(verified)}",
         f"found: {dict(found) or 'nothing'}" + (f" (seeds {[r.seed for r in failing]})" if failing else ""),
     ]
+    wide = [r for r in results if r.schedule]
+    if wide:  # the widened world (issue 39): what of it these seeds drew
+        by_regime: Counter[str] = Counter()
+        for r in wide:
+            by_regime[r.schedule] += round(r.export_days)
+        lines.insert(
+            -1,
+            f"widened world: export-days by schedule {dict(by_regime)}; "
+            f"{sum(r.export_days for r in wide if r.outages):.0f} export-days in seeds with daemon outages "
+            f"({sum(r.outages for r in wide)} outages), {sum(r.export_days for r in wide if r.storms):.0f} in seeds "
+            f"with fault storms ({sum(r.storms for r in wide)} storms), {sum(r.skipped_ticks for r in wide)} ticks "
+            f"not made, {sum(r.hostile_rows for r in wide)} hostile values read back equal to their source",
+        )
     lines += [f"failing seed {r.seed}: {r.command}" for r in failing]
     return "\n".join(lines)

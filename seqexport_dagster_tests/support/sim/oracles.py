@@ -53,6 +53,7 @@ from seqexport_dagster_tests.support.sim.bucket import MemoryBucket
 from seqexport_dagster_tests.support.sim.loaders import Loaded, SnowpipeLoader, WindowLoader, ids_of, relative
 from seqexport_dagster_tests.support.sim.model import Place, SimExport
 from seqexport_dagster_tests.support.sim.webhook_oracle import WebhookOracle
+from seqexport_dagster_tests.support.sim.wide import ValueCheck, value_violations
 from seqexport_dagster_tests.support.sim.world import World
 
 MAX_BACKOFF_MS = 6 * HOUR_MS
@@ -75,6 +76,7 @@ class Violation:
 @dataclass
 class Oracles:
     snowpipe: SnowpipeLoader = field(default_factory=SnowpipeLoader)
+    values: ValueCheck = field(default_factory=ValueCheck)
     windows: WindowLoader = field(default_factory=WindowLoader)
     rows_checked: int = 0
     verified: int = 0
@@ -119,6 +121,11 @@ class Oracles:
             ):
                 found += missing(e, loader, loaded, owed, world)
         found += errors_after_quiet(world)
+        if world.wide:  # every row a customer loads equals its source row; none forged (issue 39)
+            found += [
+                Violation("values", where, detail, row or None)
+                for where, detail, row in value_violations(world, self.values)
+            ]
         return found
 
     def landed(self, world: World, e: SimExport) -> dict[str, dict[str, int]]:

@@ -40,6 +40,13 @@ class SimResult:
     #: With ``maintain_every_ms``: the passes of `seqexport maintain` run between ticks, and what they removed.
     maintenance_passes: int = 0
     maintenance: Counter[str] = field(default_factory=Counter)
+    #: The widened world (``wide=1``): its schedule regime, daemon outages, fault storms, ticks the
+    #: daemon did not make, and hostile source values the value oracle read back.
+    schedule: str = ""
+    outages: int = 0
+    storms: int = 0
+    skipped_ticks: int = 0
+    hostile_rows: int = 0
 
     @property
     def ok(self) -> bool:
@@ -103,7 +110,7 @@ def simulate(
                 world.operate()
             if crossing:  # a pause or a revoked key drawn in this step must not outlast the quiet end
                 world.quiet()
-            world.tick()
+            world.scheduled_tick()
             if maintain_every_ms is not None and world.clock() >= next_maintenance:
                 next_maintenance = world.clock() + maintain_every_ms
                 report = maintain(world.engine, world.clock())
@@ -125,6 +132,10 @@ def simulate(
         result.faults = Counter(world.faults.injected)
         result.formats = Counter(e.formats[0][1] for e in world.exports.values())
         result.verified_parts = Counter(oracles.verified_parts)
+        if world.schedule is not None and world.storms is not None:
+            result.schedule, result.outages = world.schedule.regime, world.schedule.outages
+            result.skipped_ticks, result.storms = world.schedule.skipped, world.storms.count
+            result.hostile_rows = oracles.values.hostile
         result.violations = _unique(result.violations)
         firsts = {v.invariant: v for v in reversed(result.violations)}
         result.traces = [trace(world, v) for v in list(firsts.values())[:4]]

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.contract.window import MINUTE_MS, iso_ms
 from seqexport_dagster.source.tables import TABLES
+from seqexport_dagster_tests.support.sim.wide import hostile_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,9 @@ class SimSource:
     rows: dict[str, SourceRow] = field(default_factory=dict)
     subscribers: dict[tuple[str, str], int] = field(default_factory=dict)  # (account, id) -> updated_at
     counter: int = 0
+    #: The widened world's hostile JSON values (`wide.hostile_json`), drawn from their own stream.
+    values_rng: random.Random | None = None
+    hostile: dict[str, str] = field(default_factory=dict)  # row id -> its properties' source text
 
     def _id(self, prefix: str) -> str:
         self.counter += 1
@@ -90,7 +94,10 @@ class SimSource:
                         back = self.rng.randrange(0, 90_000)
                     recorded = now_ms - back
                     rid = self._id(dataset[:3])
-                    batches[dataset].append(build_row(dataset, account, rid, recorded))
+                    row = build_row(dataset, account, rid, recorded)
+                    if dataset == "custom_events" and self.values_rng is not None and self.values_rng.random() < 0.3:
+                        row["properties"] = self.hostile[rid] = hostile_json(self.values_rng)
+                    batches[dataset].append(row)
                     self.rows[rid] = SourceRow(rid, dataset, account, recorded, now_ms)
         total = 0
         with self.engine.begin() as conn:

@@ -22,8 +22,8 @@ import sqlalchemy as sa
 from seqexport_dagster.contract.keys import SNAPSHOT_DATASET, success_key
 from seqexport_dagster.contract.window import DAY_MS, day_of, day_start, day_start_ms
 from seqexport_dagster.store import COMMITTED, PART_LANDED
-from seqexport_dagster.store.outbox import DAY_COMPLETE
 from seqexport_dagster.store.tables import export_datasets, parts, webhook_events, windows
+from seqexport_dagster.store.webhook_records import DAY_COMPLETE
 from seqexport_dagster_tests.support.sim.world import World
 
 

@@ -60,6 +60,7 @@ from seqexport_dagster_tests.support.sim.faults import FaultyLeases, Rates, SimF
 from seqexport_dagster_tests.support.sim.model import Failure, Op, Place, SimExport, Stint
 from seqexport_dagster_tests.support.sim.source import SimSource
 from seqexport_dagster_tests.support.sim.templates import TEMPLATES, template
+from seqexport_dagster_tests.support.sim.wide import Schedule, Storms
 from seqexport_dagster_tests.support.world import DAY0, Clock
 
 FREQUENCIES = ("15m", "1h", "6h", "6h", "24h", "24h", "24h")
@@ -117,6 +118,7 @@ class World:
         formats: Sequence[str] = FORMATS,
         more: Sequence[str] = MORE_OPERATIONS,
         fault_streams: int = 2,
+        wide: int = 0,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -151,6 +153,13 @@ class World:
         self.buckets = Buckets()
         self.factory = destination_factory(self.buckets, self.faults, self.clock)
         self.source = SimSource(self.source_engine, random.Random(rng.random()), self.lateness_ms)
+        # The widened world (issue 39, `wide`): sparse and delayed schedules, fault storms, hostile
+        # values, each on a stream of its own; 0 keeps the world every older seed was found in.
+        self.wide = wide
+        self.schedule = Schedule(random.Random(f"{seed}/schedule")) if wide else None
+        self.storms = Storms(random.Random(f"{seed}/storms")) if wide else None
+        if wide:
+            self.source.values_rng = random.Random(f"{seed}/values")
         self.only = set(only)  # restrict operations (regression seeds name theirs)
         self.ops: list[Op] = []
         self.exports: dict[str, SimExport] = {}
@@ -253,6 +262,20 @@ class World:
         return [e for e in self.exports.values() if e.deleted_at is None]
 
     # -- the scheduler ----------------------------------------------------------------------------
+    def scheduled_tick(self) -> None:
+        """The daemon's tick at this step: every step in the first world; in the widened one only when
+        its `Schedule` ticks (then perhaps a burst of ticks right after), under its fault storms."""
+        if self.schedule is None or self.storms is None:
+            self.tick()
+            return
+        self.storms.step(self.faults, self.clock())
+        if not self.schedule.ticks_at(self.clock()):
+            return
+        self.tick()
+        for gap in self.schedule.burst():
+            self.clock.advance(gap)
+            self.tick()
+
     def tick(self) -> None:
         now = self.clock()
         records = self.store.list_exports()
@@ -440,6 +463,8 @@ class World:
         """Faults stop, paused exports resume: what follows is the documented horizon's drain."""
         self.faults.enabled = False
         self.faults.revoked_until.clear()
+        if self.storms is not None:
+            self.storms.end(self.faults)
         for e in self.live():
             if self.store.get_export(e.export_id).status == PAUSED:
                 self.api.resume(e.export_id)
