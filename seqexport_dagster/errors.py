@@ -200,7 +200,8 @@ class RemoteConnectionTestFailed(ConnectionTestFailed):
 
 
 class RateLimited(ExportError):
-    """Too many connection tests for one account in a short time; try again after ``retry_after_ms``."""
+    """Too many of one costly action (connection tests, webhook tests and adds, role setups, `store.rate_limit`)
+    for one account in a short time, or too many webhook deliveries waiting; try again after ``retry_after_ms``."""
 
     def __init__(self, message: str, retry_after_ms: int) -> None:
         super().__init__(message)

@@ -53,7 +53,7 @@ CASES: list[tuple[str, tuple[str, ...], dict[str, str | None], str, int, str]] =
     ("missing secret", (*S3, *KEY), {}, "", 2,
      "secret: the secret access key is missing: give --secret-stdin (pipe it in), --secret-env NAME"),
     ("secret env unset", (*S3, *KEY, "--secret-env", "NO_SUCH_VARIABLE"), {}, "", 2,
-     "secret: environment variable NO_SUCH_VARIABLE is not set or empty"),
+     "secret: the environment variable given with --secret-env is not set or empty"),
     ("empty secret on stdin", (*S3, *KEY, "--secret-stdin"), {}, "\n", 2, "secret: --secret-stdin read an empty line"),
     ("two secret sources", (*S3, *GOOD, "--secret-stdin"), {}, "x\n", 2,
      "secret: give --secret-stdin or --secret-env, not both"),
@@ -158,6 +158,14 @@ def test_bad_inputs_change_nothing(run: Cli) -> None:
 PLANTED = "PLANTED-s3cr3t-7f3a9c1e5b"
 
 
+def test_a_secret_given_to_secret_env_is_not_echoed_even_when_shaped_like_a_name(run_sqlite: Cli) -> None:
+    """People paste the secret itself after --secret-env; an upper-case key looks like a variable name."""
+    pasted = "WJALRXUTNFEMIK7MDENGBPXRFICYEXAMPLEKEY00"
+    result = run_sqlite(*S3, *KEY, "--secret-env", pasted, "--json")
+    assert result.code == 2 and result.json["error"]["field"] == "secret"
+    assert pasted not in result.out + result.err and pasted[:12] not in result.out + result.err
+
+
 def test_secret_is_never_printed(run_sqlite: Cli, moto: MotoServer) -> None:
     run = run_sqlite  # the database backend plays no part here; the table above runs on both
     bucket = "planted-secret-test"
@@ -165,7 +173,9 @@ def test_secret_is_never_printed(run_sqlite: Cli, moto: MotoServer) -> None:
     env = {**run.env, "PLANTED": PLANTED}
     dead = f"http://127.0.0.1:{free_port()}"
     base = ("create", "--account", "acme", "--bucket", bucket, "--endpoint", moto.endpoint, *KEY)
-    eid = run(*base, "--secret-stdin", "--json", stdin=PLANTED + "\n").json["id"]
+    first = run(*base, "--secret-stdin", "--json", stdin=PLANTED + "\n")
+    assert "id" in first.json, first
+    eid = first.json["id"]
     other = run(*base, "--secret-env", "PLANTED", env=env)
     assert other.code == 0, other
     for as_json in ((), ("--json",)):

@@ -25,7 +25,12 @@ def test_local_instance_loads_with_sqlite_and_no_per_export_tag_limit(tmp_path, 
         assert type(instance.run_storage).__name__ == "SqliteRunStorage"
         assert instance.run_retries_enabled
         # A run carries a batch of exports: one writer per export is the control plane's lease.
-        assert not instance.run_coordinator.get_run_queue_config().tag_concurrency_limits
+        queue = instance.get_concurrency_config().run_queue_config
+        assert not queue.tag_concurrency_limits and queue.max_concurrent_runs == 4
+        assert instance.run_coordinator.dequeue_use_threads
+        # Sensors tick on threads: a slow webhook tick never delays the scheduler sensor (issue 41).
+        assert instance.get_settings("sensors")["use_threads"] is True
+    assert "run_coordinator" not in config, "Dagster's concurrency: settings, not the legacy block"
     # Storage really lives under DAGSTER_HOME (the temp dir here).
     assert any(p.suffix == ".db" for p in tmp_path.rglob("*"))
 
@@ -40,7 +45,8 @@ def test_no_instance_file_in_the_checkout_root_and_make_dev_uses_dg() -> None:
 @pytest.mark.postgres
 def test_production_instance_loads_with_postgres_and_ecs(tmp_path, monkeypatch):
     config = yaml.safe_load((ROOT / "deploy" / "dagster.production.yaml").read_text())
-    assert "tag_concurrency_limits" not in config["run_coordinator"]["config"]
+    assert "run_coordinator" not in config and "tag_concurrency_limits" not in config["concurrency"]["runs"]
+    assert config["sensors"]["use_threads"] is True and config["run_queue"]["dequeue_use_threads"] is True
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
@@ -52,6 +58,8 @@ def test_production_instance_loads_with_postgres_and_ecs(tmp_path, monkeypatch):
             assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
             assert type(instance.run_launcher).__name__ == "EcsRunLauncher"
             assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+            assert instance.get_concurrency_config().run_queue_config.max_concurrent_runs == 50
+            assert instance.run_coordinator.dequeue_use_threads
             # No run lives forever: at least a daily window's worth of work, at most a working day.
             assert instance.run_monitoring_enabled
             assert 2 * 3600 <= instance.run_monitoring_max_runtime_seconds <= 8 * 3600

@@ -72,8 +72,10 @@ def test_every_operation_conforms(api_schema: Any, fuzzed_server: ApiServer) -> 
         tried.append(f"{operation.method.upper()} {operation.path}")
     session.close()
     assert (
-        len(tried) == 24
+        len(tried) == 26
         and "POST /v1/role-setups" in tried
+        and "POST /v1/webhooks/{webhook_id}/enable" in tried
+        and "POST /v1/webhooks/{webhook_id}/rotate-secret" in tried
         and "POST /v1/webhooks" in tried
         and "GET /v1/webhooks/{webhook_id}/deliveries" in tried
         and "PATCH /v1/exports/{export_id}/format" in tried

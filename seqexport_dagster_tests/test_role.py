@@ -20,6 +20,7 @@ from typing import Any
 
 import boto3
 import pytest
+import sqlalchemy as sa
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
@@ -426,4 +427,93 @@ def test_a_deployment_without_an_aws_identity_offers_no_roles(world: World) -> N
     }  # fmt: skip
     with pytest.raises(ConflictError, match="give an access key instead"):
         exports.create(**settings)
+    assert world.store.list_exports() == []
+
+
+def _own_identity() -> AwsIdentity:
+    return AwsIdentity("AKIAOPERATOR00000001", "operator-secret", "arn:aws:iam::123456789012:user/sequenzy-exporter")
+
+
+def test_a_role_in_the_exporters_own_aws_account_is_refused(world: World) -> None:
+    """A role of our own account would write with our permissions; the external id cannot stop that,
+    since we would own the trust policy too. Refused before anything is sent."""
+    exports = Exports(world.store, OperatorPolicy(aws_identity=_own_identity()), clock=world.clock)
+    setup = exports.role_setup("acme")
+    settings = {
+        "account_id": "acme", "provider": "s3", "bucket": BUCKET, "region": "us-east-1",
+        "datasets": ["email_events"], "external_id": setup.external_id,
+    }  # fmt: skip
+    for own in (ROLE, "arn:aws-us-gov:iam::123456789012:role/x"):
+        with pytest.raises(InvalidInput) as refused:
+            exports.create(**settings, role_arn=own)
+        assert (
+            refused.value.field == "role_arn" and "Sequenzy's own AWS account (123456789012)" in refused.value.message
+        )
+    assert world.store.list_exports() == []
+
+
+def test_role_setups_are_rate_limited_and_unused_external_ids_pruned(world: World) -> None:
+    from seqexport_dagster.errors import RateLimited
+    from seqexport_dagster.store.external_ids import UNUSED_EXTERNAL_ID_MS, take_external_id
+    from seqexport_dagster.store.maintenance import maintain
+    from seqexport_dagster.store.rate_limit import ROLE_SETUP
+    from seqexport_dagster.store.tables import external_ids
+
+    exports = Exports(world.store, OperatorPolicy(aws_identity=_own_identity()), clock=world.clock)
+    issued = [exports.role_setup("acme").external_id for _ in range(ROLE_SETUP.limit)]
+    with pytest.raises(RateLimited, match="20 role setups in the last 60 minutes"):
+        exports.role_setup("acme")
+    assert exports.role_setup("globex").external_id, "another account's limit is its own"
+    take_external_id(world.control_engine, "acme", issued[0], "exp_taken")
+    world.clock.advance(UNUSED_EXTERNAL_ID_MS + 1)
+    report = maintain(world.control_engine, world.clock())
+    assert report.external_ids == ROLE_SETUP.limit and report.as_dict()["external_ids_removed"] == ROLE_SETUP.limit
+    with world.control_engine.connect() as conn:
+        kept = conn.execute(sa.select(external_ids.c.external_id)).scalars().all()
+    assert kept == [issued[0]], "the id an export took stays"
+    assert report.rate_events > 0 and maintain(world.control_engine, world.clock()).external_ids == 0
+    exports.role_setup("acme")  # the window has passed
+
+
+def test_every_role_session_has_its_own_name() -> None:
+    asked: list[dict[str, Any]] = []
+
+    def sts(identity: AwsIdentity, params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+        return {
+            "Credentials": {"AccessKeyId": "ASIA1", "SecretAccessKey": "s", "SessionToken": "t", "Expiration": expires}
+        }
+
+    assumer = RoleAssumer(_own_identity(), call=sts)
+    long_id = "exp_" + "9" * 60
+    for base in ("sequenzy-exp_0123456789abcdef", "sequenzy-exp_0123456789abcdef", f"sequenzy-{long_id}"):
+        assumer.credentials(ROLE, "sequenzy-" + "1" * 32, base)
+        assumer.forget(ROLE, "sequenzy-" + "1" * 32)
+    names = [p["RoleSessionName"] for p in asked]
+    assert len(set(names)) == 3, names
+    assert all(re.fullmatch(r"[\w+=,.@-]{2,64}", n) for n in names), names
+    assert names[0].startswith("sequenzy-exp_0123456789abcdef-") and names[2].startswith("sequenzy-exp_999")
+
+
+def test_sts_refusing_the_exporters_own_keys_is_the_operators_fault(world: World, scene: Scene) -> None:
+    """moto's STS answers 403 InvalidClientTokenId (unknown key) and SignatureDoesNotMatch (wrong
+    secret): neither is the customer's trust policy."""
+    from dataclasses import replace
+
+    exports = Exports(world.store, scene.policy, clock=world.clock)
+    setup = exports.role_setup("acme")
+    role_arn = scene.role("acme-writer", setup.trust_policy)
+    scene.moto.enforce_auth()
+    wrong = {
+        "InvalidClientTokenId": replace(scene.identity, access_key_id="AKIANOSUCHKEY0000001"),
+        "SignatureDoesNotMatch": replace(scene.identity, secret_access_key="not-the-operators-secret"),
+    }
+    for code, identity in wrong.items():
+        policy = OperatorPolicy(allow_local=True, aws_identity=identity)
+        with pytest.raises((ConfigurationError, ConnectionTestFailed)) as refused:
+            Exports(world.store, policy, clock=world.clock).create(**scene.settings(role_arn, setup.external_id))
+        message = str(refused.value)
+        assert f"exporter's own AWS identity was refused by STS ({code})" in message, message
+        assert "trust policy" not in message and identity.secret_access_key not in message
     assert world.store.list_exports() == []

@@ -33,6 +33,7 @@ from seqexport_dagster.management.api import Exports
 from seqexport_dagster.management.webhooks_api import Webhooks
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.tables import metadata, webhook_deliveries, webhook_events
+from seqexport_dagster.store.webhook_queue import WEBHOOK_RETENTION_MS, prune_webhook_events
 from seqexport_dagster.store.webhook_records import (
     DAY_COMPLETE,
     EXPORT_DELETED,
@@ -41,7 +42,6 @@ from seqexport_dagster.store.webhook_records import (
     EXPORT_RECOVERED,
     FAILING_AFTER,
 )
-from seqexport_dagster.store.webhooks import WEBHOOK_RETENTION_MS, prune_webhook_events
 from seqexport_dagster_tests.support.faults.proxy import FaultProxy
 from seqexport_dagster_tests.support.moto_server import MotoServer
 from seqexport_dagster_tests.support.webhook_receiver import Receiver, receiver
@@ -253,7 +253,10 @@ def test_the_secret_never_appears_in_logs_output_or_the_delivery_log(
         webhook_id = hooks(world).list("acme")[0].id
         Exports(world.store, world.policy, clock=world.clock).pause(export.id)
         drain(world)
-        tested = hooks(world).test(webhook_id)
+        queued = hooks(world).test(webhook_id)
+        assert queued.status == "pending" and queued.log == (), "queued, never sent on the caller's thread"
+        drain(world)
+        (tested, *_) = hooks(world).deliveries(webhook_id)
     assert tested.status == "delivered" and rx.requests[-1].event["type"] == "webhook.test"
     secret = rx.secret
     shown = [repr(hooks(world).list("acme")), repr(hooks(world).deliveries(webhook_id)), caplog.text]
@@ -329,6 +332,12 @@ def test_signature_scheme_matches_the_customer_docs() -> None:
     assert verify(body, now_header, "whsec_test") is True
     assert verify(body, now_header, "whsec_other") is False
     assert verify(body, header, "whsec_test") is False, "the docs' snippet refuses an old timestamp"
+    # Hostile headers: False from both, never an exception (int("²") and compare_digest("é") raise).
+    now = int(time.time())
+    good = signature_header("whsec_test", now, body).split("v1=")[1]
+    for hostile in ("t=²", "t=²,v1=" + good, f"t={now},v1=é", f"t={now},v1={good[:-1]}é", "t=١٢٣,v1=ab", "v1=é"):
+        assert verify(body, hostile, "whsec_test") is False, hostile
+        assert verify_signature("whsec_test", hostile, body) is False, hostile
 
 
 def test_maintain_prunes_old_finished_events_and_keeps_pending_ones(world: World) -> None:

@@ -35,7 +35,14 @@ def test_webhooks_through_the_cli(run: Cli) -> None:
         listed = run.ok("webhooks", "list", "--account", "acme")
         assert [w["id"] for w in listed] == [webhook_id] and "secret" not in listed[0]
         tested = run.ok("webhooks", "test", webhook_id)
-        assert tested[0]["status"] == "delivered" and tested[0]["log"][0]["status_code"] == 200
+        assert tested[0]["status"] == "pending" and tested[0]["log"] == [], "queued, not sent by the command"
+        assert rx.requests == []
+        assert run.ok("webhooks", "dispatch")["delivered"] == 1
+        listed = run.ok("webhooks", "list", "--account", "acme")
+        assert listed[0]["status"] == "enabled" and listed[0]["consecutive_failures"] == 0
+        rotated = run.ok("webhooks", "rotate-secret", webhook_id)
+        assert rotated["id"] == webhook_id and rotated["secret"].startswith("whsec_") and rotated["secret"] != rx.secret
+        rx.secret = rotated["secret"]
         export = run.create_local()
         run.ok("pause", export["id"])
         assert run.ok("webhooks", "dispatch")["delivered"] == 1
@@ -68,8 +75,10 @@ def test_webhooks_through_the_cli(run: Cli) -> None:
     assert gone.code == EXIT_NOT_FOUND
     # The delivery log of a removed webhook stays readable.
     assert len(run.ok("webhooks", "deliveries", webhook_id)) == 2
-    for call in run.calls[1:]:
-        assert rx.secret not in call.out + call.err, "the secret is shown once, by add"
+    shown_by = [call for call in run.calls if rx.secret in call.out + call.err]
+    assert len(shown_by) == 1 and shown_by[0].json["secret"] == rx.secret, (
+        "the new secret is shown once, by rotate-secret"
+    )
 
 
 def _client(url: str, token: str) -> httpx.Client:
@@ -110,10 +119,17 @@ def test_the_http_api_keeps_accounts_apart(world: World) -> None:
         assert acme.post("/v1/admin/webhooks/dispatch").status_code == 404, "operators only"
         assert [w["id"] for w in operator.get("/v1/webhooks").json()] == [created["id"]]
         tested = acme.post(webhook + "/test")
-        assert tested.status_code == 200 and tested.json()["status"] == "delivered"
+        assert tested.status_code == 202 and tested.json()["status"] == "pending", "queued, not sent on the request"
+        assert operator.post("/v1/admin/webhooks/dispatch").json()["delivered"] == 1
         log = acme.get(webhook + "/deliveries").json()
         assert [d["event_type"] for d in log] == ["webhook.test"] and log[0]["log"][0]["status_code"] == 200
         assert rx.secret not in acme.get(webhook).text + acme.get(webhook + "/deliveries").text
+        # 10 test sends per 10 minutes per account (one used above); then 429 with Retry-After.
+        assert [acme.post(webhook + "/test").status_code for _ in range(9)] == [202] * 9
+        limited = acme.post(webhook + "/test")
+        assert limited.status_code == 429 and int(limited.headers["Retry-After"]) > 0
+        assert "webhook test sends" in limited.json()["error"]["message"]
+        assert operator.post("/v1/admin/webhooks/dispatch").json()["delivered"] == 9
         bad = acme.post("/v1/webhooks", json={"url": "ftp://hooks.example.com/x"})
         assert bad.status_code == 400 and bad.json()["error"]["field"] == "url"
         bad = acme.post("/v1/webhooks", json={"url": rx.url, "secret": "mine"})
@@ -123,7 +139,7 @@ def test_the_http_api_keeps_accounts_apart(world: World) -> None:
         assert httpx.get(server.url + "/v1/webhooks", trust_env=False).status_code == 401
         for client in (acme, other, operator):
             client.close()
-    assert [r.signature_ok for r in rx.requests] == [True]
+    assert [r.signature_ok for r in rx.requests] == [True] * 10
 
 
 def test_the_dagster_sensor_sends_due_deliveries(tmp_path: Any) -> None:

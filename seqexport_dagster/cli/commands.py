@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import re
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from seqexport_dagster.cli import render
 from seqexport_dagster.cli.exits import EXIT_OK, EXIT_UNAVAILABLE
@@ -31,8 +30,6 @@ if TYPE_CHECKING:
 
 Handler = Callable[[argparse.Namespace, "AnyExports", Output], int]
 
-_ENV_NAME_RE: Final = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}\Z")
-
 
 def read_secret(args: argparse.Namespace, out: Output, *, required: bool) -> str | None:
     """The secret from stdin, an environment variable or a prompt; never from the command line."""
@@ -49,10 +46,12 @@ def read_secret(args: argparse.Namespace, out: Output, *, required: bool) -> str
     elif args.secret_env:
         secret = env.get(args.secret_env)
         if not secret:
-            # Named only when it looks like a variable name: people paste the secret itself here.
-            name = args.secret_env if _ENV_NAME_RE.match(args.secret_env) else "given with --secret-env"
+            # Never named: people paste the secret itself here, and a secret can look like a name
+            # (an upper-case key of letters and digits does).
             raise InvalidInput(
-                "secret", f"environment variable {name} is not set or empty (--secret-env takes the variable's NAME)"
+                "secret",
+                "the environment variable given with --secret-env is not set or empty (--secret-env takes the "
+                "variable's NAME, not the secret; what you gave is not repeated here, in case it is the secret)",
             )
     elif required or getattr(args, "secret_prompt", False):
         if not sys.stdin.isatty():

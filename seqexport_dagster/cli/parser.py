@@ -154,12 +154,18 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
     p = command(
         "webhooks",
         webhooks.webhooks,
-        "account webhooks: add (shows the signing secret once), list, remove, test, deliveries (the log), "
+        "account webhooks: add (shows the signing secret once), list, remove, test (queued), enable (after "
+        "the circuit breaker), rotate-secret (shows the new secret once), deliveries (the log), "
         "dispatch (operators: send due deliveries now)",
         export_id=False,
     )
     p.add_argument("action", choices=webhooks.ACTIONS, help="what to do")
-    p.add_argument("webhook_id", metavar="WEBHOOK_ID", nargs="?", help="for remove, test, deliveries: whk_...")
+    p.add_argument(
+        "webhook_id",
+        metavar="WEBHOOK_ID",
+        nargs="?",
+        help="for remove, test, enable, rotate-secret, deliveries: whk_...",
+    )
     p.add_argument("--account", help="add: the Sequenzy account id; list: only this account's webhooks")
     p.add_argument("--url", help="add: the https:// URL that receives the events (a path and query are allowed)")
     p.add_argument("--events", help="add: comma-separated event types, or * for every type (default *)")

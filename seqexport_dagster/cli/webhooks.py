@@ -1,7 +1,8 @@
-"""``seqexport webhooks add|list|remove|test|deliveries|dispatch``: one call into `webhooks_api.Webhooks`
+"""``seqexport webhooks add|list|remove|test|enable|rotate-secret|deliveries|dispatch``: one call into `webhooks_api.Webhooks`
 (or, with ``SEQEXPORT_API_URL``, `remote_webhooks.RemoteWebhooks`) and one view each.
 
-``add`` prints the endpoint's signing secret once; it is never shown again, by any command or the API.
+``add`` and ``rotate-secret`` print the endpoint's signing secret once; it is never shown again, by
+any command or the API. ``test`` queues the test event (the next dispatch sends it).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from seqexport_dagster.cli.exits import EXIT_OK, EXIT_UNAVAILABLE
+from seqexport_dagster.cli.exits import EXIT_OK
 from seqexport_dagster.cli.render import Output, table, when
 from seqexport_dagster.errors import InvalidInput
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from seqexport_dagster.cli.commands import AnyExports
     from seqexport_dagster.store.webhook_records import DeliveryRecord, NewEndpoint, WebhookEndpoint
 
-ACTIONS = ("add", "list", "remove", "test", "deliveries", "dispatch")
+ACTIONS = ("add", "list", "remove", "test", "enable", "rotate-secret", "deliveries", "dispatch")
 
 
 def _need_id(args: argparse.Namespace) -> str:
@@ -62,7 +63,20 @@ def webhooks(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
     elif action == "test":
         delivery = hooks.test(_need_id(args))
         delivery_list(out, [delivery])
-        return EXIT_OK if delivery.status == "delivered" else EXIT_UNAVAILABLE
+        if not out.as_json:
+            out.line(
+                f"Queued: the next dispatch (within 30 s) sends it; `seqexport webhooks deliveries "
+                f"{delivery.endpoint_id}` shows the attempts."
+            )
+    elif action == "enable":
+        endpoint = hooks.enable(_need_id(args))
+        _show(
+            out,
+            endpoint,
+            f"Webhook {endpoint.id} is enabled; the deliveries that waited go out with the next dispatch.",
+        )
+    elif action == "rotate-secret":
+        rotated(out, hooks.rotate_secret(_need_id(args)))
     elif action == "deliveries":
         delivery_list(out, hooks.deliveries(_need_id(args), limit=_limit(args.limit, 50)))
     else:
@@ -101,6 +115,16 @@ def added(out: Output, new: NewEndpoint) -> None:
     print(new.secret)
 
 
+def rotated(out: Output, new: NewEndpoint) -> None:
+    """The new secret's one showing, past `Output` like an add's."""
+    if out.as_json:
+        print(json.dumps({**_json(new.endpoint), "secret": new.secret}, indent=2))
+        return
+    out.line(f"Webhook {new.endpoint.id} has a new signing secret; the old one signs nothing from now on.")
+    out.line("It is shown only now; give it to your receiver:")
+    print(new.secret)
+
+
 def endpoint_list(out: Output, endpoints: list[WebhookEndpoint]) -> None:
     if out.as_json:
         out.json([_json(e) for e in endpoints])
@@ -108,9 +132,21 @@ def endpoint_list(out: Output, endpoints: list[WebhookEndpoint]) -> None:
         out.line("No webhooks.")
     else:
         rows = [
-            (e.id, e.account_id, e.url, ",".join(e.events), str(e.failing_after), when(e.created_at)) for e in endpoints
+            (
+                e.id,
+                e.account_id,
+                e.url,
+                ",".join(e.events),
+                str(e.failing_after),
+                "enabled" if e.enabled else f"disabled {when(e.disabled_at)}",
+                when(e.created_at),
+            )
+            for e in endpoints
         ]
-        out.line(table(("WEBHOOK", "ACCOUNT", "URL", "EVENTS", "FAILING AFTER", "CREATED (UTC)"), rows))
+        out.line(table(("WEBHOOK", "ACCOUNT", "URL", "EVENTS", "FAILING AFTER", "STATUS", "CREATED (UTC)"), rows))
+        for e in endpoints:
+            if not e.enabled:
+                out.line(f"{e.id}: {e.disabled_reason}; `seqexport webhooks enable {e.id}` sends again.")
 
 
 def delivery_list(out: Output, deliveries: list[DeliveryRecord]) -> None:

@@ -114,17 +114,19 @@ def signature_header(secret: str, timestamp: int, body: bytes) -> str:
 def verify_signature(
     secret: str, header: str, body: bytes, *, now_s: int | None = None, tolerance_s: int = TOLERANCE_S
 ) -> bool:
-    """What a receiver checks: some ``v1`` matches, and ``t`` is within the tolerance of now."""
+    """What a receiver checks: some ``v1`` matches, and ``t`` is within the tolerance of now.
+    False, never an exception, for any header: ``t=²`` passes ``str.isdigit`` but not ``int``, and
+    ``compare_digest`` raises on a str that is not ASCII (``v1=é``), so both are checked as ASCII."""
     fields = [item.partition("=") for item in header.split(",")]
-    stamps = [v for k, _, v in fields if k.strip() == "t"]
-    candidates = [v.strip() for k, _, v in fields if k.strip() == "v1"]
-    if len(stamps) != 1 or not stamps[0].strip().isdigit() or not candidates:
+    stamps = [v.strip() for k, _, v in fields if k.strip() == "t"]
+    candidates = [v.strip().encode("utf-8", "replace") for k, _, v in fields if k.strip() == "v1"]
+    if len(stamps) != 1 or not (stamps[0].isascii() and stamps[0].isdigit()) or not candidates:
         return False
     timestamp = int(stamps[0])
     now = int(time.time()) if now_s is None else now_s
     if abs(now - timestamp) > tolerance_s:
         return False
-    expected = signature(secret, timestamp, body)
+    expected = signature(secret, timestamp, body).encode()
     return any(hmac.compare_digest(expected, c) for c in candidates)
 
 

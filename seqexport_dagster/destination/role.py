@@ -24,6 +24,14 @@ def validate_role_arn(role_arn: str) -> str:
     return role_arn
 
 
+def aws_account_of(arn: str) -> str | None:
+    """The 12-digit account of an IAM or STS ARN (``arn:aws:iam::111122223333:role/x``), or None."""
+    parts = arn.split(":")
+    if len(parts) >= 6 and parts[0] == "arn" and len(parts[4]) == 12 and parts[4].isascii() and parts[4].isdigit():
+        return parts[4]
+    return None
+
+
 def trust_policy(principal_arn: str, external_id: str) -> dict[str, Any]:
     """The trust policy a customer pastes on the role: only us, and only with this export's external id."""
     return {

@@ -160,12 +160,16 @@ class PinnedSender:
         max_pool_connections: int = 4,
         deadline_s: float = DEFAULT_PUT_DEADLINE_S,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        truncate_answer: bool = False,
     ) -> None:
         self._allowed_hosts = allowed_hosts
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self.deadline_s = deadline_s
         self._max_response_bytes = max_response_bytes
+        # A webhook receiver's answer is not ours to judge past its status: cut it at the cap and
+        # keep the status, instead of refusing it (`ResponseTooLarge`) as an S3 answer is.
+        self._truncate_answer = truncate_answer
         self._budget = threading.local()
         self._manager = PoolManager(
             num_pools=4,
@@ -264,6 +268,8 @@ class PinnedSender:
             size += len(chunk)
         raw.close()  # the connection goes, so the rest of the answer is never read
         raw.release_conn()
+        if self._truncate_answer:
+            return b"".join(chunks)[:cap]
         raise ResponseTooLarge(
             f"{host} answered PutObject (HTTP {raw.status}) with more than {cap // 1024} KB; an S3 answer is a few "
             "hundred bytes, so the connection was dropped and the rest was not read"

@@ -15,11 +15,17 @@ shared by every destination of a process (`assumer_for`), so a run of many windo
 once an hour, and a destination asks before every PutObject: credentials that would expire within
 the margin are refreshed before the request, never after a refusal, so no window is dropped.
 Errors leave through `_translate`: a trust policy that does not allow us, or a wrong external id,
-is `RoleNotAssumable` with the trust policy's conditions in the customer's words.
+is `RoleNotAssumable` with the trust policy's conditions in the customer's words; STS refusing our
+own identity (`OPERATOR_FAULTS`, also answered 403) is the operator's `ConfigurationError`, never
+"fix your trust policy".
+
+Every session has its own ``RoleSessionName`` (`session_name`: the destination's base name and a
+nonce), so the customer's CloudTrail tells our sessions apart.
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +42,15 @@ __all__ = ["AwsIdentity", "RoleAssumer", "TemporaryCredentials", "assume_role_ca
 REFRESH_BEFORE_MS: Final = 10 * 60_000
 #: What we ask STS for; roles allow at least one hour.
 DURATION_S: Final = 3600
+#: STS's answers that refuse the exporter's own identity (keys wrong, mistyped or expired), not the
+#: customer's role. STS answers them 403 too, so they are told apart by code first.
+OPERATOR_FAULTS: Final = frozenset({"InvalidClientTokenId", "SignatureDoesNotMatch", "ExpiredToken"})
+
+
+def session_name(base: str) -> str:
+    """``base`` plus a nonce, at most 64 characters of ``[\\w+=,.@-]`` (STS's rule)."""
+    safe = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_+=,.@-") else "-" for ch in base)
+    return f"{safe[:47]}-{secrets.token_hex(8)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +88,7 @@ class RoleAssumer:
         #: How many times STS was called (successfully), for tests and metrics.
         self.assumed = 0
 
-    def credentials(self, role_arn: str, external_id: str, session_name: str) -> TemporaryCredentials:
+    def credentials(self, role_arn: str, external_id: str, base_session_name: str) -> TemporaryCredentials:
         key = (role_arn, external_id)
         with self._lock:
             cached = self._cache.get(key)
@@ -81,7 +96,7 @@ class RoleAssumer:
                 return cached
             params = {
                 "RoleArn": role_arn,
-                "RoleSessionName": session_name[:64],
+                "RoleSessionName": session_name(base_session_name),
                 "ExternalId": external_id,
                 "DurationSeconds": self.duration_s,
             }
@@ -143,16 +158,16 @@ def _translate(exc: Exception, role_arn: str, external_id: str, identity: AwsIde
     answer = store_answer(exc)
     if answer is None:
         return RetryableError(f"cannot reach AWS STS to assume role {role_arn}: {type(exc).__name__}")
+    if answer.code in OPERATOR_FAULTS:
+        return ConfigurationError(
+            f"the exporter's own AWS identity was refused by STS ({answer.code}): check SEQEXPORT_AWS_ACCESS_KEY_ID "
+            "and SEQEXPORT_AWS_SECRET_ACCESS_KEY (operator settings); nothing is wrong with the customer's role"
+        )
     if answer.code in ("AccessDenied", "AccessDeniedException") or answer.status == 403:
         return RoleNotAssumable(
             f"cannot assume role {role_arn}: its trust policy must allow {identity.principal_arn} to call "
             f"sts:AssumeRole with the condition sts:ExternalId = {external_id} (this export's external id; "
             "see 'Grant a role' in the customer docs). Check the role ARN, the principal and the external id"
-        )
-    if answer.code in ("InvalidClientTokenId", "SignatureDoesNotMatch", "ExpiredToken"):
-        return ConfigurationError(
-            f"the exporter's own AWS identity was refused by STS ({answer.code}): check SEQEXPORT_AWS_ACCESS_KEY_ID "
-            "and SEQEXPORT_AWS_SECRET_ACCESS_KEY (operator settings)"
         )
     if answer.code in ("Throttling", "ThrottlingException", "RequestLimitExceeded") or answer.status >= 500:
         return RetryableError(f"AWS STS is busy ({answer.code or answer.status}); assuming role {role_arn} again later")

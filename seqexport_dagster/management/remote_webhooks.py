@@ -60,10 +60,18 @@ class RemoteWebhooks:
         path = f"/v1/webhooks/{validate_webhook_id(webhook_id)}/test"
         return shapes.delivery_from_json(self.api.call("POST", path))
 
+    def enable(self, webhook_id: str) -> WebhookEndpoint:
+        path = f"/v1/webhooks/{validate_webhook_id(webhook_id)}/enable"
+        return shapes.webhook_from_json(self.api.call("POST", path))
+
+    def rotate_secret(self, webhook_id: str) -> NewEndpoint:
+        path = f"/v1/webhooks/{validate_webhook_id(webhook_id)}/rotate-secret"
+        return shapes.new_webhook_from_json(self.api.call("POST", path))
+
     def deliveries(self, webhook_id: str, *, limit: int = 50) -> builtins.list[DeliveryRecord]:
         path = f"/v1/webhooks/{validate_webhook_id(webhook_id)}/deliveries"
         return [shapes.delivery_from_json(d) for d in self.api.call("GET", path, params={"limit": limit})]
 
     def dispatch(self, *, limit: int = 20) -> DispatchReport:
         answer = self.api.call("POST", "/v1/admin/webhooks/dispatch", params={"limit": limit})
-        return DispatchReport(**{f.name: int(answer[f.name]) for f in fields(DispatchReport)})
+        return DispatchReport(**{f.name: int(answer.get(f.name, 0)) for f in fields(DispatchReport)})

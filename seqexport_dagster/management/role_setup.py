@@ -15,14 +15,18 @@ import sqlalchemy as sa
 from seqexport_dagster.contract.validation import validate_account
 from seqexport_dagster.destination import DestinationConfig, OperatorPolicy
 from seqexport_dagster.destination.policy import AwsIdentity
-from seqexport_dagster.destination.role import RoleSetup
+from seqexport_dagster.destination.role import RoleSetup, aws_account_of
 from seqexport_dagster.errors import ConflictError, InvalidInput
 from seqexport_dagster.store.external_ids import check_external_id, issue_external_id, take_external_id
+from seqexport_dagster.store.rate_limit import ROLE_SETUP, admit
 
 
 def role_setup(engine: sa.Engine, policy: OperatorPolicy, account_id: str, now_ms: int) -> RoleSetup:
+    """A fresh external id for the account; at most `ROLE_SETUP` per account and hour (each one is a
+    row in the control plane until an export takes it or `maintain` prunes it)."""
     validate_account(account_id)
     identity = _roles_offered(policy)
+    admit(engine, ROLE_SETUP, account_id, now_ms)
     return RoleSetup(account_id, issue_external_id(engine, account_id, now_ms), identity.principal_arn)
 
 
@@ -68,8 +72,21 @@ def check_role(
     export_id: str | None = None,
 ) -> None:
     if config.role_arn and config.external_id:
-        _roles_offered(policy)
+        identity = _roles_offered(policy)
+        if not policy.allow_local:  # tests and demos: moto keeps every role in one account
+            _not_our_account(config.role_arn, identity)
         check_external_id(engine, account_id, config.external_id, export_id)
+
+
+def _not_our_account(role_arn: str, identity: AwsIdentity) -> None:
+    """A role in the exporter's own AWS account is never a customer's: assuming it would write with
+    our own permissions (a confused deputy the external id cannot stop, since the trust policy is ours)."""
+    ours = aws_account_of(identity.principal_arn)
+    if ours is not None and aws_account_of(role_arn) == ours:
+        raise InvalidInput(
+            "role_arn",
+            f"is in Sequenzy's own AWS account ({ours}); give a role in your AWS account, the one that owns the bucket",
+        )
 
 
 def take_role(engine: sa.Engine, account_id: str, config: DestinationConfig, export_id: str) -> None:

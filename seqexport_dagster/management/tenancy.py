@@ -186,6 +186,14 @@ class ScopedWebhooks:
         self._own(webhook_id)
         return self.webhooks.test(webhook_id)
 
+    def enable(self, webhook_id: str) -> WebhookEndpoint:
+        self._own(webhook_id)
+        return self.webhooks.enable(webhook_id)
+
+    def rotate_secret(self, webhook_id: str) -> NewEndpoint:
+        self._own(webhook_id)
+        return self.webhooks.rotate_secret(webhook_id)
+
     def deliveries(self, webhook_id: str, *, limit: int = 50) -> builtins.list[DeliveryRecord]:
         self._own(webhook_id, include_deleted=True)
         return self.webhooks.deliveries(webhook_id, limit=limit)

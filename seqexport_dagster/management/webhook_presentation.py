@@ -28,6 +28,11 @@ class WebhookJson(TypedDict):
     failing_after: int
     created_at: str
     deleted_at: str | None
+    #: "enabled", or "disabled" by the circuit breaker (`disabled_reason` says after what).
+    status: str
+    consecutive_failures: int
+    disabled_at: str | None
+    disabled_reason: str | None
 
 
 class NewWebhookJson(WebhookJson):
@@ -61,6 +66,7 @@ class DispatchJson(TypedDict):
     retrying: int
     failed: int
     canceled: int
+    disabled: int
 
 
 def _iso(ms: int | None) -> str | None:
@@ -81,6 +87,10 @@ def webhook_json(e: WebhookEndpoint) -> WebhookJson:
         "failing_after": e.failing_after,
         "created_at": iso_ms(e.created_at),
         "deleted_at": _iso(e.deleted_at),
+        "status": "enabled" if e.enabled else "disabled",
+        "consecutive_failures": e.consecutive_failures,
+        "disabled_at": _iso(e.disabled_at),
+        "disabled_reason": e.disabled_reason,
     }
 
 
@@ -98,6 +108,9 @@ def webhook_from_json(body: WebhookJson | dict[str, Any]) -> WebhookEndpoint:
         failing_after=int(body.get("failing_after", FAILING_AFTER)),
         created_at=parse_iso_ms(body["created_at"]),
         deleted_at=_ms(body["deleted_at"]),
+        consecutive_failures=int(body.get("consecutive_failures", 0)),
+        disabled_at=_ms(body.get("disabled_at")),
+        disabled_reason=body.get("disabled_reason"),
     )
 
 

@@ -1,9 +1,15 @@
-"""Managing an account's webhooks: add (the secret is shown once), list, remove, test-send and the
-delivery log. The CLI, the HTTP API (through `tenancy.ScopedWebhooks`) and tests call this one class.
+"""Managing an account's webhooks: add (the secret is shown once), list, remove, test-send, enable
+(after the circuit breaker), rotate the secret and the delivery log. The CLI, the HTTP API (through
+`tenancy.ScopedWebhooks`) and tests call this one class.
 
 Every method checks its input first (`webhook`: URL, events, description) and raises only from our
 error tree: `InvalidInput` naming the field, `NotFound` for an id that is not there, `ConflictError`
-past `MAX_ENDPOINTS_PER_ACCOUNT`.
+past `MAX_ENDPOINTS_PER_ACCOUNT` or for a disabled endpoint's test, `RateLimited` past an account's
+adds or tests (`store.rate_limit`) or its pending deliveries (`outbox.MAX_PENDING_PER_ACCOUNT`).
+
+A test send is queued, never sent here: it goes out with the next dispatch (the sensor's tick,
+within 30 s), so an account pointing tests at a receiver that never answers holds no request
+thread, and its tests wait their turn behind other accounts' deliveries like any event.
 """
 
 from __future__ import annotations
@@ -27,8 +33,10 @@ from seqexport_dagster.delivery.webhook import (
 )
 from seqexport_dagster.delivery.webhook_dispatch import DispatchReport, Sender, dispatch, pinned_sender
 from seqexport_dagster.destination.policy import OperatorPolicy
-from seqexport_dagster.errors import ConflictError, InvalidInput
+from seqexport_dagster.errors import ConflictError, InvalidInput, RateLimited
 from seqexport_dagster.store.crypto import SecretBox
+from seqexport_dagster.store.outbox import MAX_PENDING_PER_ACCOUNT
+from seqexport_dagster.store.rate_limit import WEBHOOK_ADD, WEBHOOK_TEST, admit
 from seqexport_dagster.store.webhook_records import DeliveryRecord, NewEndpoint, WebhookEndpoint
 from seqexport_dagster.store.webhooks import WebhookStore
 
@@ -75,6 +83,7 @@ class Webhooks:
             raise ConflictError(
                 f"account {account_id} has {MAX_ENDPOINTS_PER_ACCOUNT} webhooks, the most allowed; remove one first"
             )
+        admit(self.store.engine, WEBHOOK_ADD, account_id, self.clock())
         return self.store.add_endpoint(
             account_id=account_id,
             url=checked,
@@ -102,11 +111,32 @@ class Webhooks:
         return self.store.deliveries(webhook_id, limit=limit)
 
     def test(self, webhook_id: str) -> DeliveryRecord:
-        """Send a ``webhook.test`` event to this endpoint now, once; a failure is retried like any event."""
+        """Queue a ``webhook.test`` event for this endpoint: the next dispatch sends it, and a failure
+        is retried like any event. Returns the pending delivery (its log fills as it is sent)."""
         endpoint = self.get(webhook_id)
-        delivery_id = self.store.enqueue_test(endpoint, self.clock())
-        dispatch(self.store, self.sender, self.clock, limit=1, delivery_id=delivery_id)
+        if not endpoint.enabled:
+            raise ConflictError(
+                f"webhook {endpoint.id} is disabled ({endpoint.disabled_reason}); enable it first "
+                f"(`seqexport webhooks enable {endpoint.id}`), then test it"
+            )
+        now = self.clock()
+        admit(self.store.engine, WEBHOOK_TEST, endpoint.account_id, now)
+        if self.store.pending(endpoint.account_id) >= MAX_PENDING_PER_ACCOUNT:
+            raise RateLimited(
+                f"account {endpoint.account_id} has {MAX_PENDING_PER_ACCOUNT} webhook deliveries waiting, the most "
+                "allowed; no test was queued; try again once they are sent (see `seqexport webhooks deliveries`)",
+                retry_after_ms=60_000,
+            )
+        delivery_id = self.store.enqueue_test(endpoint, now)
         return self.store.deliveries(endpoint.id, delivery_id=delivery_id)[0]
+
+    def enable(self, webhook_id: str) -> WebhookEndpoint:
+        """Re-enable an endpoint its circuit breaker disabled; the deliveries that waited go out next."""
+        return self.store.enable_endpoint(validate_webhook_id(webhook_id))
+
+    def rotate_secret(self, webhook_id: str) -> NewEndpoint:
+        """A new signing secret, shown this once; every send from now on is signed with it."""
+        return self.store.rotate_endpoint_secret(validate_webhook_id(webhook_id))
 
     def dispatch(self, *, limit: int = 20) -> DispatchReport:
         """Operators: send the due deliveries of every account (what the Dagster sensor does)."""

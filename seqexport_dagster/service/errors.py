@@ -71,7 +71,7 @@ def to_response(exc: BaseException) -> JSONResponse:
         return error_response(422, "connection_test_failed", exc.message)
     if isinstance(exc, TooManyRequests):
         return error_response(429, "rate_limited", exc.message, **{"Retry-After": str(exc.retry_after_s)})
-    if isinstance(exc, RateLimited):  # the per-account connection-test limit (store.rate_limit)
+    if isinstance(exc, RateLimited):  # per-account limits (store.rate_limit) and the pending-delivery cap
         retry_after = str(max(1, -(-exc.retry_after_ms // 1000)))
         return error_response(429, "rate_limited", exc.message, **{"Retry-After": retry_after})
     if isinstance(exc, Unauthorized):

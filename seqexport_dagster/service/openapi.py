@@ -24,7 +24,15 @@ from seqexport_dagster.destination.config import PROVIDERS
 from seqexport_dagster.destination.encryption import SSE_KMS, SSE_S3
 from seqexport_dagster.management.history import SUCCEEDED
 from seqexport_dagster.store import ACTIVE, DELETED, PAUSED
-from seqexport_dagster.store.webhook_records import CANCELED, DELIVERED, EVENT_TYPES, FAILED, PENDING, WEBHOOK_TEST
+from seqexport_dagster.store.webhook_records import (
+    CANCELED,
+    DELIVERED,
+    DROPPED,
+    EVENT_TYPES,
+    FAILED,
+    PENDING,
+    WEBHOOK_TEST,
+)
 
 BEARER: Final = "bearerAuth"
 SECURITY_SCHEME: Final = {
@@ -56,7 +64,8 @@ CLOSED_SETS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
     ("WebhookJson", "events"): (*EVENT_TYPES, "*"),
     ("NewWebhookJson", "events"): (*EVENT_TYPES, "*"),
     ("DeliveryJson", "event_type"): (*EVENT_TYPES, WEBHOOK_TEST),
-    ("DeliveryJson", "status"): (PENDING, DELIVERED, FAILED, CANCELED),
+    ("DeliveryJson", "status"): (PENDING, DELIVERED, FAILED, CANCELED, DROPPED),
+    **{(c, "status"): ("enabled", "disabled") for c in ("WebhookJson", "NewWebhookJson")},
 }
 
 

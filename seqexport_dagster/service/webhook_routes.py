@@ -90,10 +90,36 @@ def add_webhook_routes(
         """Stop sending to it; pending deliveries are canceled, the delivery log stays readable."""
         return ok(shapes.webhook_json(api.remove(webhook_id)))
 
-    @app.post("/v1/webhooks/{webhook_id}/test", response_model=shapes.DeliveryJson, responses=errors, tags=["webhooks"])
+    @app.post(
+        "/v1/webhooks/{webhook_id}/test",
+        response_model=shapes.DeliveryJson,
+        status_code=202,
+        responses=errors,
+        tags=["webhooks"],
+    )
     def test_webhook(api: Scoped, webhook_id: str) -> Response:
-        """Send a ``webhook.test`` event now; the answer is its delivery, with the first attempt."""
-        return ok(shapes.delivery_json(api.test(webhook_id)))
+        """Queue a ``webhook.test`` event (202): the next dispatch sends it, within about 30 s. The
+        answer is its pending delivery; ``GET .../deliveries`` shows the attempts. At most 10 per
+        10 minutes per account (429 past it); a disabled webhook is refused (409) until enabled."""
+        return ok(shapes.delivery_json(api.test(webhook_id)), 202)
+
+    @app.post(
+        "/v1/webhooks/{webhook_id}/enable", response_model=shapes.WebhookJson, responses=errors, tags=["webhooks"]
+    )
+    def enable_webhook(api: Scoped, webhook_id: str) -> Response:
+        """Re-enable a webhook its circuit breaker disabled; the deliveries that waited go out next."""
+        return ok(shapes.webhook_json(api.enable(webhook_id)))
+
+    @app.post(
+        "/v1/webhooks/{webhook_id}/rotate-secret",
+        response_model=shapes.NewWebhookJson,
+        responses=errors,
+        tags=["webhooks"],
+    )
+    def rotate_webhook_secret(api: Scoped, webhook_id: str) -> Response:
+        """A new signing secret, shown this once (the old one stops signing at once); the webhook,
+        its id and its delivery log stay."""
+        return ok(shapes.new_webhook_json(api.rotate_secret(webhook_id)))
 
     @app.get(
         "/v1/webhooks/{webhook_id}/deliveries",

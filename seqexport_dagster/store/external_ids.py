@@ -5,14 +5,20 @@ and the connection test assumes the role), so a role setup issues one for the ac
 the export (or moving one onto a role) takes it. Only ids issued here for the same account and not
 taken by another export are accepted: a customer can never choose their own, nor reuse another
 export's.
+
+Role setups are rate-limited per account (`rate_limit.ROLE_SETUP`), and an id no export took within
+`UNUSED_EXTERNAL_ID_MS` is pruned by `seqexport maintain`: a customer who comes back later runs the
+role setup again and pastes the new id.
 """
 
 from __future__ import annotations
 
 import secrets
+from typing import Final
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.window import DAY_MS
 from seqexport_dagster.errors import ConflictError, InvalidInput
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.tables import external_ids
@@ -29,6 +35,18 @@ def issue_external_id(engine: sa.Engine, account_id: str, now_ms: int) -> str:
     with engine.begin() as conn:
         conn.execute(external_ids.insert().values(external_id=external_id, account_id=account_id, created_at=now_ms))
     return external_id
+
+
+UNUSED_EXTERNAL_ID_MS: Final = 7 * DAY_MS
+
+
+@translate_errors
+def prune_unused_external_ids(engine: sa.Engine, now_ms: int) -> int:
+    """External ids issued more than `UNUSED_EXTERNAL_ID_MS` ago that no export took."""
+    x = external_ids.c
+    with engine.begin() as conn:
+        stale = x.export_id.is_(None) & (x.created_at <= now_ms - UNUSED_EXTERNAL_ID_MS)
+        return int(conn.execute(external_ids.delete().where(stale)).rowcount or 0)
 
 
 @translate_errors

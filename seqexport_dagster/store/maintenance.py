@@ -3,7 +3,9 @@
 Compacts old history (`store.compaction`) and prunes what only matters for a while: Idempotency-Key
 results older than a day (`store.idempotency`), connection tests older than the rate limit's window
 (`store.rate_limit`), writer leases that lapsed more than a TTL ago (`store.lease`) and webhook
-events, deliveries and their log older than 30 days (`store.webhooks`, once none is pending). Safe beside
+events, deliveries and their log older than 30 days (`store.webhooks`, once none is pending), rate
+events older than their rule's window, and external ids that no export took within
+`UNUSED_EXTERNAL_ID_MS` (`store.external_ids`; a role setup issues a fresh one). Safe beside
 deliveries and idempotent: a second pass right after the first removes nothing. The CLI
 (`seqexport maintain`) and the Dagster schedule (`defs/maintenance.py`) both call `maintain`.
 """
@@ -17,11 +19,12 @@ import sqlalchemy as sa
 from seqexport_dagster.progress import Advance, no_progress
 from seqexport_dagster.store.compaction import CompactionReport, compact, cutoff_for
 from seqexport_dagster.store.database import translate_errors
+from seqexport_dagster.store.external_ids import prune_unused_external_ids
 from seqexport_dagster.store.idempotency import IdempotencyStore
 from seqexport_dagster.store.lease import LEASE_TTL_MS
-from seqexport_dagster.store.rate_limit import WINDOW_MS
-from seqexport_dagster.store.tables import connection_tests, export_leases
-from seqexport_dagster.store.webhooks import prune_webhook_events
+from seqexport_dagster.store.rate_limit import LONGEST_WINDOW_MS, WINDOW_MS
+from seqexport_dagster.store.tables import connection_tests, export_leases, rate_events
+from seqexport_dagster.store.webhook_queue import prune_webhook_events
 
 
 @dataclass(slots=True)
@@ -32,6 +35,8 @@ class MaintenanceReport:
     connection_tests: int = 0
     leases: int = 0
     webhook_events: int = 0
+    rate_events: int = 0
+    external_ids: int = 0
 
     def as_dict(self) -> dict[str, int]:
         c = self.compaction
@@ -47,6 +52,8 @@ class MaintenanceReport:
             "connection_tests_removed": self.connection_tests,
             "leases_removed": self.leases,
             "webhook_events_removed": self.webhook_events,
+            "rate_events_removed": self.rate_events,
+            "external_ids_removed": self.external_ids,
         }
 
 
@@ -54,7 +61,15 @@ def prune_connection_tests(engine: sa.Engine, now_ms: int) -> int:
     """Connection tests outside the rate limit's window count for nothing any more."""
     with engine.begin() as conn:
         t = connection_tests
-        return int(conn.execute(t.delete().where(t.c.tested_at <= now_ms - WINDOW_MS)).rowcount or 0)
+        removed = int(conn.execute(t.delete().where(t.c.tested_at <= now_ms - WINDOW_MS)).rowcount or 0)
+    return removed
+
+
+def prune_rate_events(engine: sa.Engine, now_ms: int) -> int:
+    """Rate events older than the longest rule's window count for nothing any more."""
+    with engine.begin() as conn:
+        r = rate_events
+        return int(conn.execute(r.delete().where(r.c.at <= now_ms - LONGEST_WINDOW_MS)).rowcount or 0)
 
 
 def prune_leases(engine: sa.Engine, now_ms: int) -> int:
@@ -70,11 +85,15 @@ def maintain(engine: sa.Engine, now_ms: int, *, progress: Advance = no_progress)
     report = MaintenanceReport(cutoff_ms=cutoff_for(now_ms))
     report.compaction = compact(engine, now_ms, progress=progress)
     report.idempotency_keys = IdempotencyStore(engine).prune(now_ms)
-    progress("pruning", 1, 4)
+    progress("pruning", 1, 6)
     report.connection_tests = prune_connection_tests(engine, now_ms)
-    progress("pruning", 2, 4)
+    progress("pruning", 2, 6)
     report.leases = prune_leases(engine, now_ms)
-    progress("pruning", 3, 4)
+    progress("pruning", 3, 6)
     report.webhook_events = prune_webhook_events(engine, now_ms)
-    progress("pruning", 4, 4)
+    progress("pruning", 4, 6)
+    report.rate_events = prune_rate_events(engine, now_ms)
+    progress("pruning", 5, 6)
+    report.external_ids = prune_unused_external_ids(engine, now_ms)
+    progress("pruning", 6, 6)
     return report

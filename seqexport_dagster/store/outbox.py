@@ -6,6 +6,11 @@ event, and one that dies before has neither. The event is fanned out in the same
 pending delivery per endpoint of the account that takes its type; the dispatcher
 (`seqexport_dagster.delivery.webhook_dispatch`) sends them later, at least once.
 
+One account's deliveries waiting to be sent are capped (`MAX_PENDING_PER_ACCOUNT`, issue 41): a
+receiver that never answers, or an endpoint disabled by its circuit breaker, cannot grow the outbox
+without bound. Past the cap a new delivery is recorded as ``dropped`` (never sent, visible in the
+delivery log); the event itself is kept, and the state it reports is in the CLI and the API anyway.
+
 An event that must happen once (a dataset-day completing) carries a ``dedup_key``; a second emit
 with the same key is dropped (a dataset removed and added again the same day reaches that day's end
 twice).
@@ -16,13 +21,22 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import sqlalchemy as sa
 
 from seqexport_dagster.contract.window import iso_ms
 from seqexport_dagster.store.tables import webhook_deliveries, webhook_endpoints, webhook_events
-from seqexport_dagster.store.webhook_records import PENDING
+from seqexport_dagster.store.webhook_records import DROPPED, PENDING
+
+#: Deliveries one account may have waiting (all its endpoints together).
+MAX_PENDING_PER_ACCOUNT: Final = 1000
+
+
+def pending_count(conn: sa.Connection, account_id: str) -> int:
+    d = webhook_deliveries.c
+    query = sa.select(sa.func.count()).where(d.account_id == account_id, d.status == PENDING)
+    return int(conn.execute(query).scalar_one())
 
 
 def new_event_id() -> str:
@@ -82,16 +96,20 @@ def emit(
             created_at=now_ms,
         )
     )
+    waiting = pending_count(conn, account_id) if targets else 0
     for target in targets:
+        dropped = waiting >= MAX_PENDING_PER_ACCOUNT
+        waiting += 0 if dropped else 1
         conn.execute(
             webhook_deliveries.insert().values(
                 event_id=event_id,
                 endpoint_id=target,
                 account_id=account_id,
-                status=PENDING,
+                status=DROPPED if dropped else PENDING,
                 attempts=0,
                 next_attempt_at=now_ms,
                 created_at=now_ms,
+                finished_at=now_ms if dropped else None,
             )
         )
     return event_id

@@ -283,6 +283,12 @@ webhook_endpoints = sa.Table(
     sa.Column("secret_ciphertext", sa.Text, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
     sa.Column("deleted_at", sa.BigInteger),
+    # The circuit breaker (issue 41, migration 0016): failed attempts in a row, whatever the
+    # delivery; at `webhook_dispatch.BREAKER_FAILURES` the endpoint is disabled until its customer
+    # enables it again. Pending deliveries wait meanwhile (within the account's pending cap).
+    sa.Column("consecutive_failures", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("disabled_at", sa.BigInteger),
+    sa.Column("disabled_reason", sa.String(512)),
     sa.Index("ix_webhook_endpoints_account", "account_id"),
 )
 
@@ -320,6 +326,20 @@ webhook_deliveries = sa.Table(
     sa.Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
     sa.Index("ix_webhook_deliveries_endpoint", "endpoint_id", "id"),
     sa.Index("ix_webhook_deliveries_created", "created_at"),
+    # The account's pending count, read by every emit (the per-account cap, migration 0016).
+    sa.Index("ix_webhook_deliveries_account", "account_id", "status"),
+)
+
+# One row per rate-limited action of an account (a webhook added or tested, a role setup; issue 41,
+# migration 0016), for `rate_limit.admit`. Rows older than the action's window go as it counts.
+rate_events = sa.Table(
+    "rate_events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("account_id", sa.String(64), nullable=False),
+    sa.Column("action", sa.String(32), nullable=False),
+    sa.Column("at", sa.BigInteger, nullable=False),
+    sa.Index("ix_rate_events_account", "account_id", "action", "at"),
 )
 
 # The delivery log: every attempt, with its answer's status code or the error (never the secret).

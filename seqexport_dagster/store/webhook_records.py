@@ -23,6 +23,8 @@ EVENT_TYPES: Final = (EXPORT_FAILING, EXPORT_RECOVERED, EXPORT_PAUSED, EXPORT_DE
 FAILING_AFTER: Final = 3
 MAX_FAILING_AFTER: Final = 100
 PENDING, DELIVERED, FAILED, CANCELED = "pending", "delivered", "failed", "canceled"
+#: Past the account's pending cap (`store.outbox.MAX_PENDING_PER_ACCOUNT`): recorded, never sent.
+DROPPED: Final = "dropped"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,14 @@ class WebhookEndpoint:
     deleted_at: int | None
     #: export.failing when a dataset's consecutive failures reach this count (default 3).
     failing_after: int = FAILING_AFTER
+    #: The circuit breaker: failed attempts in a row, and when and why it disabled the endpoint.
+    consecutive_failures: int = 0
+    disabled_at: int | None = None
+    disabled_reason: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.disabled_at is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,3 +91,4 @@ class DueDelivery:
     attempts: int
     next_attempt_at: int
     body: str
+    account_id: str = ""

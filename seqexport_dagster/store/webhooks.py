@@ -5,9 +5,10 @@ endpoint's id, URL and account, as a bucket secret is bound to its export and de
 onto another row it does not open. It is returned in clear once, by `WebhookStore.add_endpoint`,
 and opened again only in memory by the dispatcher (`endpoint_secret`).
 
-The dispatcher's work is bounded: `due_deliveries` reads at most ``limit`` pending deliveries due
-now (index ``ix_webhook_deliveries_due``), and `claim` pushes a delivery's next attempt out before
-it is sent, so a second dispatcher running at the same moment skips it.
+The dispatcher's work is bounded: `due_deliveries` reads at most ``limit`` due deliveries, in turns
+across accounts (`store.webhook_queue`); `claim` pushes a delivery's next attempt out before it is
+sent, so a second dispatcher running at the same moment skips it. `record_attempt` keeps the
+endpoint's circuit breaker (`enable_endpoint` undoes it).
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from typing import Final
 
 import sqlalchemy as sa
 
-from seqexport_dagster.contract.window import DAY_MS
 from seqexport_dagster.errors import NotFound, SecretKeyError
 from seqexport_dagster.store.crypto import SealBinding, SecretBox
 from seqexport_dagster.store.database import translate_errors
-from seqexport_dagster.store.outbox import emit
+from seqexport_dagster.store.outbox import emit, pending_count
 from seqexport_dagster.store.records import RotationReport
 from seqexport_dagster.store.tables import webhook_attempts, webhook_deliveries, webhook_endpoints, webhook_events
+from seqexport_dagster.store.webhook_queue import count_for_breaker, due_deliveries
 from seqexport_dagster.store.webhook_records import (
     CANCELED,
     DELIVERED,
@@ -38,8 +39,6 @@ from seqexport_dagster.store.webhook_records import (
     WebhookEndpoint,
 )
 
-#: Webhook events, deliveries and their attempts are kept this long (`prune`, `seqexport maintain`).
-WEBHOOK_RETENTION_MS: Final = 30 * DAY_MS
 MAX_ERROR_CHARS: Final = 500
 
 
@@ -67,6 +66,9 @@ def _endpoint_of(r: sa.Row[tuple[object, ...]] | sa.RowMapping) -> WebhookEndpoi
         created_at=m["created_at"],
         deleted_at=m["deleted_at"],
         failing_after=int(m["failing_after"]),
+        consecutive_failures=int(m["consecutive_failures"]),
+        disabled_at=m["disabled_at"],
+        disabled_reason=m["disabled_reason"],
     )
 
 
@@ -174,6 +176,39 @@ class WebhookStore:
         return report
 
     @translate_errors
+    def rotate_endpoint_secret(self, endpoint_id: str) -> NewEndpoint:
+        """A new signing secret for the endpoint, returned in clear this once; every send from now
+        on is signed with it (pending deliveries too: a delivery is signed when it is sent)."""
+        endpoint = self.get_endpoint(endpoint_id)
+        secret = new_secret()
+        sealed = self.box.encrypt(secret, endpoint_binding(endpoint.id, endpoint.url, endpoint.account_id))
+        with self.engine.begin() as conn:
+            conn.execute(
+                webhook_endpoints.update()
+                .where(webhook_endpoints.c.id == endpoint.id, webhook_endpoints.c.deleted_at.is_(None))
+                .values(secret_ciphertext=sealed)
+            )
+        return NewEndpoint(self.get_endpoint(endpoint.id), secret)
+
+    @translate_errors
+    def enable_endpoint(self, endpoint_id: str) -> WebhookEndpoint:
+        """Undo the circuit breaker: the failure count starts again from 0, and the deliveries that
+        waited are due at their next attempt time (already past: the next dispatch sends them)."""
+        self.get_endpoint(endpoint_id)
+        with self.engine.begin() as conn:
+            conn.execute(
+                webhook_endpoints.update()
+                .where(webhook_endpoints.c.id == endpoint_id)
+                .values(consecutive_failures=0, disabled_at=None, disabled_reason=None)
+            )
+        return self.get_endpoint(endpoint_id)
+
+    @translate_errors
+    def pending(self, account_id: str) -> int:
+        with self.engine.connect() as conn:
+            return pending_count(conn, account_id)
+
+    @translate_errors
     def enqueue_test(self, endpoint: WebhookEndpoint, now_ms: int) -> int:
         """A ``webhook.test`` event for this endpoint alone; returns its delivery's id."""
         with self.engine.begin() as conn:
@@ -189,19 +224,8 @@ class WebhookStore:
             return int(conn.execute(sa.select(d.id).where(d.event_id == event_id)).scalar_one())
 
     @translate_errors
-    def due_deliveries(self, now_ms: int, limit: int, *, delivery_id: int | None = None) -> list[DueDelivery]:
-        d, ev = webhook_deliveries.c, webhook_events.c
-        query = (
-            sa.select(d.id, d.event_id, ev.type, d.endpoint_id, d.attempts, d.next_attempt_at, ev.body)
-            .select_from(webhook_deliveries.join(webhook_events, ev.id == d.event_id))
-            .where(d.status == PENDING, d.next_attempt_at <= now_ms)
-            .order_by(d.next_attempt_at, d.id)
-            .limit(limit)
-        )
-        if delivery_id is not None:
-            query = query.where(d.id == delivery_id)
-        with self.engine.connect() as conn:
-            return [DueDelivery(*r) for r in conn.execute(query).all()]
+    def due_deliveries(self, now_ms: int, limit: int, *, per_endpoint: int | None = None) -> list[DueDelivery]:
+        return due_deliveries(self.engine, now_ms, limit, per_endpoint=per_endpoint)
 
     @translate_errors
     def claim(self, delivery: DueDelivery, until_ms: int) -> bool:
@@ -237,9 +261,11 @@ class WebhookStore:
         duration_ms: int,
         delivered: bool,
         next_attempt_at: int | None,
-    ) -> None:
-        """One line of the delivery log, and the delivery's new state, in one transaction.
-        ``next_attempt_at`` None and not delivered: the attempts are used up (failed)."""
+        breaker_after: int | None = None,
+    ) -> bool:
+        """One line of the delivery log, the delivery's new state and the endpoint's circuit breaker,
+        in one transaction. ``next_attempt_at`` None and not delivered: no more attempts (failed).
+        True when this attempt disabled the endpoint (its ``breaker_after``-th failure in a row)."""
         attempt = delivery.attempts + 1
         if delivered:
             values: dict[str, object] = {"status": DELIVERED, "finished_at": now_ms}
@@ -263,6 +289,7 @@ class WebhookStore:
                 .where(webhook_deliveries.c.id == delivery.id)
                 .values(attempts=attempt, **values)
             )
+            return count_for_breaker(conn, delivery.endpoint_id, delivered, breaker_after, now_ms, error, status_code)
 
     @translate_errors
     def deliveries(self, endpoint_id: str, *, limit: int = 50, delivery_id: int | None = None) -> list[DeliveryRecord]:
@@ -314,22 +341,3 @@ class WebhookStore:
             )
             for r in rows
         ]
-
-
-@translate_errors
-def prune_webhook_events(engine: sa.Engine, now_ms: int) -> int:
-    """Events older than the retention whose deliveries are all finished go, with their
-    deliveries and attempts; a delivery still pending keeps its event. Returns events removed."""
-    cutoff = now_ms - WEBHOOK_RETENTION_MS
-    d, ev, a = webhook_deliveries.c, webhook_events.c, webhook_attempts.c
-    pending = sa.select(d.id).where(d.event_id == ev.id, d.status == PENDING).exists()
-    with engine.begin() as conn:
-        old = [r[0] for r in conn.execute(sa.select(ev.id).where(ev.created_at < cutoff, sa.not_(pending)))]
-        removed = 0
-        for start in range(0, len(old), 500):
-            chunk = old[start : start + 500]
-            ids = sa.select(d.id).where(d.event_id.in_(chunk))
-            conn.execute(webhook_attempts.delete().where(a.delivery_id.in_(ids)))
-            conn.execute(webhook_deliveries.delete().where(d.event_id.in_(chunk)))
-            removed += int(conn.execute(webhook_events.delete().where(ev.id.in_(chunk))).rowcount or 0)
-    return removed

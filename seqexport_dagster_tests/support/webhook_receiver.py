@@ -1,6 +1,10 @@
 """A real webhook receiver on 127.0.0.1 (a thread): it checks every signature the way the customer
 docs say, can fail with a 5xx for its first N requests, and can look at the bucket when an event
-arrives (``on_event``), so a test sees what a customer's receiver would see at that moment."""
+arrives (``on_event``), so a test sees what a customer's receiver would see at that moment.
+
+Hostile or odd receivers too: ``hang`` reads each request and never answers (until the receiver
+closes), counting how many are held at once (``most_held``); ``answer_bytes`` pads a 2xx answer's
+body to that size."""
 
 from __future__ import annotations
 
@@ -31,8 +35,22 @@ class Receiver:
     fail_first: int = 0
     fail_status: int = 503
     on_event: Callable[[dict[str, Any]], Any] | None = None
+    hang: bool = False
+    answer_bytes: int = 2
     requests: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    held: int = 0
+    most_held: int = 0
+    closing: threading.Event = field(default_factory=threading.Event)
+
+    def hold(self) -> None:
+        """Never answer: keep the connection until the receiver closes."""
+        with self.lock:
+            self.held += 1
+            self.most_held = max(self.most_held, self.held)
+        self.closing.wait()
+        with self.lock:
+            self.held -= 1
 
     @property
     def url(self) -> str:
@@ -64,22 +82,31 @@ def receiver(**kwargs: Any) -> Iterator[Receiver]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if state.hang:
+                state.hold()
+                return
             code = state.handle({k: v for k, v in self.headers.items()}, body)
+            answer = b"ok" if state.answer_bytes <= 2 else b"o" * state.answer_bytes
             self.send_response(code)
-            self.send_header("Content-Length", "2")
+            self.send_header("Content-Length", str(len(answer)))
             self.end_headers()
-            self.wfile.write(b"ok")
+            try:
+                self.wfile.write(answer)
+            except OSError:
+                pass  # the sender stopped reading at its cap and closed: as a real server sees it
 
         def log_message(self, *args: Any) -> None:
             return None
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
     state.port = int(server.server_address[1])
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         yield state
     finally:
+        state.closing.set()
         server.shutdown()
         server.server_close()
         thread.join(timeout=30)
