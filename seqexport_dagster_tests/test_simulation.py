@@ -45,6 +45,10 @@ CI_SEEDS = (1, 2, 3, 5, 6, 7, 8, 9, 12)
 PREDATES_DELETE: dict[str, object] = {"more": ("change format",)}
 #: Seeds that found a bug, each with the world that found it (see the report in docs/operators.md).
 REGRESSION_SEEDS: dict[int, dict[str, object]] = {
+    # Long run #10 seed 20000041 (the widened world, issue 39): a burst of ticks carried the clock past
+    # the world's end inside a step, so the quiet end never came: a paused export was never resumed and
+    # its late row counted as lost. The harness's, fixed in run.py; kept for the widened world's runs.
+    20000041: {"days": 3, "wide": 1},
     # sim seed 4: a scheduled run retried a dataset in backoff because a batch neighbour needed it;
     # and an answer past the deadline forgot a part that had landed (cut again under its name).
     4: PREDATES_DELETE,
