@@ -98,7 +98,13 @@ class _Checker:
         if key.endswith(PARQUET_EXTENSION):
             # Footer first (rows, sizes, schema), then row group by row group (`verify.parquet_rows`).
             try:
-                lines = parquet_rows(ds, body, part_limit=self.part_limit, max_bytes=self.limits.max_decompressed_bytes)
+                lines = parquet_rows(
+                    ds,
+                    body,
+                    part_limit=self.part_limit,
+                    max_bytes=self.limits.max_decompressed_bytes,
+                    max_row_bytes=self.limits.max_line_bytes,
+                )
             except ParquetProblem as exc:
                 self.problem(exc.kind, ds.name, key, exc.detail)
                 return 0, previous

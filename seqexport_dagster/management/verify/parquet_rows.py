@@ -13,9 +13,17 @@ and a 21 KB file may claim a million rows (issue 41: ``read().to_pylist()`` of o
   `MAX_ROW_GROUP_BYTES` in one row group (``too_large``; the writer's row groups are 5,000 rows,
   a few MB);
 - rows are then read one row group at a time, in batches of at most `BATCH_ROWS` rows sized so a
-  batch holds about `BATCH_BYTES` by the footer's count, and handed on one by one; what the batches
-  really decompress to is counted against the same bounds, so a footer that lies about its sizes is
-  stopped at the first batch past them.
+  batch holds about `BATCH_BYTES` by the footer's count. Text columns are read as dictionaries
+  where the file has them, so a value repeated on every row (a 7 KB file whose 900 rows each hold
+  the same 1 MiB string: 944 MB once expanded, while its footer claims 1 MB) stays one value; each
+  row's size is computed on the Arrow columns before any row becomes Python objects, and a row past
+  ``max_line_bytes`` (the JSONL line bound) or a part past ``max_decompressed_bytes`` is
+  ``too_large``; rows become Python objects about `BATCH_BYTES` at a time and are handed on one by
+  one.
+
+What stays outside these bounds: a page whose own header lies about its decompressed size is
+decompressed by Arrow as the header says (the footer's sizes above make such a file stand out only
+when they lie too).
 """
 
 from __future__ import annotations
@@ -46,7 +54,9 @@ class ParquetProblem(Exception):
         self.kind, self.detail = kind, detail
 
 
-def parquet_rows(ds: Dataset, body: bytes, *, part_limit: int, max_bytes: int) -> Iterator[dict[str, Any]]:
+def parquet_rows(
+    ds: Dataset, body: bytes, *, part_limit: int, max_bytes: int, max_row_bytes: int
+) -> Iterator[dict[str, Any]]:
     """The part's rows, row group by row group. Raises `ParquetProblem` (``corrupt_parquet``,
     ``schema_mismatch``, ``too_many_lines``) or `ObjectTooLarge` from the footer's checks, made here,
     before any row is read (a refused part costs its footer only); the rows, as they are read, raise
@@ -83,10 +93,18 @@ def parquet_rows(ds: Dataset, body: bytes, *, part_limit: int, max_bytes: int) -
     found = handle.schema_arrow
     if found.names != expected.names or [f.type for f in found] != [f.type for f in expected]:
         raise ParquetProblem("schema_mismatch", f"columns {_describe(found)}; expected {_describe(expected)}")
-    return _rows(ds, handle, groups, max_bytes)
+    # Text columns are read as dictionaries where the file has them: one value repeated on every row
+    # (a few KB of file) stays one value, and each row's size is known before it is made into text.
+    texts = [f.name for f in ds.fields if f.type in ("string", "object")]
+    texts += [f"{f.name}.list.element" for f in ds.fields if f.type == "array"]
+    try:
+        compact = pq.ParquetFile(io.BytesIO(body), pre_buffer=False, read_dictionary=texts)
+    except (pa.ArrowException, OSError) as exc:
+        raise ParquetProblem("corrupt_parquet", f"not a valid Parquet file: {_first_line(exc)}") from None
+    return _rows(ds, compact, groups, max_bytes, max_row_bytes)
 
 
-def _rows(ds: Dataset, handle: Any, groups: list[Any], max_bytes: int) -> Iterator[dict[str, Any]]:
+def _rows(ds: Dataset, handle: Any, groups: list[Any], max_bytes: int, max_row_bytes: int) -> Iterator[dict[str, Any]]:
     import pyarrow as pa
 
     timestamps = [i for i, f in enumerate(ds.fields) if f.type == "timestamp"]
@@ -95,21 +113,67 @@ def _rows(ds: Dataset, handle: Any, groups: list[Any], max_bytes: int) -> Iterat
         per_row = max(group.total_byte_size, 1) / max(group.num_rows, 1)
         batch_rows = max(1, min(BATCH_ROWS, int(BATCH_BYTES / per_row)))
         try:
-            batches = handle.iter_batches(batch_size=batch_rows, row_groups=[index], use_threads=False)
-            for batch in batches:
-                read += batch.nbytes
-                if read > max_bytes or batch.nbytes > MAX_ROW_GROUP_BYTES:
+            for batch in handle.iter_batches(batch_size=batch_rows, row_groups=[index], use_threads=False):
+                sizes = _row_sizes(batch)
+                widest = int(sizes.max()) if len(sizes) else 0
+                if widest > max_row_bytes:
                     raise ObjectTooLarge(
-                        f"decompresses to more than its footer claims and past verify's bound "
-                        f"({size_text(min(max_bytes, MAX_ROW_GROUP_BYTES))})"
+                        f"has a row of {widest:,} bytes; the bound is {size_text(max_row_bytes)} (--max-line-bytes)"
                     )
+                read += int(sizes.sum())
+                if read > max_bytes:
+                    raise ObjectTooLarge(f"decompresses to more than {size_text(max_bytes)} (--max-decompressed-bytes)")
                 for i in timestamps:  # epoch milliseconds, which `iso_ms` renders as the JSONL files do
                     batch = batch.set_column(i, ds.fields[i].name, batch.column(i).cast(pa.int64()))
-                for row in batch.to_pylist():
-                    yield _json_form(ds, row)
-                del batch
+                for start, stop in _slices(sizes, BATCH_BYTES):  # made into Python objects a slice at a time
+                    for row in batch.slice(start, stop - start).to_pylist():
+                        yield _json_form(ds, row)
         except (pa.ArrowException, OSError) as exc:
             raise ParquetProblem("corrupt_parquet", f"cannot read its columns: {_first_line(exc)}") from None
+
+
+def _row_sizes(batch: Any) -> Any:
+    """Each row's bytes as text (string and list values by their lengths, other values 8), computed
+    on the Arrow columns, dictionaries not expanded: what the row costs once made into Python."""
+    import numpy as np
+    import pyarrow as pa
+
+    sizes = np.zeros(batch.num_rows, dtype=np.int64)
+    for column in batch.columns:
+        if pa.types.is_list(column.type):
+            flat = _value_lengths(column.values)
+            ends = np.concatenate([[0], np.cumsum(flat)])
+            offsets = column.offsets.to_numpy(zero_copy_only=False)
+            sizes += ends[offsets[1:]] - ends[offsets[:-1]] + 8
+        elif pa.types.is_dictionary(column.type) or pa.types.is_string(column.type):
+            sizes += _value_lengths(column)
+        else:
+            sizes += 8
+    return sizes
+
+
+def _value_lengths(column: Any) -> Any:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(column.type):
+        lengths = pc.take(pc.binary_length(column.dictionary), column.indices)
+    else:
+        lengths = pc.binary_length(column)
+    return np.asarray(pc.fill_null(lengths, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _slices(sizes: Any, budget: int) -> Iterator[tuple[int, int]]:
+    """(start, stop) runs of rows holding about ``budget`` bytes each (at least one row)."""
+    start, held = 0, 0
+    for i, size in enumerate(sizes.tolist()):
+        if held and held + size > budget:
+            yield start, i
+            start, held = i, 0
+        held += size
+    if start < len(sizes):
+        yield start, len(sizes)
 
 
 def parquet_row_count(body: bytes) -> int:
