@@ -5,26 +5,20 @@ memory), a 31 KB zstd part claiming 944 MB to 2.96 GB; an endless manifest listi
 ``--max-objects`` (550,000 keys after 300 s), three 64 MiB manifests took 2.3 GB; a manifest without
 ``chain_from_ms`` or with a part entry without ``key`` crashed verify ("internal error", exit 1).
 Each case runs the real CLI in a process of its own (`support.measured_cli`) on a planted local
-folder (`support.hostile_parquet`) or a hostile S3 server (`support.hostile_bucket`), and asserts
+folder (`support.hostile_objects`) or a hostile S3 server (`support.hostile_bucket`), and asserts
 the exit code, the problem and the peak RSS (at most 200 MB, as docs/customers.md promises).
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from seqexport_dagster.contract.keys import manifest_key, part_key
-from seqexport_dagster.contract.window import HOUR_MS, Window
-from seqexport_dagster.delivery.manifest import ManifestPart, manifest_body
-from seqexport_dagster_tests.support import hostile_bucket, hostile_parquet
+from seqexport_dagster_tests.support import hostile_bucket, hostile_objects
 from seqexport_dagster_tests.support.measured_cli import Measured, run_measured
-from seqexport_dagster_tests.support.world import DAY0
 
 MAX_RSS_MB = 200
 READ_KEY = ("--access-key-id", "reader", "--secret-env", "READ_SECRET")
@@ -41,13 +35,13 @@ def found(result: Measured) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     ("plant", "kind", "detail"),
     [
-        (hostile_parquet.million_rows, "too_many_lines", "its footer claims 1,000,000 rows; the limit is 50,000"),
-        (hostile_parquet.claimed_bomb, "too_large", "its footer claims a row group of 943,"),
-        (hostile_parquet.dictionary_bomb, "too_large", "has a row of 1,048,"),
+        (hostile_objects.million_rows, "too_many_lines", "its footer claims 1,000,000 rows; the limit is 50,000"),
+        (hostile_objects.claimed_bomb, "too_large", "its footer claims a row group of 943,"),
+        (hostile_objects.dictionary_bomb, "too_large", "has a row of 1,048,"),
     ],
     ids=["1M-rows", "zstd-claims-944MB", "dictionary-expands-to-944MB"],
 )
-def test_a_hostile_parquet_part_is_one_problem_within_200_mb(
+def test_a_hostile_objects_part_is_one_problem_within_200_mb(
     tmp_path: Path, plant: Any, kind: str, detail: str
 ) -> None:
     path = plant(tmp_path)
@@ -55,7 +49,7 @@ def test_a_hostile_parquet_part_is_one_problem_within_200_mb(
     result = run_measured(["verify", str(tmp_path), "--json"])
     assert result.code == 7, result
     (problem,) = found(result)
-    assert (problem["kind"], problem["key"]) == (kind, hostile_parquet.KEY)
+    assert (problem["kind"], problem["key"]) == (kind, hostile_objects.KEY)
     assert detail in problem["detail"], problem
     assert result.peak_rss_mb <= MAX_RSS_MB, result
     assert result.seconds < 30, result
@@ -85,33 +79,10 @@ def test_manifests_past_their_size_bound_are_refused_unread() -> None:
     assert result.peak_rss_mb <= MAX_RSS_MB and result.seconds < 30, result
 
 
-def _window(n: int) -> Window:
-    return Window(DAY0 + n * HOUR_MS, DAY0 + (n + 1) * HOUR_MS)
-
-
 def test_malformed_manifests_are_bad_manifest_problems_beside_every_other_problem(tmp_path: Path) -> None:
     """Five windows with their parts and manifests; four manifests broken as the review broke them.
     Each is a ``bad_manifest`` naming its field (exit 7), and the rest of the report is still there."""
-    body = gzip.compress(b"")
-    broken: dict[int, Any] = {
-        1: lambda doc: doc.pop("chain_from_ms"),
-        2: lambda doc: doc.update(chain_from_ms="06:00"),
-        3: lambda doc: doc["parts"][0].pop("key"),
-        4: lambda doc: doc["parts"][0].pop("bytes"),
-    }
-    for n in range(5):
-        window = _window(n)
-        key = part_key("", "email_events", window, 0)
-        (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / key).write_bytes(body)
-        part = ManifestPart(key, 0, 0, len(body), hashlib.md5(body).hexdigest())
-        doc = json.loads(manifest_body("email_events", window, DAY0, [part]))
-        if n in broken:
-            broken[n](doc)
-        target = tmp_path / manifest_key("", "email_events", window, 0)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(doc))
-    (tmp_path / "email_events" / "date=2026-09-30" / "notes.txt").write_text("hi")
+    hostile_objects.malformed_manifests(tmp_path)
     result = run_measured(["verify", str(tmp_path), "--json"])
     assert result.code == 7, result
     problems = found(result)
@@ -119,16 +90,16 @@ def test_malformed_manifests_are_bad_manifest_problems_beside_every_other_proble
     name = "email_events-{}-{}-through-0000.json"
     assert bad == {
         name.format(
-            _window(1).from_ms, _window(1).to_ms
+            hostile_objects.hour(1).from_ms, hostile_objects.hour(1).to_ms
         ): "not a manifest: Object missing required field `chain_from_ms`",
         name.format(
-            _window(2).from_ms, _window(2).to_ms
+            hostile_objects.hour(2).from_ms, hostile_objects.hour(2).to_ms
         ): "not a manifest: Expected `int`, got `str` - at `$.chain_from_ms`",
         name.format(
-            _window(3).from_ms, _window(3).to_ms
+            hostile_objects.hour(3).from_ms, hostile_objects.hour(3).to_ms
         ): "not a manifest: Object missing required field `key` - at `$.parts[0]`",
         name.format(
-            _window(4).from_ms, _window(4).to_ms
+            hostile_objects.hour(4).from_ms, hostile_objects.hour(4).to_ms
         ): "not a manifest: Object missing required field `bytes` - at `$.parts[0]`",
     }, problems
     kinds = sorted(p["kind"] for p in problems)

@@ -1,4 +1,4 @@
-"""Hostile Parquet parts and manifests for `verify` (issue 41), planted in a local folder.
+"""Hostile Parquet parts and malformed manifests for `verify` (issue 41), planted in a local folder.
 
 Each is small on disk and costly to read naively:
 
@@ -7,6 +7,8 @@ Each is small on disk and costly to read naively:
               file whose footer claims 944 MB decompressed
 ``dictionary`` the same 900 rows dictionary-encoded: a few KB whose footer claims 1 MB, 944 MB once
               the dictionary is expanded
+``malformed`` five windows with their parts and manifests, four manifests broken as the review broke
+              them (`BROKEN`), and an object that does not belong
 
 Built with pyarrow from the published Arrow schema (`parquet_writer.arrow_schema`), so every one
 passes the schema check and is refused (or read) for its size alone.
@@ -14,17 +16,22 @@ passes the schema check and is refused (or read) for its size alone.
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import io
+import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from seqexport_dagster.contract.keys import part_key
+from seqexport_dagster.contract.keys import MANIFEST_FORMAT_V1, manifest_key, part_key
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import HOUR_MS, Window
+from seqexport_dagster.delivery.manifest import ManifestPart, manifest_body
 from seqexport_dagster.delivery.parquet_writer import arrow_schema
 from seqexport_dagster_tests.support.world import DAY0
 
@@ -75,3 +82,39 @@ def claimed_bomb(root: Path) -> Path:
 
 def dictionary_bomb(root: Path) -> Path:
     return plant(root, parquet_bytes(email_table(900, "a" * MIB)))
+
+
+#: Window number -> how its manifest is broken: a missing and a non-numeric ``chain_from_ms``, a part
+#: entry without ``key`` and one without ``bytes``.
+BROKEN: Final[dict[int, Callable[[dict[str, Any]], object]]] = {
+    1: lambda doc: doc.pop("chain_from_ms"),
+    2: lambda doc: doc.update(chain_from_ms="06:00"),
+    3: lambda doc: doc["parts"][0].pop("key"),
+    4: lambda doc: doc["parts"][0].pop("bytes"),
+}
+
+
+def hour(n: int) -> Window:
+    return Window(DAY0 + n * HOUR_MS, DAY0 + (n + 1) * HOUR_MS)
+
+
+def malformed_manifests(root: Path) -> Path:
+    body = gzip.compress(b"")
+    for n in range(5):
+        window = hour(n)
+        key = part_key("", "email_events", window, 0)
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(body)
+        part = ManifestPart(key, 0, 0, len(body), hashlib.md5(body).hexdigest())
+        doc = json.loads(manifest_body("email_events", window, DAY0, [part]))
+        # As bfe50bc wrote them (format /1, which verify still reads), so both revisions read them.
+        doc["format"] = MANIFEST_FORMAT_V1
+        del doc["continues"]
+        if n in BROKEN:
+            BROKEN[n](doc)
+        target = root / manifest_key("", "email_events", window, 0)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(doc))
+    stray = root / "email_events" / "date=2026-09-30" / "notes.txt"
+    stray.write_text("hi")
+    return stray
