@@ -42,7 +42,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from seqexport_dagster.contract.file_format import format_of_key
-from seqexport_dagster.contract.keys import parse_key
+from seqexport_dagster.contract.keys import MANIFEST_FOLDER, parse_key
 from seqexport_dagster.contract.schema import EVENT_DATASETS
 from seqexport_dagster.contract.window import HOUR_MS, Window, day_start_ms, iso_ms
 from seqexport_dagster.management.verify.bucket import Bucket, StoredObject
@@ -143,11 +143,12 @@ class Oracles:
             view = BucketView(world.buckets.get(place.bucket), place)
             if not view.list():
                 continue
-            # Without the ledger a moved export's places cannot be told apart from gaps (late rows
-            # of a window committed elsewhere continue it at the current place): verify alone is
-            # strict for exports that never moved, verify --ledger for the current place.
+            # The current place is verified from the bucket alone too, after moves with late rows
+            # landing there (issue 47: its manifests prove its own first window); an earlier place
+            # keeps what a window restarted at the move left there (no manifest), so it is held
+            # to the bucket alone only when the export never moved.
             current = i == len(e.places) - 1
-            modes = ([None] if len(e.places) == 1 else []) + ([(world.store, e.export_id)] if current else [])
+            modes = ([None] if current else []) + ([(world.store, e.export_id)] if current else [])
             for ledger in modes:
                 report = verify_bucket(view, ledger=ledger, workers=1)
                 self.verified += 1
@@ -277,6 +278,13 @@ class BucketView(Bucket):
             StoredObject(k[len(self.head) :], len(b), 0)
             for k, b in self.bucket.objects.items()
             if k.startswith(self.head) and not k[len(self.head) :].startswith("_sequenzy/")
+        ]
+
+    def _manifest_pages(self) -> Iterator[list[StoredObject]]:
+        """The window manifests, so `verify` proves completeness from this bucket alone."""
+        folder = self.head + MANIFEST_FOLDER + "/"
+        yield [
+            StoredObject(k[len(self.head) :], len(b), 0) for k, b in self.bucket.objects.items() if k.startswith(folder)
         ]
 
     def read(self, key: str, limit: int | None = None) -> bytes:
