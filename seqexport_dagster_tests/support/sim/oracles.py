@@ -180,6 +180,12 @@ class Oracles:
                         # `subscribers` removed). Not a lost row: rows are owed by event windows.
                         self.known["snapshot day left incomplete by a removal"] += 1
                         continue
+                    if p.kind == "unlisted_part" and _late_part_left_for_good(world, e, p.dataset, p.key):
+                        # A late part landed, then the export was deleted (or the dataset removed)
+                        # before that attempt's commit and manifest: files stay, and no attempt
+                        # comes back to list it (docs/customers.md, "files stay").
+                        self.known["late part left by a delete or a removal"] += 1
+                        continue
                     if (
                         p.kind == "gap"
                         and not final
@@ -226,12 +232,23 @@ def _snapshot_left_for_good(world: World, e: SimExport, day: Window) -> bool:
     """Whether the snapshot day's latest attempt never committed and nothing will retry it: the
     export was deleted, or ``subscribers`` was removed after that attempt started (and not added
     again before it)."""
-    last = _latest_attempts(world, e, "subscribers").get((day.from_ms, day.to_ms))
+    return _left_for_good(world, e, "subscribers", day)
+
+
+def _late_part_left_for_good(world: World, e: SimExport, dataset: str, key: str) -> bool:
+    """Whether ``key`` is a part of a window whose latest attempt (late rows, after a commit) never
+    committed, and nothing will retry it: its manifest was never written ("files stay")."""
+    parsed = parse_key(key)
+    return parsed is not None and parsed.window is not None and _left_for_good(world, e, dataset, parsed.window)
+
+
+def _left_for_good(world: World, e: SimExport, dataset: str, window: Window) -> bool:
+    last = _latest_attempts(world, e, dataset).get((window.from_ms, window.to_ms))
     if last is None or last.status == "committed":
         return False
     if e.deleted_at is not None:
         return True
-    stints = [s for s in e.stints if s.dataset == "subscribers"]
+    stints = [s for s in e.stints if s.dataset == dataset]
     return any(s.ended_at is not None and s.ended_at >= last.started_at for s in stints) and not any(
         s.ended_at is None and s.added_at <= last.started_at for s in stints
     )
