@@ -11,12 +11,15 @@ the exit code, the problem and the peak RSS (at most 200 MB, as docs/customers.m
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from seqexport_dagster.contract.keys import manifest_key, part_key
+from seqexport_dagster.delivery.manifest import ManifestPart, manifest_body
 from seqexport_dagster_tests.support import hostile_bucket, hostile_objects
 from seqexport_dagster_tests.support.measured_cli import Measured, run_measured
 
@@ -104,3 +107,23 @@ def test_malformed_manifests_are_bad_manifest_problems_beside_every_other_proble
     }, problems
     kinds = sorted(p["kind"] for p in problems)
     assert kinds == ["bad_manifest"] * 4 + ["no_manifest"] * 4 + ["unexpected_object"], problems
+
+
+def test_a_manifest_naming_thousands_of_absent_parts_is_aggregated(tmp_path: Path) -> None:
+    """Problems multiply under manifests (200,000 of them, each naming thousands of parts): past
+    1,000 of a kind per dataset they are counted in one entry, not listed."""
+    window = hostile_objects.hour(0)
+    key = part_key("", "email_events", window, 0)
+    (tmp_path / key).parent.mkdir(parents=True)
+    (tmp_path / key).write_bytes(gzip.compress(b""))
+    parts = [ManifestPart(part_key("", "email_events", window, n), n, 0, 20, None) for n in range(3_000)]
+    target = tmp_path / manifest_key("", "email_events", window, 2_999)
+    target.parent.mkdir(parents=True)
+    target.write_bytes(manifest_body("email_events", window, window.from_ms, parts))
+    assert target.stat().st_size < 1024 * 1024
+    result = run_measured(["verify", str(tmp_path), "--json"])
+    assert result.code == 7, result
+    problems = found(result)
+    missing = [p for p in problems if p["kind"] == "missing_part"]
+    assert len(missing) == 1_001 and sum(p["count"] for p in missing) == 2_999, missing[-1]  # parts 1..2999
+    assert missing[-1]["detail"] == "1,999 more like the above, not listed"

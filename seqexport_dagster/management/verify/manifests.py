@@ -73,6 +73,35 @@ class _Document(msgspec.Struct):
 
 
 _decode = msgspec.json.Decoder(_Document).decode
+#: Problems of one kind in one dataset listed one by one; past it they are counted in one entry.
+#: A bucket may hold 200,000 manifests each naming thousands of parts that are not there.
+MAX_LISTED: Final = 1_000
+
+
+class _Problems:
+    """The manifests' problems, aggregated past `MAX_LISTED` of a kind per dataset."""
+
+    def __init__(self) -> None:
+        self.items: list[Problem] = []
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def add(self, problem: Problem) -> None:
+        slot = (problem.kind, problem.dataset)
+        self.counts[slot] = self.counts.get(slot, 0) + 1
+        if self.counts[slot] <= MAX_LISTED:
+            self.items.append(problem)
+
+    def extend(self, problems: list[Problem]) -> None:
+        for problem in problems:
+            self.add(problem)
+
+    def result(self) -> list[Problem]:
+        more = [
+            Problem(kind, dataset, "-", f"{n - MAX_LISTED:,} more like the above, not listed", count=n - MAX_LISTED)
+            for (kind, dataset), n in self.counts.items()
+            if n > MAX_LISTED
+        ]
+        return self.items + more
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,12 +157,12 @@ def manifest_problems(
 ) -> tuple[int, list[Problem]]:
     """(manifests read, problems). ``parts_by_window``: the listing's event parts per dataset and
     window; ``listed``: how many objects the listing held (the manifests count on from there)."""
-    problems: list[Problem] = []
+    problems = _Problems()
     named: list[tuple[tuple[str, Window, int], StoredObject]] = []
     for obj in bucket.list_manifests(listed):
         parsed = parse_manifest_key(obj.key)
         if parsed is None:
-            problems.append(Problem("bad_manifest", "-", obj.key, "not a manifest name Sequenzy writes"))
+            problems.add(Problem("bad_manifest", "-", obj.key, "not a manifest name Sequenzy writes"))
         else:
             named.append((parsed, obj))
     named.sort(key=lambda item: item[0])  # by dataset, window, then through: a window's newest last
@@ -158,7 +187,7 @@ def manifest_problems(
             pending = None
         found = _read(obj.key, dataset, window, through, body)
         if isinstance(found, Problem):
-            problems.append(found)
+            problems.add(found)
             continue
         count += 1
         pending = (dataset, window, obj.key, found)
@@ -166,7 +195,7 @@ def manifest_problems(
     for dataset, by_window in newest.items():
         listed_windows = parts_by_window.get(dataset, {})
         for window in sorted(set(listed_windows) - set(by_window)):
-            problems.append(
+            problems.add(
                 Problem(
                     "no_manifest",
                     dataset,
@@ -174,12 +203,12 @@ def manifest_problems(
                     "parts without a manifest: incomplete or still being written",
                 )
             )
-        problems += _chain_ends(dataset, by_window, listed_windows, until_ms)
+        problems.extend(_chain_ends(dataset, by_window, listed_windows, until_ms))
     if until_ms is not None:
         for dataset in parts_by_window:
             if dataset not in newest:
-                problems.append(Problem("no_manifest", dataset, dataset, "no window of this dataset has a manifest"))
-    return count, problems
+                problems.add(Problem("no_manifest", dataset, dataset, "no window of this dataset has a manifest"))
+    return count, problems.result()
 
 
 def _parts_problems(
