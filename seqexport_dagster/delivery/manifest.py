@@ -119,14 +119,19 @@ def chain_start(store: ControlPlane, export_id: str, dataset: str, location: str
         .exists()
     )
     with store.engine.connect() as conn:
+        # The first in from_ms order along ix_windows_export_dataset_from, not a min() over every
+        # window: the scan stops at the first own window (one per manifest written).
         first = conn.execute(
-            sa.select(sa.func.min(w.c.from_ms)).where(
+            sa.select(w.c.from_ms)
+            .where(
                 w.c.export_id == export_id,
                 w.c.dataset == dataset,
                 w.c.location == location,
                 w.c.status == COMMITTED,
                 first_part_here,
             )
+            .order_by(w.c.from_ms)
+            .limit(1)
         ).scalar()
     if own:
         return window.from_ms if first is None else min(int(first), window.from_ms)
