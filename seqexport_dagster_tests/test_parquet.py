@@ -37,6 +37,7 @@ from seqexport_dagster_tests.support.bucket_audit import audit_export
 from seqexport_dagster_tests.support.cli_harness import run_fixture  # noqa: F401 - the `run` fixture
 from seqexport_dagster_tests.support.faults import proxy as fp
 from seqexport_dagster_tests.support.faults.scene import s3_export, s3_runner
+from seqexport_dagster_tests.support.late_rows import late_rows
 from seqexport_dagster_tests.support.layout import check_layout
 from seqexport_dagster_tests.support.parts import part_rows
 from seqexport_dagster_tests.support.world import DAY0, World
@@ -374,3 +375,28 @@ def test_the_cli_and_the_http_api_choose_and_change_the_format(run: Any) -> None
                   "--format", "orc", "--json")  # fmt: skip
     assert refused.code != 0 and "jsonl.gz, parquet" in refused.json["error"]["message"]
     assert run.ok("status", created["id"])["format"] == "jsonl.gz"
+
+
+@pytest.mark.parametrize("file_format", ["parquet", "jsonl.gz"])
+def test_timestamps_of_years_1_999_and_9999_round_trip_and_verify_passes(world: World, file_format: str) -> None:
+    """Issue 47: ``occurred_at`` of 0001-01-01 is valid under the published schema, and pyarrow and
+    DuckDB read it; verify rendered it ``1-01-01T…`` (``strftime("%Y")``) and called the Parquet
+    part a schema mismatch, while the same rows as JSONL passed."""
+    stamps = ["0001-01-01T00:00:00.000Z", "0999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"]
+    window = Window(DAY0, DAY0 + HOUR_MS)
+    rows = late_rows(window, len(stamps), "years")
+    rows = [(*row[:3], stamp, *row[4:]) for row, stamp in zip(rows, stamps, strict=True)]
+    insert_rows(world.source_engine, "email_events", rows)
+    export = world.local_export(datasets=("email_events",), file_format=file_format)
+    root = world.root / "bucket"
+    world.clock.now_ms = window.to_ms + LAG
+    world.runner().run_day(export.id, "email_events", DAY)
+    (path,) = bucket_files(root, "email_events")
+    read = part_rows(path.name, path.read_bytes())
+    assert sorted(r["occurred_at"] for r in read) == stamps
+    if file_format == "parquet":
+        column = pq.read_table(path).column("occurred_at").to_pylist()
+        assert sorted(v.year for v in column) == [1, 999, 9999]
+    report = verify_bucket(LocalBucket(root), workers=1)
+    assert report.ok, report.render()
+    assert report.datasets["email_events"].rows == len(stamps)

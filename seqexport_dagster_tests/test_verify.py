@@ -362,3 +362,19 @@ def test_late_rows_appended_as_new_parts_pass_and_a_duplicate_among_them_does_no
             parts[-1], parts[-1].with_name(parts[-1].name.replace(f"{len(parts) - 1:04d}", f"{len(parts):04d}"))
         )
         assert "duplicate_id" in kinds(verify_location(str(root)))
+
+
+def test_every_problem_kind_verify_reports_is_in_the_docs_table() -> None:
+    """Issue 47: ``corrupt_parquet`` was reported but missing from docs/customers.md's table. Every
+    kind the verify package can report (a ``Problem``, ``problem(...)`` or ``ParquetProblem`` with a
+    literal kind) is named in the "Verify a bucket" section."""
+    import re
+
+    root = Path(__file__).parents[1]
+    source = "\n".join(p.read_text() for p in (root / "seqexport_dagster/management/verify").glob("*.py"))
+    kinds = set(re.findall(r'(?:Problem|problem|bad)\(\s*"([a-z_]+)"', source))
+    kinds |= set(re.findall(r'\("(too_many_lines|too_large|corrupt_parquet|schema_mismatch)",', source))
+    assert {"corrupt_parquet", "bad_manifest", "missing_window", "too_many_lines"} <= kinds, kinds
+    text = (root / "docs" / "customers.md").read_text()
+    section = text[text.index("## Verify a bucket") : text.index("## Webhooks")]
+    assert sorted(k for k in kinds if f"`{k}`" not in section) == []

@@ -102,7 +102,7 @@ def bucket_folder(s3: Any, bucket: str, folder: str) -> dict[str, Any]:
         len(gzip.decompress(s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()).splitlines()) for o in parts
     )
     return {
-        "objects": len(parts),
+        "objects": len(listing),  # everything under the folder, ``_SUCCESS`` included (docs/customers.md)
         "rows": rows,
         "bytes": sum(o["Size"] for o in parts),
         "success": any(o["Key"].endswith("/_SUCCESS") for o in listing),

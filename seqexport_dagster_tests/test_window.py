@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from seqexport_dagster.contract.schema import TIMESTAMP_PATTERN
 from seqexport_dagster.contract.window import (
     DAY_MS,
     DEFAULT_LAG_MS,
@@ -176,7 +178,7 @@ def test_frequency_ms_rejects_unknown() -> None:
     assert err.value.field == "frequency" and "15m, 1h, 6h, 24h" in err.value.problem
 
 
-@given(ms=instants)
+@given(ms=instants | st.integers(min_value=-62_135_596_800_000, max_value=253_402_300_799_999))
 def test_iso_ms_round_trip_and_fixed_width(ms: int) -> None:
     text = iso_ms(ms)
     assert len(text) == 24 and text.endswith("Z")
@@ -186,3 +188,21 @@ def test_iso_ms_round_trip_and_fixed_width(ms: int) -> None:
 @given(a=instants, b=instants)
 def test_iso_text_order_is_time_order(a: int, b: int) -> None:
     assert (iso_ms(a) < iso_ms(b)) == (a < b)
+
+
+@pytest.mark.parametrize(
+    ("year", "text"),
+    [
+        (1, "0001-01-01T00:00:00.000Z"),
+        (999, "0999-12-31T23:59:59.999Z"),
+        (1000, "1000-01-01T00:00:00.000Z"),
+        (9999, "9999-12-31T23:59:59.999Z"),
+    ],
+)
+def test_iso_ms_writes_four_digit_years(year: int, text: str) -> None:
+    """Issue 47: ``strftime("%Y")`` gave ``1-01-01…`` and ``999-…`` on Linux."""
+    value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    assert value.year == year
+    ms = parse_iso_ms(text)
+    assert iso_ms(ms) == text and len(text) == 24
+    assert re.fullmatch(TIMESTAMP_PATTERN, iso_ms(ms))

@@ -57,8 +57,10 @@ def connection_test_key(prefix: str, token: str) -> str:
 
 
 MANIFEST_FOLDER: Final = f"{CONTROL_FOLDER}/manifests"
-#: The ``format`` field of every manifest (`seqexport_dagster.delivery.manifest`).
-MANIFEST_FORMAT: Final = "sequenzy-manifest/1"
+#: The ``format`` field of every manifest (`seqexport_dagster.delivery.manifest`). ``/2`` added
+#: ``continues`` and left continuing windows out of ``chain_from_ms`` (issue 47); ``/1`` is still read.
+MANIFEST_FORMAT: Final = "sequenzy-manifest/2"
+MANIFEST_FORMAT_V1: Final = "sequenzy-manifest/1"
 
 
 def manifest_key(prefix: str, dataset: str, window: Window, last_part: int) -> str:

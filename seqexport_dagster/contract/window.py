@@ -81,11 +81,20 @@ def day_start_ms(day: dt.date) -> int:
     return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp()) * 1000
 
 
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
 def iso_ms(ms: int) -> str:
-    """``2026-09-30T12:34:56.789Z``: the one timestamp format of the published schemas."""
-    seconds, millis = divmod(ms, 1000)
-    stamp = dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{stamp}.{millis:03d}Z"
+    """``2026-09-30T12:34:56.789Z``: the one timestamp format of the published schemas, and the
+    one helper that writes it. The year always has four digits (``0001``, ``0999``): ``strftime("%Y")``
+    gives ``1`` and ``999`` on Linux (glibc does not pad), which is not the schema's pattern and
+    broke both the text's fixed width and its order (issue 47). Years 1..9999, as Python, Arrow
+    and the warehouses hold them."""
+    t = _EPOCH + dt.timedelta(milliseconds=ms)
+    return (
+        f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+        f".{t.microsecond // 1000:03d}Z"
+    )
 
 
 def parse_iso_ms(text: str) -> int:

@@ -6,6 +6,16 @@ warehouse glob over ``<dataset>/`` never sees it; DESIGN §4 keeps dataset folde
 ``_SUCCESS``). It lists every landed part of the window (key, part number, rows, bytes, MD5 as hex,
 which is the ETag of a single PUT) and the window's bounds, plus where the dataset's chain starts.
 
+The chain start (``chain_from_ms``) is where the chain of windows the export delivered *at this
+place as its own* starts: windows with a part ``0000`` here. After a destination change, late rows
+of a window delivered at the earlier place land here as that window's next part numbers; such a
+window continues the earlier place's chain, is marked ``"continues": true``, and never pulls the
+start back (issue 47: it did, so a lost first window at the new place went unseen). Format
+``sequenzy-manifest/2`` added ``continues`` and this meaning of the start; ``/1`` manifests took the
+earliest window committed here, continuing ones included, and `verify.manifests` reads them with
+that in mind. The format follows the row schemas' rule (CHANGELOG "Manifest format"): fields are
+added with a new version, never renamed, retyped or removed, so a loader of ``/1`` reads ``/2``.
+
 Order: the runner writes it after the window's last part landed and before the window commits
 (`runner.write_window`). A manifest in the bucket therefore means "these parts are all of this
 window as of now"; a crash between the manifest and the commit re-sends the same bytes under the
@@ -31,7 +41,8 @@ import sqlalchemy as sa
 from seqexport_dagster.contract.keys import MANIFEST_FORMAT, manifest_key
 from seqexport_dagster.contract.window import Window, iso_ms
 from seqexport_dagster.destination import PutOutcome
-from seqexport_dagster.store import COMMITTED, SUCCESS_MARK, ControlPlane, PartRecord
+from seqexport_dagster.store import COMMITTED, PART_LANDED, SUCCESS_MARK, ControlPlane, PartRecord
+from seqexport_dagster.store.tables import parts as part_rows
 from seqexport_dagster.store.tables import windows
 
 FORMAT: Final = MANIFEST_FORMAT
@@ -57,6 +68,12 @@ def manifest_parts(ledger: list[PartRecord]) -> list[ManifestPart]:
     return [ManifestPart(p.key, p.number, p.rows, p.size, md5_hex(p.md5)) for p in landed]
 
 
+def continues(parts: list[ManifestPart]) -> bool:
+    """Whether the window's parts here continue a window delivered at an earlier place (a move):
+    its first part here is not ``0000``."""
+    return bool(parts) and parts[0].part > 0
+
+
 def manifest_body(dataset: str, window: Window, chain_from_ms: int, parts: list[ManifestPart]) -> bytes:
     document: dict[str, Any] = {
         "format": FORMAT,
@@ -69,6 +86,7 @@ def manifest_body(dataset: str, window: Window, chain_from_ms: int, parts: list[
             "to": iso_ms(window.to_ms),
         },
         "chain_from_ms": chain_from_ms,
+        "continues": continues(parts),
         "rows": sum(p.rows for p in parts),
         "bytes": sum(p.bytes for p in parts),
         "parts": [{"key": p.key, "part": p.part, "rows": p.rows, "bytes": p.bytes, "md5": p.md5} for p in parts],
@@ -76,19 +94,48 @@ def manifest_body(dataset: str, window: Window, chain_from_ms: int, parts: list[
     return (json.dumps(document, indent=1) + "\n").encode()
 
 
-def chain_start(store: ControlPlane, export_id: str, dataset: str, location: str, window: Window) -> int:
-    """Where the dataset's chain starts at this location: its first committed window there (or this
-    one). A manifest carries it so `verify` sees a first window that is missing altogether."""
+def chain_start(store: ControlPlane, export_id: str, dataset: str, location: str, window: Window, *, own: bool) -> int:
+    """Where the chain of windows delivered at this location as its own starts: its first committed
+    window with a landed part ``0000`` here, or this window if it is earlier and ``own``. A manifest
+    carries it so `verify` sees a first window that is missing altogether.
+
+    Windows that only continue here, with late rows, a window delivered at an earlier location have
+    no part ``0000`` here and are left out: they end before this location's own chain starts, and
+    counting them made the start that of the earliest late row's window (issue 47). A continuing
+    window written before any window of this location's own carries its own end, the earliest the
+    own chain can start (the position had passed it at the move)."""
+    w, p = windows, part_rows
+    first_part_here = (
+        sa.select(p.c.id)
+        .where(
+            p.c.export_id == w.c.export_id,
+            p.c.dataset == w.c.dataset,
+            p.c.from_ms == w.c.from_ms,
+            p.c.to_ms == w.c.to_ms,
+            p.c.location == w.c.location,
+            p.c.part == 0,
+            p.c.status == PART_LANDED,
+        )
+        .exists()
+    )
     with store.engine.connect() as conn:
+        # The first in from_ms order along ix_windows_export_dataset_from, not a min() over every
+        # window: the scan stops at the first own window (one per manifest written).
         first = conn.execute(
-            sa.select(sa.func.min(windows.c.from_ms)).where(
-                windows.c.export_id == export_id,
-                windows.c.dataset == dataset,
-                windows.c.location == location,
-                windows.c.status == COMMITTED,
+            sa.select(w.c.from_ms)
+            .where(
+                w.c.export_id == export_id,
+                w.c.dataset == dataset,
+                w.c.location == location,
+                w.c.status == COMMITTED,
+                first_part_here,
             )
+            .order_by(w.c.from_ms)
+            .limit(1)
         ).scalar()
-    return window.from_ms if first is None else min(int(first), window.from_ms)
+    if own:
+        return window.from_ms if first is None else min(int(first), window.from_ms)
+    return window.to_ms if first is None else int(first)
 
 
 def write_manifest(
@@ -119,7 +166,7 @@ def write_manifest(
     key = manifest_key(prefix, dataset, window, through)
     chain_from_ms = None if replace else store.manifest_chain(window_id, through)
     if chain_from_ms is None:
-        chain_from_ms = chain_start(store, export_id, dataset, location, window)
+        chain_from_ms = chain_start(store, export_id, dataset, location, window, own=not continues(parts))
     store.record_manifest_chain(window_id, through, chain_from_ms)
     body = manifest_body(dataset, window, chain_from_ms, parts)
     return key, put(key, body, replace)

@@ -165,7 +165,9 @@ def reconcile(
                 settle = unsettled(runner, export_id, state.dataset, window, export.location, here)
                 pending = any(not p.landed for p in here) or window in owed or settle
                 report = (
-                    _write(runner, export_id, state.dataset, window, run_id, retry_delays_s, sleep, settle)
+                    _write(
+                        runner, export_id, state.dataset, window, run_id, retry_delays_s, sleep, settle, export.location
+                    )
                     if late or pending
                     else None
                 )
@@ -300,8 +302,14 @@ def _write(
     delays: Sequence[float],
     sleep: Callable[[float], None] | None,
     settle: bool = False,
+    location: str | None = None,
 ) -> WindowReport:
-    """`Runner.write_window` with in-run retries of transient errors (each re-sends what is owed)."""
+    """`Runner.write_window` with in-run retries of transient errors (each re-sends what is owed).
+
+    A try that failed after its late parts landed (the control plane lost at its commit) leaves
+    them unsettled: the retry finds nothing more to send, so it must settle them, commit and write
+    the manifest that lists them (simulator seed 2: it committed them without that manifest, and
+    `verify` on the bucket alone found the part unlisted)."""
     for delay in delays:
         try:
             return runner.counting(False).write_window(
@@ -311,4 +319,7 @@ def _write(
             if not exc.retryable or isinstance(exc, RunInterrupted):
                 raise
         (sleep or time.sleep)(delay)
+        if not settle and location is not None:
+            here = runner.store.window_parts(export_id, dataset, window, location)
+            settle = unsettled(runner, export_id, dataset, window, location, here)
     return runner.counting(True).write_window(export_id, dataset, window, run_id=run_id, late_only=True, settle=settle)

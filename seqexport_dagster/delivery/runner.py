@@ -320,8 +320,11 @@ class Runner:
                 fmt=fmt,
                 finish_replace=half_replaced,
             )
-            # A committed window with nothing new has its manifest.
-            if tally.sent_parts or not committed or settle or half_replaced:
+            # A committed window with nothing new has its manifest. A part this attempt marked
+            # landed is new to it even when the store said it was already there (412 after a lost
+            # answer, or a re-send of an earlier attempt's part): without a manifest naming it, the
+            # bucket alone shows it unlisted (simulator seed 11, once the verify oracle read manifests).
+            if tally.sent_parts or tally.resent or tally.existed or not committed or settle or half_replaced:
                 write_manifest(
                     self.store,
                     attempt.rewrite_unfinished if half_replaced else attempt.write_manifest,

@@ -107,7 +107,9 @@ def _day_complete(conn: sa.Connection, w: Any, e: Any, now_ms: int) -> None:
         "from": iso_ms(int(totals[4]) if totals[4] is not None else w.from_ms),
         "to": iso_ms(w.to_ms),
         "windows": int(totals[0]),
-        "objects": int(totals[1]),
+        # What a listing of ``folder`` shows, as the docs say: a snapshot day's ``_SUCCESS`` counts
+        # (issue 47: it was left out), so a customer's count of the folder matches.
+        "objects": int(totals[1]) + (1 if w.dataset == SNAPSHOT_DATASET else 0),
         "rows": int(totals[2]),
         "bytes": int(totals[3]),
         "success_key": success_key(e.prefix, day) if w.dataset == SNAPSHOT_DATASET else None,

@@ -13,6 +13,8 @@
 ``bigpage``   a listing whose one page holds 100,000 keys (about 25 MB of XML; a store sends 1,000)
 ``pagebomb``  a listing whose first page never ends: 1 GiB declared, keys streamed until the client hangs up
 ``evil``      one object whose key clears the screen, returns the cursor and forges a verdict
+``manifestlist`` one valid empty part, and a manifest listing (``_sequenzy/manifests/``) that never ends
+``bigmanifest`` one valid empty part, and 3 manifests of about 64 MiB each (JSON listing 450,000 parts)
 
 Bodies are generated as they are sent; nothing of the 1 GiB is held in memory.
 """
@@ -41,12 +43,33 @@ HOUR_MS = 3_600_000
 #: What the ``evil`` key shows on a terminal that obeys it: a cleared screen and a fake verdict.
 EVIL_KEY = "email_events/date=2026-09-30/\x1b[2J\x1b[H\rALL WINDOWS OK\x1b[8m"
 EMPTY_GZIP = gzip.compress(b"")
+MANIFESTS = "_sequenzy/manifests/"
 
 
 def part_key(n: int) -> str:
     start = DAY0_MS + n * HOUR_MS
     day = dt.datetime.fromtimestamp(start / 1000, dt.UTC).date().isoformat()
     return f"email_events/date={day}/email_events-{start}-{start + HOUR_MS}-0000.jsonl.gz"
+
+
+def manifest_key(n: int) -> str:
+    start = DAY0_MS + n * HOUR_MS
+    day = dt.datetime.fromtimestamp(start / 1000, dt.UTC).date().isoformat()
+    return f"{MANIFESTS}email_events/date={day}/email_events-{start}-{start + HOUR_MS}-through-0000.json"
+
+
+def _big_manifest() -> bytes:
+    """A well-formed manifest of about 64 MiB: what a naive reader parses whole and keeps."""
+    entry = (
+        '{"key": "email_events/date=2026-09-30/email_events-%d-%d-%04d.jsonl.gz", "part": 0, "rows": 0, '
+        '"bytes": 20, "md5": null}'
+    )
+    parts = ",\n".join(entry % (DAY0_MS, DAY0_MS + HOUR_MS, n) for n in range(450_000))
+    return (
+        '{"format": "sequenzy-manifest/1", "dataset": "email_events", "date": "2026-09-30", '
+        f'"window": {{"from_ms": {DAY0_MS}, "to_ms": {DAY0_MS + HOUR_MS}}}, "chain_from_ms": {DAY0_MS}, '
+        f'"rows": 0, "bytes": 0, "parts": [{parts}]}}'
+    ).encode()
 
 
 def _bomb(head: bytes, fill: bytes) -> bytes:
@@ -67,11 +90,18 @@ class Bucket:
             self.body = _bomb(b"", b"\0")
         elif mode == "longline":
             self.body = _bomb(b'{"id":"', b"a")
+        self.manifest = _big_manifest() if mode == "bigmanifest" else b""
 
     def listing(self, prefix: str, start: int) -> tuple[list[tuple[str, int]], int | None]:
         """(key, size) of one page from ``start``, and where the next page starts (None: the end)."""
+        if prefix.startswith(MANIFESTS) and self.mode == "manifestlist":
+            return [(manifest_key(n), 900) for n in range(start, start + PAGE)], start + PAGE
+        if prefix.startswith(MANIFESTS) and self.mode == "bigmanifest":
+            return [(manifest_key(n), len(self.manifest)) for n in range(3)], None
         if not prefix.startswith("email_events/"):
             return [], None
+        if self.mode in ("manifestlist", "bigmanifest"):
+            return [(part_key(0), len(EMPTY_GZIP))], None
         if self.mode == "million":
             end = min(start + PAGE, MILLION)
             return [(part_key(n), len(EMPTY_GZIP)) for n in range(start, end)], (end if end < MILLION else None)
@@ -85,7 +115,9 @@ class Bucket:
         return [(part_key(0), size)], None
 
     def chunks(self, key: str) -> Iterator[bytes]:
-        if self.body is not None:
+        if key.startswith(MANIFESTS):
+            yield self.manifest
+        elif self.body is not None:
             yield self.body
         elif self.mode in ("huge", "liar"):
             block = b"\x1f" * (1024 * 1024)
@@ -97,6 +129,8 @@ class Bucket:
             yield EMPTY_GZIP
 
     def length(self, key: str) -> int:
+        if key.startswith(MANIFESTS):
+            return len(self.manifest)
         if self.body is not None:
             return len(self.body)
         return {"huge": GIB, "liar": GIB, "evil": 3}.get(self.mode, len(EMPTY_GZIP))

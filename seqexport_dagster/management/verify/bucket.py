@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from seqexport_dagster.contract.keys import MANIFEST_FOLDER
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.destination.config import AUTO_REGION, GCS_ENDPOINT, endpoint_region
 from seqexport_dagster.destination.s3_errors import error_summary
@@ -63,18 +64,43 @@ class Bucket:
                 self.on_listed(len(found))
         return found
 
+    def list_manifests(self, listed: int = 0) -> builtins.list[StoredObject]:
+        """Every window manifest below the prefix (keys relative to it). They count with the
+        ``listed`` objects of the dataset folders against ``limits.max_objects``: an endless
+        manifest listing stops there like any other (issue 41: it ignored the bound)."""
+        found: builtins.list[StoredObject] = []
+        cap = self.limits.max_objects
+        for page in self._manifest_pages():
+            found.extend(page)
+            if listed + len(found) > cap:
+                raise ListingTooLong(
+                    "max_objects",
+                    f"{self.source} holds more than {cap:,} objects, window manifests ({MANIFEST_FOLDER}/) "
+                    "included; listing stopped there. Verify a narrower prefix (one dataset or one date= "
+                    "folder) or raise --max-objects (verify holds about 500 MB per million objects)",
+                )
+            if self.on_listed is not None:
+                self.on_listed(listed + len(found))
+        return found
+
     def _pages(self) -> Iterator[builtins.list[StoredObject]]:
         raise NotImplementedError
+
+    def _manifest_pages(self) -> Iterator[builtins.list[StoredObject]]:
+        """Pages of the manifest folder's listing; none for a location that keeps none."""
+        return iter(())
 
     def read(self, key: str, limit: int | None = None) -> bytes:
         """The object's bytes; `ObjectTooLarge` once more than ``limit`` (default: the bound) arrive."""
         raise NotImplementedError
 
-    def read_listed(self, obj: StoredObject) -> bytes:
-        """An object as listed: refused unread past the bound, and never read past its listed size."""
-        limit = self.limits.max_object_bytes
+    def read_listed(self, obj: StoredObject, bound: int | None = None) -> bytes:
+        """An object as listed: refused unread past the bound (``bound``, or ``--max-object-bytes``),
+        and never read past its listed size."""
+        limit = self.limits.max_object_bytes if bound is None else bound
         if obj.size > limit:
-            raise ObjectTooLarge(f"{obj.size:,} bytes; the bound is {size_text(limit)} (--max-object-bytes), not read")
+            option = " (--max-object-bytes)" if bound is None else ""
+            raise ObjectTooLarge(f"{obj.size:,} bytes; the bound is {size_text(limit)}{option}, not read")
         return self.read(obj.key, obj.size)
 
     def close(self) -> None:
@@ -110,6 +136,18 @@ class LocalBucket(Bucket):
                     if len(page) == 1000:
                         yield page
                         page = []
+        yield page
+
+    def _manifest_pages(self) -> Iterator[builtins.list[StoredObject]]:
+        page: builtins.list[StoredObject] = []
+        for dirpath, _dirs, files in os.walk(self.root / MANIFEST_FOLDER):
+            for file in files:
+                path = Path(dirpath) / file
+                stat = path.stat()
+                page.append(StoredObject(path.relative_to(self.root).as_posix(), stat.st_size, stat.st_mtime_ns))
+                if len(page) == 1000:
+                    yield page
+                    page = []
         yield page
 
     def read(self, key: str, limit: int | None = None) -> bytes:
@@ -168,21 +206,27 @@ class S3Bucket(Bucket):
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def _pages(self) -> Iterator[builtins.list[StoredObject]]:
+        for name in DATASETS:
+            yield from self._folder_pages(name + "/", self.source)
+
+    def _manifest_pages(self) -> Iterator[builtins.list[StoredObject]]:
+        return self._folder_pages(MANIFEST_FOLDER + "/", f"{self.source}/{MANIFEST_FOLDER}/")
+
+    def _folder_pages(self, folder: str, what: str) -> Iterator[builtins.list[StoredObject]]:
         strip = len(self.prefix) + 1 if self.prefix else 0
         try:
-            for name in DATASETS:
-                pages = self.client.get_paginator("list_objects_v2").paginate(
-                    Bucket=self.bucket, Prefix=self._full(name + "/"), PaginationConfig={"PageSize": 1000}
-                )
-                for page in pages:
-                    yield [
-                        StoredObject(obj["Key"][strip:], int(obj["Size"]), int(obj["LastModified"].timestamp() * 1e9))
-                        for obj in page.get("Contents", [])
-                    ]
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self._full(folder), PaginationConfig={"PageSize": 1000}
+            )
+            for page in pages:
+                yield [
+                    StoredObject(obj["Key"][strip:], int(obj["Size"]), int(obj["LastModified"].timestamp() * 1e9))
+                    for obj in page.get("Contents", [])
+                ]
         except ExportError:
             raise
         except Exception as exc:  # botocore's tree, named by the destination's boundary
-            raise ExportError(f"cannot list {self.source}: {error_summary(exc)}") from exc
+            raise ExportError(f"cannot list {what}: {error_summary(exc)}") from exc
 
     def read(self, key: str, limit: int | None = None) -> bytes:
         try:
@@ -285,13 +329,17 @@ def _open(
     return LocalBucket(Path(source.removeprefix("file://")).expanduser().resolve())
 
 
-def prefetch(bucket: Bucket, objects: list[StoredObject], workers: int) -> Iterator[bytes | Exception]:
+def prefetch(
+    bucket: Bucket, objects: list[StoredObject], workers: int, bound: int | None = None
+) -> Iterator[bytes | Exception]:
     """Read objects in order with a few reads in flight: at most ``workers`` of them, and at most
-    ``limits.in_flight_bytes`` (as listed; always at least one) besides the one being checked."""
+    ``limits.in_flight_bytes`` (as listed; always at least one) besides the one being checked.
+    ``bound``: each object's own (default ``--max-object-bytes``; manifests have a smaller one)."""
+    limit = bucket.limits.max_object_bytes if bound is None else bound
 
     def read(obj: StoredObject) -> bytes | Exception:
         try:
-            return bucket.read_listed(obj)
+            return bucket.read_listed(obj, bound)
         except Exception as exc:  # reported per object; one unreadable part must not stop verify
             return exc
 
@@ -304,7 +352,7 @@ def prefetch(bucket: Bucket, objects: list[StoredObject], workers: int) -> Itera
         pending: deque[tuple[int, Future[bytes | Exception]]] = deque()
         held = 0
         for obj in objects:
-            size = obj.size if obj.size <= bucket.limits.max_object_bytes else 0  # refused unread
+            size = obj.size if obj.size <= limit else 0  # refused unread
             while pending and (len(pending) >= workers or held + size > budget):
                 done, fut = pending.popleft()
                 held -= done

@@ -29,7 +29,7 @@ from seqexport_dagster.management.verify.bounds import DEFAULT_LIMITS, Limits, g
 from seqexport_dagster.management.verify.bucket import Bucket, LocalBucket, StoredObject, open_bucket, prefetch
 from seqexport_dagster.management.verify.ledger import ledger_problems
 from seqexport_dagster.management.verify.manifests import manifest_problems
-from seqexport_dagster.management.verify.parquet_rows import read_parquet_part
+from seqexport_dagster.management.verify.parquet_rows import ParquetProblem, parquet_rows
 from seqexport_dagster.management.verify.report import DatasetSummary, Problem, VerifyReport
 from seqexport_dagster.management.verify.row import row_problem
 from seqexport_dagster.progress import Advance, no_progress
@@ -96,11 +96,21 @@ class _Checker:
             return 0, previous
         lines: Iterable[Any]  # JSONL lines to decode, or Parquet rows already decoded
         if key.endswith(PARQUET_EXTENSION):
-            read = read_parquet_part(ds, body, max_bytes=self.limits.max_decompressed_bytes)
-            if read.problem is not None:
-                self.problem(read.problem[0], ds.name, key, read.problem[1])
+            # Footer first (rows, sizes, schema), then row group by row group (`verify.parquet_rows`).
+            try:
+                lines = parquet_rows(
+                    ds,
+                    body,
+                    part_limit=self.part_limit,
+                    max_bytes=self.limits.max_decompressed_bytes,
+                    max_row_bytes=self.limits.max_line_bytes,
+                )
+            except ParquetProblem as exc:
+                self.problem(exc.kind, ds.name, key, exc.detail)
                 return 0, previous
-            lines = read.rows
+            except ObjectTooLarge as exc:
+                self.problem("too_large", ds.name, key, exc.message)
+                return 0, previous
         else:
             # Streamed and bounded (`bounds.gzip_lines`); ids are kept aside until the whole part has read.
             lines = gzip_lines((body,), self.limits)
@@ -135,6 +145,9 @@ class _Checker:
                 found_ids.append((row["id"], f"{key}:{number}"))
         except (zlib.error, EOFError) as exc:
             self.problem("corrupt_gzip", ds.name, key, f"not valid gzip: {exc}")
+            return 0, None
+        except ParquetProblem as exc:
+            self.problem(exc.kind, ds.name, key, exc.detail)
             return 0, None
         except ObjectTooLarge as exc:
             self.problem("too_large", ds.name, key, f"{exc.message}; not read further (at line {number + 1:,})")
@@ -366,7 +379,9 @@ def verify_bucket(
     if SNAPSHOT_DATASET in report.datasets:
         _check_snapshots(checker, bucket, snapshot_parts, successes, workers)
     listed = {name: {w: [p.obj for p in parts] for w, parts in by_window.items()} for name, by_window in events.items()}
-    report.manifests, found = manifest_problems(bucket, listed, checker.part_rows, checker.part_md5, until_ms=until_ms)
+    report.manifests, found = manifest_problems(
+        bucket, listed, checker.part_rows, checker.part_md5, until_ms=until_ms, listed=len(objects), workers=workers
+    )
     report.problems.extend(found)
     if not objects:
         checker.problem("no_data", "-", report.source, f"no dataset folder ({', '.join(DATASETS)}) found")

@@ -9,64 +9,108 @@ once a dataset has manifests:
 - every part in the dataset folder must be listed by its window's newest manifest (a part without
   one means the window is incomplete, or still being written);
 - every window with parts must have a manifest;
-- the first window must start where the chain starts (``chain_from_ms``): a first window missing
-  altogether, parts and manifest, is found this way;
+- the first of the windows delivered at this place as its own must start where the chain starts
+  (``chain_from_ms``): a first window missing altogether, parts and manifest, is found this way,
+  whether or not late rows of an earlier place's windows landed here after a move (issue 47);
 - with ``until_ms`` (``--until``), the chain must reach that time: a last window missing altogether.
 
 Manifest keys are ``_sequenzy/manifests/<dataset>/date=.../<dataset>-<from>-<to>-through-NNNN.json``
 below the prefix (`keys.manifest_key`).
+
+Bounded (issue 41): manifests count against ``--max-objects`` with the parts (`Bucket.list_manifests`);
+each is read only up to `MAX_MANIFEST_BYTES`; they are read in order, a window's newest one checked
+against the listing as soon as its window's manifests are all read, and only a few numbers per
+window are kept. A manifest that cannot be read, is not JSON, lacks a field or has one of the wrong
+type is a ``bad_manifest`` problem naming the field, never an error of verify's own.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Final
 
-from seqexport_dagster.contract.keys import MANIFEST_FOLDER, MANIFEST_FORMAT, parse_manifest_key
+import msgspec
+
+from seqexport_dagster.contract.keys import MANIFEST_FORMAT, MANIFEST_FORMAT_V1, parse_key, parse_manifest_key
 from seqexport_dagster.contract.window import Window, iso_ms
-from seqexport_dagster.destination.s3_errors import error_summary
-from seqexport_dagster.errors import ExportError
-from seqexport_dagster.management.verify.bucket import Bucket, LocalBucket, S3Bucket, StoredObject
+from seqexport_dagster.errors import ExportError, ObjectTooLarge
+from seqexport_dagster.management.verify.bounds import MIB
+from seqexport_dagster.management.verify.bucket import Bucket, StoredObject, prefetch
 from seqexport_dagster.management.verify.report import Problem
 
+#: One manifest, at most: it lists one window's parts, about 250 bytes each (a window of 1,000
+#: parts, 50 M rows, is 250 KB).
+MAX_MANIFEST_BYTES: Final = MIB
+#: Formats this verify reads (``/1``: before issue 47; see `delivery.manifest`).
+FORMATS: Final = (MANIFEST_FORMAT_V1, MANIFEST_FORMAT)
 
-@dataclass(slots=True)
-class _Manifest:
+_Count = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class _PartEntry(msgspec.Struct):
     key: str
-    window: Window
-    through: int
+    part: _Count
+    rows: _Count
+    bytes: _Count
+    md5: str | None = None
+
+
+class _WindowEntry(msgspec.Struct):
+    from_ms: int
+    to_ms: int
+
+
+class _Document(msgspec.Struct):
+    """The fields verify reads; any other field is left alone (a later format may add some)."""
+
+    format: str
+    dataset: str
+    window: _WindowEntry
     chain_from_ms: int
-    parts: list[dict[str, Any]] = field(default_factory=list)
+    parts: Annotated[list[_PartEntry], msgspec.Meta(min_length=1)]
+    continues: bool | None = None  # from format /2
 
 
-def list_manifests(bucket: Bucket) -> list[StoredObject]:
-    """Every manifest below the prefix (keys relative to it); none for a bucket kind we cannot list."""
-    if isinstance(bucket, LocalBucket):
-        folder = bucket.root / MANIFEST_FOLDER
-        found = []
-        for dirpath, _dirs, files in os.walk(folder):
-            for file in files:
-                path = Path(dirpath) / file
-                stat = path.stat()
-                found.append(StoredObject(path.relative_to(bucket.root).as_posix(), stat.st_size, stat.st_mtime_ns))
-        return found
-    if isinstance(bucket, S3Bucket):
-        start = f"{bucket.prefix}/{MANIFEST_FOLDER}/" if bucket.prefix else f"{MANIFEST_FOLDER}/"
-        strip = len(bucket.prefix) + 1 if bucket.prefix else 0
-        out = []
-        try:
-            for page in bucket.client.get_paginator("list_objects_v2").paginate(Bucket=bucket.bucket, Prefix=start):
-                for obj in page.get("Contents", []):
-                    modified = int(obj["LastModified"].timestamp() * 1e9)
-                    out.append(StoredObject(obj["Key"][strip:], int(obj["Size"]), modified))
-        except Exception as exc:  # botocore's tree, named as the bucket's own listing names it
-            raise ExportError(f"cannot list {bucket.source}/{MANIFEST_FOLDER}/: {error_summary(exc)}") from exc
-        return out
-    return []
+_decode = msgspec.json.Decoder(_Document).decode
+#: Problems of one kind in one dataset listed one by one; past it they are counted in one entry.
+#: A bucket may hold 200,000 manifests each naming thousands of parts that are not there.
+MAX_LISTED: Final = 1_000
+
+
+class _Problems:
+    """The manifests' problems, aggregated past `MAX_LISTED` of a kind per dataset."""
+
+    def __init__(self) -> None:
+        self.items: list[Problem] = []
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def add(self, problem: Problem) -> None:
+        slot = (problem.kind, problem.dataset)
+        self.counts[slot] = self.counts.get(slot, 0) + 1
+        if self.counts[slot] <= MAX_LISTED:
+            self.items.append(problem)
+
+    def extend(self, problems: list[Problem]) -> None:
+        for problem in problems:
+            self.add(problem)
+
+    def result(self) -> list[Problem]:
+        more = [
+            Problem(kind, dataset, "-", f"{n - MAX_LISTED:,} more like the above, not listed", count=n - MAX_LISTED)
+            for (kind, dataset), n in self.counts.items()
+            if n > MAX_LISTED
+        ]
+        return self.items + more
+
+
+@dataclass(frozen=True, slots=True)
+class _Newest:
+    """What is kept of a window's newest manifest once its parts are checked."""
+
+    key: str
+    chain_from_ms: int
+    continues: bool
 
 
 def relative_part_key(full_key: str, dataset: str) -> str:
@@ -75,27 +119,30 @@ def relative_part_key(full_key: str, dataset: str) -> str:
     return full_key[at:] if at >= 0 else full_key
 
 
-def _read(bucket: Bucket, obj: StoredObject, problems: list[Problem]) -> _Manifest | None:
-    parsed = parse_manifest_key(obj.key)
-    if parsed is None:
-        problems.append(Problem("bad_manifest", "-", obj.key, "not a manifest name Sequenzy writes"))
-        return None
-    dataset, window, through = parsed
+def _read(key: str, dataset: str, window: Window, through: int, body: bytes | Exception) -> _Document | Problem:
+    def bad(detail: str) -> Problem:
+        return Problem("bad_manifest", dataset, key, detail)
+
+    if isinstance(body, ObjectTooLarge):
+        return bad(f"{body.message} (a manifest is at most {MAX_MANIFEST_BYTES:,} bytes)")
+    if isinstance(body, ExportError):
+        return bad(f"cannot read it: {body.message}")
+    if isinstance(body, Exception):
+        return bad(f"cannot read it: {type(body).__name__}")
     try:
-        doc = json.loads(bucket.read(obj.key))
-        ok = (
-            doc.get("format") == MANIFEST_FORMAT
-            and doc["dataset"] == dataset
-            and (doc["window"]["from_ms"], doc["window"]["to_ms"]) == (window.from_ms, window.to_ms)
-            and max(int(p["part"]) for p in doc["parts"]) == through
-        )
-    except Exception as exc:  # unreadable, not JSON, or missing fields: named, never raised
-        problems.append(Problem("bad_manifest", dataset, obj.key, f"cannot read it: {type(exc).__name__}"))
-        return None
-    if not ok:
-        problems.append(Problem("bad_manifest", dataset, obj.key, "its content does not match its name"))
-        return None
-    return _Manifest(obj.key, window, through, int(doc["chain_from_ms"]), list(doc["parts"]))
+        doc = _decode(body)
+    except msgspec.ValidationError as exc:  # names the field: "Expected `int`, got `str` - at `$.chain_from_ms`"
+        return bad(f"not a manifest: {str(exc)[:200]}")
+    except msgspec.DecodeError:
+        return bad("not JSON")
+    if doc.format not in FORMATS:
+        return bad(f"format {doc.format[:40]!r} is not one this verify reads ({', '.join(FORMATS)}): upgrade seqexport")
+    if doc.dataset != dataset or (doc.window.from_ms, doc.window.to_ms) != (window.from_ms, window.to_ms):
+        return bad("its content does not match its name")
+    numbers = [p.part for p in doc.parts]
+    if max(numbers) != through or len(set(numbers)) != len(numbers):
+        return bad(f"its parts are not those its name says (through {through:04d}, each once)")
+    return doc
 
 
 def manifest_problems(
@@ -105,81 +152,120 @@ def manifest_problems(
     part_md5: Mapping[str, str],
     *,
     until_ms: int | None = None,
+    listed: int = 0,
+    workers: int = 1,
 ) -> tuple[int, list[Problem]]:
-    """(manifests read, problems). ``parts_by_window``: the listing's event parts per dataset and window."""
-    problems: list[Problem] = []
-    manifests: dict[str, dict[Window, _Manifest]] = {}
+    """(manifests read, problems). ``parts_by_window``: the listing's event parts per dataset and
+    window; ``listed``: how many objects the listing held (the manifests count on from there)."""
+    problems = _Problems()
+    named: list[tuple[tuple[str, Window, int], StoredObject]] = []
+    for obj in bucket.list_manifests(listed):
+        parsed = parse_manifest_key(obj.key)
+        if parsed is None:
+            problems.add(Problem("bad_manifest", "-", obj.key, "not a manifest name Sequenzy writes"))
+        else:
+            named.append((parsed, obj))
+    named.sort(key=lambda item: item[0])  # by dataset, window, then through: a window's newest last
+    newest: dict[str, dict[Window, _Newest]] = {}
     count = 0
-    for obj in sorted(list_manifests(bucket), key=lambda o: o.key):
-        found = _read(bucket, obj, problems)
-        if found is None:
+    pending: tuple[str, Window, str, _Document] | None = None
+
+    def settle() -> None:
+        """The window's newest manifest, all of its manifests read: its parts against the listing."""
+        if pending is None:
+            return
+        dataset, window, key, doc = pending
+        listed_here = parts_by_window.get(dataset, {}).get(window, [])
+        problems.extend(_parts_problems(dataset, key, doc.parts, listed_here, part_rows, part_md5))
+        continues = bool(doc.continues) or min(p.part for p in doc.parts) > 0
+        newest.setdefault(dataset, {})[window] = _Newest(key, doc.chain_from_ms, continues)
+
+    bodies = prefetch(bucket, [obj for _, obj in named], workers, MAX_MANIFEST_BYTES)
+    for ((dataset, window, through), obj), body in zip(named, bodies, strict=True):
+        if pending is not None and (pending[0], pending[1]) != (dataset, window):
+            settle()
+            pending = None
+        found = _read(obj.key, dataset, window, through, body)
+        if isinstance(found, Problem):
+            problems.add(found)
             continue
         count += 1
-        dataset = obj.key.split("/")[2]
-        newest = manifests.setdefault(dataset, {}).get(found.window)
-        if newest is None or found.through > newest.through:
-            manifests[dataset][found.window] = found
-    for dataset, by_window in manifests.items():
-        problems += _dataset_problems(dataset, by_window, parts_by_window.get(dataset, {}), part_rows, part_md5)
-        problems += _chain_ends(dataset, by_window, until_ms)
+        pending = (dataset, window, obj.key, found)
+    settle()
+    for dataset, by_window in newest.items():
+        listed_windows = parts_by_window.get(dataset, {})
+        for window in sorted(set(listed_windows) - set(by_window)):
+            problems.add(
+                Problem(
+                    "no_manifest",
+                    dataset,
+                    f"window {window}",
+                    "parts without a manifest: incomplete or still being written",
+                )
+            )
+        problems.extend(_chain_ends(dataset, by_window, listed_windows, until_ms))
     if until_ms is not None:
         for dataset in parts_by_window:
-            if dataset not in manifests:
-                problems.append(Problem("no_manifest", dataset, dataset, "no window of this dataset has a manifest"))
-    return count, problems
+            if dataset not in newest:
+                problems.add(Problem("no_manifest", dataset, dataset, "no window of this dataset has a manifest"))
+    return count, problems.result()
 
 
-def _dataset_problems(
+def _parts_problems(
     dataset: str,
-    by_window: dict[Window, _Manifest],
-    listed: Mapping[Window, list[StoredObject]],
+    manifest_key: str,
+    entries: list[_PartEntry],
+    listed: list[StoredObject],
     part_rows: Mapping[str, int],
     part_md5: Mapping[str, str],
 ) -> list[Problem]:
     problems: list[Problem] = []
-    for window in sorted(set(listed) - set(by_window)):
+    present = {o.key: o for o in listed}
+    named: set[str] = set()
+    for entry in entries:
+        key = relative_part_key(entry.key, dataset)
+        named.add(key)
+        obj = present.get(key)
+        if obj is None:
+            problems.append(Problem("missing_part", dataset, key, f"listed by {manifest_key} but not in the bucket"))
+            continue
+        wrong = []
+        if obj.size != entry.bytes:
+            wrong.append(f"{obj.size} bytes, the manifest says {entry.bytes}")
+        if key in part_rows and part_rows[key] != entry.rows:
+            wrong.append(f"{part_rows[key]} rows, the manifest says {entry.rows}")
+        if entry.md5 and key in part_md5 and part_md5[key] != entry.md5:
+            wrong.append("its MD5 differs from the manifest's")
+        if wrong:
+            problems.append(Problem("manifest_mismatch", dataset, key, "; ".join(wrong)))
+    for key in sorted(set(present) - named):
         problems.append(
-            Problem(
-                "no_manifest",
-                dataset,
-                f"window {window}",
-                "parts without a manifest: incomplete or still being written",
-            )
+            Problem("unlisted_part", dataset, key, f"not listed by the window's newest manifest {manifest_key}")
         )
-    for window, manifest in sorted(by_window.items()):
-        present = {o.key: o for o in listed.get(window, [])}
-        named: set[str] = set()
-        for entry in manifest.parts:
-            key = relative_part_key(str(entry["key"]), dataset)
-            named.add(key)
-            obj = present.get(key)
-            if obj is None:
-                problems.append(
-                    Problem("missing_part", dataset, key, f"listed by {manifest.key} but not in the bucket")
-                )
-                continue
-            wrong = []
-            if obj.size != entry["bytes"]:
-                wrong.append(f"{obj.size} bytes, the manifest says {entry['bytes']}")
-            if key in part_rows and part_rows[key] != entry["rows"]:
-                wrong.append(f"{part_rows[key]} rows, the manifest says {entry['rows']}")
-            if entry.get("md5") and key in part_md5 and part_md5[key] != entry["md5"]:
-                wrong.append("its MD5 differs from the manifest's")
-            if wrong:
-                problems.append(Problem("manifest_mismatch", dataset, key, "; ".join(wrong)))
-        for key in sorted(set(present) - named):
-            problems.append(
-                Problem("unlisted_part", dataset, key, f"not listed by the window's newest manifest {manifest.key}")
-            )
     return problems
 
 
-def _chain_ends(dataset: str, by_window: dict[Window, _Manifest], until_ms: int | None) -> list[Problem]:
-    windows = sorted(by_window)
-    first = windows[0]
-    start = min(m.chain_from_ms for m in by_window.values())
+def _chain_ends(
+    dataset: str,
+    by_window: dict[Window, _Newest],
+    listed: Mapping[Window, list[StoredObject]],
+    until_ms: int | None,
+) -> list[Problem]:
+    """The first own window against the chain start, and (``until_ms``) the last window against it.
+
+    Windows that continue an earlier place's window (late rows after a move: no part ``0000`` here)
+    are not this place's chain. A start equal to such a window's start is left out: manifests of
+    format ``/1`` took it for the chain's (issue 47), and no own window can begin there. So ``/1``
+    manifests at a place that took late rows prove the first window only while one written before
+    those late rows is there; ``/2`` ones always do."""
+    continuing = {w for w, m in by_window.items() if m.continues}
+    continuing |= {w for w, objs in listed.items() if objs and all(_part_number(o.key) != 0 for o in objs)}
+    pulled_back = {w.from_ms for w in continuing}
+    own = sorted(w for w, m in by_window.items() if not m.continues)
+    starts = [m.chain_from_ms for w, m in by_window.items() if not m.continues and m.chain_from_ms not in pulled_back]
     problems = []
-    if first.from_ms > start:
+    if own and starts and own[0].from_ms > min(starts):
+        start, first = min(starts), own[0]
         problems.append(
             Problem(
                 "missing_window",
@@ -189,7 +275,7 @@ def _chain_ends(dataset: str, by_window: dict[Window, _Manifest], until_ms: int 
                 "the first window(s) are missing",
             )
         )
-    last_ms = max(w.to_ms for w in windows)
+    last_ms = max(w.to_ms for w in by_window)
     if until_ms is not None and last_ms < until_ms:
         problems.append(
             Problem(
@@ -201,3 +287,8 @@ def _chain_ends(dataset: str, by_window: dict[Window, _Manifest], until_ms: int 
             )
         )
     return problems
+
+
+def _part_number(key: str) -> int | None:
+    parsed = parse_key(key)
+    return None if parsed is None else parsed.part
