@@ -16,6 +16,7 @@ from seqexport_dagster.contract.keys import parse_key, part_key, success_key
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window, iso_ms
 from seqexport_dagster.demo.generator import Scale
 from seqexport_dagster.management.verify import verify_location
+from seqexport_dagster.management.verify.checks import repeated_key
 from seqexport_dagster.store import ControlPlane
 from seqexport_dagster_tests.support.demo_export import ACCOUNT, DAY, write_demo_export
 from seqexport_dagster_tests.support.world import DAY0, World, sqlite_world
@@ -214,6 +215,21 @@ def test_schema_mismatch(export: tuple[Path, str]) -> None:
     report = verify_location(str(root))
     assert kinds(report) == {"schema_mismatch"}
     assert "segments: expected integer" in report.problems[0].detail
+
+
+def test_a_line_with_a_duplicate_key_is_a_schema_mismatch(export: tuple[Path, str]) -> None:
+    """Issue 39: a pasted value ``{},"id":"evt_FORGED3"`` left a line naming ``id`` twice; a JSON parser
+    keeps the last, so the row's id was replaced and `verify` said "OK". A nested value may repeat a
+    key of the row (a property named ``id``): that line stays valid."""
+    root, _ = export
+    part = multi_part_window(root, "email_events", at_least=1)[0]
+    lines = read_lines(part)
+    lines[0] = lines[0][:-1] + b',"subject":"replaced","id":"evt_FORGED3"}'
+    write_lines(part, lines)
+    report = verify_location(str(root))
+    assert kinds(report) == {"schema_mismatch"}, report.render()
+    assert "line 1: duplicate key id, subject" in report.problems[0].detail, report.problems[0].detail
+    assert repeated_key(b'{"id":"a","properties":{"id":"b","id":"c"}}', [("id", b'"id":')]) is None
 
 
 def test_missing_success(export: tuple[Path, str]) -> None:

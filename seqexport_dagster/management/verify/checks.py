@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -122,6 +123,7 @@ class _Checker:
         outside: list[str] = []
         disorder: list[str] = []
         decode = msgspec.json.Decoder().decode
+        key_marks = [(name, f'"{name}":'.encode()) for name in ds.field_names]
         number = 0
         try:
             for number, line in enumerate(lines, 1):
@@ -132,7 +134,7 @@ class _Checker:
                 except msgspec.DecodeError as exc:
                     bad_schema.append(f"line {number}: not JSON ({exc})")
                     continue
-                wrong = row_problem(ds, row)
+                wrong = row_problem(ds, row) or (repeated_key(line, key_marks) if isinstance(line, bytes) else None)
                 if wrong:
                     bad_schema.append(f"line {number}: {wrong}")
                     continue
@@ -439,3 +441,28 @@ def verify_location(
         )
     finally:
         bucket.close()
+
+
+def repeated_key(line: bytes, marks: list[tuple[str, bytes]]) -> str | None:
+    """``duplicate key <name>`` when the line's own object names a field twice (a JSON parser keeps one
+    of the two silently: a value pasted into a line could replace a row's ``id``, issue 39).
+
+    A field's ``"name":`` appearing twice anywhere in the line is rare (a nested value may hold the
+    same key), so only such lines are parsed again, with Python's parser, which reports each object's
+    keys; the line's own object is the last one it reports.
+    """
+    if not any(line.count(mark) > 1 for _, mark in marks):
+        return None
+    objects: list[list[str]] = []
+
+    def keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        objects.append([k for k, _ in pairs])
+        return {}
+
+    try:
+        json.loads(line, object_pairs_hook=keys)
+    except ValueError:
+        return None  # not JSON: reported as such by the caller's decode
+    names = objects[-1] if objects else []
+    twice = sorted({k for k in names if names.count(k) > 1})
+    return f"duplicate key {', '.join(twice)}" if twice else None
