@@ -30,7 +30,8 @@ test: $(STAMP)
 	$(NO_PROXY_ENV) $(BIN)/pytest -q -n $(TEST_JOBS)
 
 # The inner loop: every test but those marked `slow` (end-to-end servers, Dagster daemons, the
-# browser, the simulator's seeds), no lint; `make test` runs them all.
+# browser, the simulator's seeds, the heaviest files: conftest.SLOW_WEIGHT), no lint; `make test`
+# runs them all.
 test-fast: $(STAMP)
 	$(NO_PROXY_ENV) $(BIN)/pytest -q -n $(TEST_JOBS) -m "not slow"
 

@@ -106,9 +106,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return FileScheduling(config, log)
 
 
+#: A unit of work heavier than this (in `WEIGHT`) is `slow` too: `make test-fast` leaves it out.
+SLOW_WEIGHT: Final = 50.0
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Heaviest units of work first (`WEIGHT`); a file keeps its own order. Every worker sorts
     alike, and the scheduler hands out work in this order (``--no-loadscope-reorder``)."""
+    for item in items:
+        if WEIGHT.get(_weight_key(item.nodeid), 0.0) >= SLOW_WEIGHT:
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: -WEIGHT.get(_weight_key(item.nodeid), 0.0))
 
 
