@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench sim sim-long dev clean
+.PHONY: demo test test-fast lint bench sim sim-long dev clean
 
 $(STAMP): pyproject.toml seqexport_dagster_tests/support/duckdb_httpfs.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,13 +21,22 @@ demo: $(STAMP)
 # No inherited proxies for the tests: every server they talk to is on 127.0.0.1.
 NO_PROXY_ENV := env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy -u ALL_PROXY -u all_proxy
 
+# Test processes (pytest-xdist workers); a file's tests stay on one worker (seqexport_dagster_tests/conftest.py).
+TEST_JOBS ?= 2
+
 # Installs into .venv, starts PostgreSQL and installs chromium when missing (.ci/prepare-test), lints,
-# type-checks and runs every test.
+# type-checks and runs every test, on TEST_JOBS workers.
 test: $(STAMP)
 	./.ci/prepare-test
 	$(BIN)/ruff check seqexport_dagster seqexport_dagster_tests benchmarks
 	$(BIN)/mypy
-	$(NO_PROXY_ENV) $(BIN)/pytest -q
+	$(NO_PROXY_ENV) $(BIN)/pytest -q -n $(TEST_JOBS)
+
+# The inner loop: every test but those marked `slow` (end-to-end servers, Dagster daemons, the
+# browser, the simulator's seeds, the heaviest files: conftest.SLOW_WEIGHT), no lint; `make test`
+# runs them all.
+test-fast: $(STAMP)
+	$(NO_PROXY_ENV) $(BIN)/pytest -q -n $(TEST_JOBS) -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check seqexport_dagster seqexport_dagster_tests benchmarks

@@ -1,12 +1,123 @@
-"""Shared fixtures."""
+"""Shared fixtures, and how the suite runs under pytest-xdist."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
 
 import pytest
 
 from seqexport_dagster_tests.support import moto_server
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Scratch files in memory (``/dev/shm``) when the host has it and ``TMPDIR`` is not set: the
+    tests' SQLite files, Dagster instances and buckets on disk paid an fsync per commit (Dagster's
+    storage commits every event), several times their CPU time on a busy disk. Set before the
+    first temporary path and inherited by every process the tests start (servers, daemons, xdist
+    workers). Nothing the tests assert depends on where these files live."""
+    shm = Path("/dev/shm")
+    if not os.environ.get("TMPDIR") and shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
+        os.environ["TMPDIR"] = str(shm)
+        tempfile.tempdir = None  # gettempdir() caches its first answer
+
+
+#: Tests (``file::function``, every parameter) that under pytest-xdist may each run on any worker:
+#: the simulator's seeds, independent and together too long for one worker. Every other test runs
+#: on the worker of its file (`scope_of`).
+SPREAD: Final = frozenset(
+    {
+        "test_simulation.py::test_regression_seed",
+        "test_simulation.py::test_seed_with_maintenance_every_hour_holds_every_invariant",
+        "test_simulation.py::test_a_seed_on_postgresql",
+        "test_simulation.py::test_a_format_leaves_a_seeds_history_as_it_was",
+        "test_simulation.py::test_a_seed_is_reproducible",
+    }
+)
+
+#: Seconds each heavy file (or each test of a `SPREAD` function) took on one worker (2-core host,
+#: `make test`): they start first, so that the last to start are short. Anything not listed starts
+#: after these and runs the same.
+#: From `--junitxml` of one run at bfe50bc (one process, load 5-13): rounded, only the order matters.
+WEIGHT: Final[dict[str, float]] = {
+    "test_simulation.py::test_a_seed_on_postgresql": 176,
+    "test_simulation.py::test_a_seed_is_reproducible": 152,
+    "test_retention.py": 301,
+    "test_faults.py": 159,
+    "test_dagster_e2e.py": 121,
+    "test_benchmarks_smoke.py": 108,
+    "test_simulation.py": 95,  # the CI seeds and the oracles' own tests
+    "test_verify_bounds.py": 84,
+    "test_make_dev.py": 82,
+    "test_late_rows_holes.py": 64,
+    "test_store.py": 58,
+    "test_write_once_dagster.py": 57,
+    "test_simulation_budget.py": 53,
+    "test_reconcile_dagster.py": 52,
+    "test_hot_path_indexes.py": 48,
+    "test_webhooks.py": 46,
+    "test_daemon_restart.py": 45,
+    "test_hostile_endpoint.py": 45,
+    "test_simulation.py::test_seed_with_maintenance_every_hour_holds_every_invariant": 40,
+    "test_cli.py": 41,
+    "test_day_cells.py": 40,
+    "test_sensor.py": 37,
+    "test_http_hostile.py": 37,
+    "test_role.py": 33,
+    "test_runner.py": 32,
+    "test_webhooks_interfaces.py": 30,
+    "test_http_service.py": 30,
+    "test_simulation.py::test_regression_seed": 23,  # each of 37, 5 to 146 s
+    "test_simulation.py::test_a_format_leaves_a_seeds_history_as_it_was": 19,
+}
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit of work a worker takes whole: the test's file, or the test itself if in `SPREAD`.
+
+    A file's tests run together, in order, on one worker: module-scoped fixtures (servers, loaded
+    databases) start once, and a new test file needs nothing to run under xdist."""
+    return nodeid if _weight_key(nodeid) in SPREAD else nodeid.partition("::")[0]
+
+
+def _weight_key(nodeid: str) -> str:
+    """``file::function`` for a test in `SPREAD`, else its file's name: its key in `WEIGHT`."""
+    path, _, rest = nodeid.partition("::")
+    spread = f"{Path(path).name}::{rest.split('[', 1)[0]}"
+    return spread if spread in SPREAD else Path(path).name
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`make test` runs ``-n 2`` with ``--dist loadgroup`` (pyproject's addopts), scheduled by
+    `scope_of`. Not xdist's own loadgroup: it groups by renaming each test's node id, which pytest 9
+    no longer lets a plugin do (the id is ``Node._id``), so every test ended up on its own."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return FileScheduling(config, log)
+
+
+#: A unit of work heavier than this (in `WEIGHT`) is `slow` too: `make test-fast` leaves it out.
+SLOW_WEIGHT: Final = 50.0
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Heaviest units of work first (`WEIGHT`); a file keeps its own order. Every worker sorts
+    alike, and the scheduler hands out work in this order (``--no-loadscope-reorder``)."""
+    for item in items:
+        if WEIGHT.get(_weight_key(item.nodeid), 0.0) >= SLOW_WEIGHT:
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: -WEIGHT.get(_weight_key(item.nodeid), 0.0))
 
 
 @pytest.fixture(scope="session")

@@ -53,7 +53,14 @@ def proxy(moto: Any) -> Iterator[fp.FaultProxy]:
         server.close()
 
 
+#: Every wait below returns as soon as its condition holds; its bound only says when to give up.
+#: Under a loaded host (two xdist workers beside other work) the daemon's ticks, run launches and
+#: run workers come slower: the restart's catch-up took more than 60 s once, 45 s on its own.
+PATIENCE = 3
+
+
 def wait_for(what: str, check: Callable[[], Any], timeout: float, log: Path) -> Any:
+    timeout *= PATIENCE
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()

@@ -29,6 +29,8 @@ GRACE_S = 20
 #: The grace period, then SIGKILL, then the kernel: everything must be gone by then (the issue saw
 #: `dg dev`'s children outlive SIGTERM by more than 35 s).
 BOUND_S = GRACE_S + 10
+#: What the command lines under make name once `dg dev` is fully up (the code server: grpc).
+FULL_TREE = ("run_in_group.py", "webserver", "daemon", "grpc")
 
 
 def tree(root: int) -> dict[int, str]:
@@ -99,10 +101,17 @@ def test_make_dev_stops_with_everything_it_started(
                 assert make.poll() is None, log.read_text()[-3000:]
                 assert time.monotonic() < deadline, "the UI did not answer:\n" + log.read_text()[-3000:]
                 time.sleep(1)
-            # The daemon starts its code server a little after the UI answers: wait for the full tree.
-            time.sleep(5)
-            started = tree(make.pid)
-            commands = "\n".join(c[:200] for c in started.values())
+            # The daemon starts its code server a little after the UI answers: wait for the full
+            # tree, then until it has not changed for a second (a code server per process).
+            settled, since = {}, time.monotonic()
+            while time.monotonic() < deadline:
+                started = tree(make.pid)
+                commands = "\n".join(c[:200] for c in started.values())
+                if set(started) != set(settled):
+                    settled, since = started, time.monotonic()
+                elif all(word in commands for word in FULL_TREE) and time.monotonic() - since >= 1.0:
+                    break
+                time.sleep(0.2)
             assert "run_in_group.py" in commands and "webserver" in commands, commands
             assert "daemon" in commands and "grpc" in commands, commands  # and the code server
 

@@ -37,6 +37,10 @@ from seqexport_dagster_tests.support.sim.wide import REGIMES, ValueCheck, value_
 from seqexport_dagster_tests.support.sim.world import World
 from seqexport_dagster_tests.support.world import postgres_database
 
+#: Minutes of seeds: `make test` runs them (spread over the xdist workers, conftest.SPREAD),
+#: `make test-fast` leaves them out.
+pytestmark = pytest.mark.slow
+
 #: Seeds CI runs (1.5 simulated days each, then the quiet end); together they cover every operation
 #: and fault (`test_ci_seeds_cover_every_operation_and_fault`), and both formats. 9 and 12 draw deletes.
 CI_SEEDS = (1, 2, 3, 5, 6, 7, 8, 9, 12)

@@ -34,6 +34,9 @@ def postgres_database() -> Iterator[str]:
     admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        # A throwaway database needs no commit to survive a server crash: without waiting for the
+        # WAL flush a commit takes a fifth of the time (every session on it, servers' included).
+        conn.execute(sa.text(f'ALTER DATABASE "{name}" SET synchronous_commit TO off'))
     try:
         yield f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
     finally:

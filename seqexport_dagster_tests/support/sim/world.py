@@ -8,8 +8,8 @@ scheduled runs' reconciliation (`reconcile.reconcile` with the operator's latene
 and `backfill.backfill` (what the CLI and HTTP API call); a backfill with replace through
 `BatchRunner.run(rewrite=True, replace=True)` (a UI backfill tagged ``seqexport/replace``).
 
-Time is the world's `Clock`; the batch runs' in-run retry sleeps advance it, reconciliation's
-take no time (`World._no_wait`). One worker thread per run, so the order of every call (and of
+Time is the world's `Clock`; the batch runs' in-run retry sleeps advance it, reconciliation's and
+`backfill.backfill`'s take no time (`World._no_wait`, `World._no_backfill_wait`). One worker thread per run, so the order of every call (and of
 every draw from the world's `random.Random`) is fixed by the seed.
 
 The file format of each export (gzip JSONL or Parquet), format changes and deletes are drawn from
@@ -170,6 +170,7 @@ class World:
         self.runs = 0
         self.crashes = 0
         self.reconcile_waits = 0
+        self.backfill_waits = 0
         self.ended_holders: set[str] = set()
         self.accounts = [f"acct{i}" for i in range(rng.randint(1, 3) if exports is None else max(1, exports // 4))]
         self._ids = (f"exp_{seed:08x}{n:08x}" for n in range(1_000_000))
@@ -214,6 +215,16 @@ class World:
         were real sleeps) nor simulated time: advancing the clock there would move every later
         draw, and so change the history every recorded seed runs. They are counted."""
         self.reconcile_waits += 1
+
+    def _backfill_batch_runner(self, *args: Any, **kwargs: Any) -> BatchRunner:
+        """`backfill()`'s own batch runner, whose in-run retry waits (2 s, 4 s) were real sleeps: a
+        CI seed spent a sixth of its wall time in them. Like reconciliation's (`_no_wait`), they
+        take no simulated time either (a real sleep never moved the world's clock), so every seed
+        runs the history it ran with them."""
+        return BatchRunner(*args, sleep=self._no_backfill_wait, **kwargs)
+
+    def _no_backfill_wait(self, seconds: float) -> None:
+        self.backfill_waits += 1
 
     def log(self, export: str, what: str, outcome: str = "ok") -> None:
         self.ops.append(Op(self.clock(), export, what, outcome))
@@ -452,7 +463,10 @@ class World:
                 batch.run([e.export_id], [day], tuple(DATASETS), run_id="backfill", rewrite=True, replace=True)
                 e.replaced_days.add(day.isoformat())
         else:
-            with mock.patch("seqexport_dagster.delivery.backfill.Runner", _runner_with(self.factory)):
+            with (
+                mock.patch("seqexport_dagster.delivery.backfill.Runner", _runner_with(self.factory)),
+                mock.patch("seqexport_dagster.delivery.backfill.BatchRunner", self._backfill_batch_runner),
+            ):
                 backfill(self.run_store, self.reader, self.policy, [e.export_id], first.isoformat(),
                          last.isoformat(), clock=self.clock, holder=f"backfill-{self.runs}")  # fmt: skip
         self._note_failures([e.export_id], operator=True)
