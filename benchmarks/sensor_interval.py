@@ -116,14 +116,15 @@ def run(code: Path, args: argparse.Namespace) -> dict[str, Any]:
             "SEQEXPORT_ALLOW_LOCAL": "1",
             "PYTHONPATH": str(code),
         }
-        subprocess.run(
+        prepared = subprocess.run(
             [sys.executable, "-c", _PREPARE, stuck.url, str(args.hooks), str(args.events)],
             env=env,
             cwd=code,
-            check=True,
             capture_output=True,
             text=True,
         )
+        if prepared.returncode != 0:
+            raise RuntimeError(f"preparing the control plane of {code} failed:\n{prepared.stderr[-2000:]}")
         log = Path(tmp) / "daemon.log"
         daemon = start_group(
             [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(code / "workspace.yaml")],
@@ -147,6 +148,7 @@ def run(code: Path, args: argparse.Namespace) -> dict[str, Any]:
     result["scheduler_sensor_intervals_s"] = [round(b - a, 1) for a, b in zip(starts, starts[1:], strict=False)]
     result["scheduler_sensor_interval"] = _stats(result["scheduler_sensor_intervals_s"])
     result["scheduler_sensor_ticks"] = len(sched)
+    result["scheduler_sensor_at_s"] = [round(t["start"] - started, 1) for t in sched]
     result["webhook_sensor_ticks"] = [
         {"at_s": round(t["start"] - started, 1), "took_s": t["took_s"], "reported": t["skip_reason"]} for t in hooks
     ]
@@ -182,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"{name} ({r['code']}), daemon {r['daemon_seconds']} s, load {r['load_before']} -> {r['load_after']}")
         print(f"  scheduler_sensor: {r['scheduler_sensor_ticks']} ticks, interval {r['scheduler_sensor_interval']}")
+        print(f"    started at (s after the daemon): {r['scheduler_sensor_at_s']}")
         print(f"    intervals: {r['scheduler_sensor_intervals_s']}")
         print(f"  webhook_sensor took: {r['webhook_sensor_took']}")
         for t in r["webhook_sensor_ticks"]:
