@@ -408,16 +408,24 @@ def token_list(out: Output, tokens: Sequence[ApiToken]) -> None:
         )
 
 
-def backfill_report(out: Output, start: str, end: str, report: BatchReport) -> None:
+def backfill_report(out: Output, start: str, end: str, report: BatchReport, *, redeliver: bool = False) -> None:
+    from seqexport_dagster.delivery.backfill import summarize
+
     outcomes: list[dict[str, Any]] = [
-        {"export_id": o.export_id, "status": o.status, "rows": o.rows, "files": o.files, "bytes": o.bytes,
-         "errors": [{"dataset": d, "message": m} for d, m in o.errors]}
-        for o in report.outcomes.values()
+        {"export_id": s.export_id, "status": s.status, "rows": s.written_rows, "files": s.written_files,
+         "bytes": s.written_bytes, "already_present": s.present_files, "recorded_windows": s.recorded_windows,
+         "why": list(s.why), "errors": [{"dataset": d, "message": m} for d, m in s.errors]}
+        for s in summarize(report, redeliver=redeliver)
     ]  # fmt: skip
     if out.as_json:
-        out.json({"from": start, "to": end, "exports": outcomes})
+        out.json({"from": start, "to": end, "redeliver": redeliver, "exports": outcomes})
         return
     for o in outcomes:
-        out.line(f"{o['export_id']}: {o['status']}; {o['rows']} rows, {o['files']} files, {o['bytes']} bytes")
+        line = f"{o['export_id']}: {o['status']}; wrote {o['files']} files ({o['rows']} rows, {o['bytes']} bytes)"
+        if o["already_present"]:
+            line += f"; {o['already_present']} files already in the bucket, left as they are"
+        out.line(line)
+        for why in o["why"]:
+            out.line(f"  {why}")
         for e in o["errors"]:
             out.line(f"  {e['dataset']}: {sanitize_error(e['message'])}")
