@@ -192,9 +192,9 @@ def export_list(out: Output, records: Sequence[ExportRecord], *, include_deleted
         return
     out.line(
         table(
-            ("EXPORT", "ACCOUNT", "STATUS", "FREQ", "DATASETS", "DESTINATION"),
+            ("EXPORT", "ACCOUNT", "STATUS", "FREQ", "FORMAT", "DATASETS", "DESTINATION"),
             [
-                (r.id, r.account_id, r.status, r.frequency, ",".join(d.dataset for d in r.datasets), where(r))
+                (r.id, r.account_id, r.status, r.frequency, r.format, ",".join(d.dataset for d in r.datasets), where(r))
                 for r in records
             ],
         )
