@@ -110,7 +110,7 @@ def summary_observation(
             "windows": summary.windows,
             "rows": summary.rows,
             "files": summary.files,
-            "bytes": summary.bytes,
+            "size_bytes": summary.bytes,  # the unit in the name: the UI shows a bare number
             "parts_sent": summary.parts_sent,
             "parts_already_landed": summary.parts_already_landed,
             "late_rows": summary.late_rows,
