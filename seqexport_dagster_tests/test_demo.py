@@ -7,6 +7,7 @@ import gzip
 import json
 import shlex
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import duckdb
@@ -49,6 +50,10 @@ def test_demo_exports_a_valid_layout_that_duckdb_reads(tmp_path, capsys):
     # The customer docs' DuckDB query, on the demo's files, counts what the source holds between the
     # start of the chain and the end of the last exported window.
     exported = duckdb.sql(summary["duckdb_query"]).fetchall()
+    # The printed command runs as printed (issue 42: nothing said how to run the query).
+    shown = subprocess.run(shlex.split(summary["duckdb_commands"][0]), capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert all(event_type in shown.stdout for event_type, _ in exported)
     bounds = [p.name.split("-")[1:3] for p in dest.glob("email_events/date=*/*.jsonl.gz")]
     first_from_ms, last_to_ms = min(int(b[0]) for b in bounds), max(int(b[1]) for b in bounds)
     source = sqlite3.connect(tmp_path / "demo" / "source.db")

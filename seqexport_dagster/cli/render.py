@@ -323,6 +323,7 @@ def demo_json(summary: DemoSummary) -> None:
                 "runs": summary.runs,
                 "dagster_home": str(summary.dagster_home) if summary.dagster_home else None,
                 "duckdb_query": summary.duckdb_query(),
+                "duckdb_commands": summary.duckdb_commands(),
             }
         )
     )
@@ -338,6 +339,10 @@ def demo_summary(summary: DemoSummary, counts: Sequence[Sequence[Any]] | None) -
         print(f"  {e.account_id:8} {e.export_id}  ->  {e.root}")
     print("\nQuery the files with DuckDB:\n")
     print(f"  {summary.duckdb_query()}\n")
+    python, shell = summary.duckdb_commands()
+    print(f"Run it (saved in {summary.query_file}) from this Python, which has DuckDB with the test extra:\n")
+    print(f"  {python}\n")
+    print(f"or in the DuckDB shell (https://duckdb.org/docs/installation):\n\n  {shell}\n")
     if counts is not None:
         for event_type, count in counts:
             print(f"  {event_type:14} {count:>8,}")
