@@ -29,16 +29,7 @@ WINDOW = Window(DAY0, DAY0 + HOUR_MS)
 
 
 def custom(row_id: str, properties: str | None, *, at: int = 60_000, occurred: str | None = None) -> tuple[Any, ...]:
-    return (
-        "acme",
-        row_id,
-        "signup",
-        occurred or iso_ms(DAY0 + at),
-        iso_ms(DAY0 + at),
-        "sub_1",
-        "a@example.com",
-        properties,
-    )
+    return ("acme", row_id, "signup", occurred or iso_ms(DAY0 + at), iso_ms(DAY0 + at), "sub_1", "a@example.com", properties)
 
 
 def lines(root: Path, dataset: str) -> list[bytes]:
@@ -56,9 +47,7 @@ FORGING_JSON = '{"note":\n{"id":"evt_FORGED","name":"forged","occurred_at":"2026
 def test_a_postgresql_json_value_spanning_lines_is_one_value_on_one_line_and_forges_no_row(pg_world: World) -> None:
     with pg_world.source_engine.begin() as conn:  # docs/operators.md allows a json column for properties
         conn.execute(sa.text("ALTER TABLE custom_events ALTER COLUMN properties TYPE json USING properties::json"))
-    insert_rows(
-        pg_world.source_engine, "custom_events", [custom("cev_1", FORGING_JSON), custom("cev_2", '{"a": 1}', at=90_000)]
-    )
+    insert_rows(pg_world.source_engine, "custom_events", [custom("cev_1", FORGING_JSON), custom("cev_2", '{"a": 1}', at=90_000)])
     export = pg_world.local_export(datasets=("custom_events",), frequency="1h")
     pg_world.clock.now_ms = DAY0 + 2 * HOUR_MS
     pg_world.runner().run_day(export.id, "custom_events", DAY)
@@ -75,11 +64,7 @@ def test_a_text_value_with_trailing_fields_is_refused_naming_export_window_row_a
     world: World, file_format: FileFormat
 ) -> None:
     """``{},"id":"evt_FORGED3"`` replaced the row's id on bfe50bc and `verify` saw nothing."""
-    insert_rows(
-        world.source_engine,
-        "custom_events",
-        [custom("cev_ok", '{"a": 1}'), custom("cev_bad", '{},"id":"evt_FORGED3"', at=90_000)],
-    )
+    insert_rows(world.source_engine, "custom_events", [custom("cev_ok", '{"a": 1}'), custom("cev_bad", '{},"id":"evt_FORGED3"', at=90_000)])
     export = world.local_export(datasets=("custom_events",), frequency="1h", file_format=file_format)
     world.clock.now_ms = DAY0 + 2 * HOUR_MS
     with pytest.raises(UntypeableValue) as raised:

@@ -107,12 +107,7 @@ def test_under_any_schedule_a_late_row_is_found_by_the_first_complete_pass_after
             last = start
     first_after_due = next((s for s, complete in passes if complete and s >= due), None)
     assert first_after_due is None or (found is not None and found <= first_after_due), (
-        frequency,
-        lateness,
-        age,
-        due_age,
-        found,
-        first_after_due,
+        frequency, lateness, age, due_age, found, first_after_due
     )
 
 

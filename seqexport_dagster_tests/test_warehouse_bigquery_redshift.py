@@ -110,9 +110,7 @@ def test_redshift_statements_parse(dataset: str) -> None:
     # One typed table for both formats: the same DDL, so either CREATE TABLE IF NOT EXISTS may come first.
     assert statements(jsonl)[0] == statements(parquet)[0]
     # Staging tables of their own: both COPY statements can run in one session.
-    assert (
-        f"CREATE TEMP TABLE {dataset}_staging " in jsonl and f"CREATE TEMP TABLE {dataset}_parquet_staging (" in parquet
-    )
+    assert f"CREATE TEMP TABLE {dataset}_staging " in jsonl and f"CREATE TEMP TABLE {dataset}_parquet_staging (" in parquet
     # COPY from Parquet fills the staging table by position: its columns are the file's, in order.
     staging = re.findall(r"^  (\w+) +\S", statements(parquet)[1], re.M)
     assert staging == arrow_schema(ds).names
@@ -142,9 +140,8 @@ def test_redshift_copy_prefix_loads_one_format_on_the_day_of_a_change(
         assert key in loaded
         assert all(parse_key(k).format == parsed.format for k in loaded), (prefix, loaded)  # type: ignore[union-attr]
     # The docs' statement is one window's, too.
-    assert (
-        "FROM 's3://acme-exports/sequenzy/email_events/date=2026-09-30/email_events-1790726400000-1790730000000-'"
-        in (warehouse.redshift(DATASETS["email_events"]))
+    assert "FROM 's3://acme-exports/sequenzy/email_events/date=2026-09-30/email_events-1790726400000-1790730000000-'" in (
+        warehouse.redshift(DATASETS["email_events"])
     )
 
 

@@ -140,7 +140,9 @@ def secret(moto: MotoServer) -> str:
     )
 
 
-def test_every_duckdb_statement_runs_on_s3_through_httpfs(change: tuple[World, ChangeExport], moto: MotoServer) -> None:
+def test_every_duckdb_statement_runs_on_s3_through_httpfs(
+    change: tuple[World, ChangeExport], moto: MotoServer
+) -> None:
     """The same statements over ``s3://acme-exports/sequenzy`` on the moto server return what they
     return on the local folder, for both formats, the format-change day and the view over both."""
     _, export = change

@@ -53,11 +53,8 @@ def test_the_parquet_copy_loads_every_column_by_name(change: tuple[World, Change
         assert loaded and all(key.endswith(".parquet") for key in loaded)
         view = f"{dataset}_parquet"
         assert _ids(cursor, view) == export.ids(dataset, ".parquet", day=str(DAY2) if ds.is_snapshot else None)
-        cursor.execute(
-            f"SELECT count(*) FROM {dataset}_parquet_raw WHERE file IS NULL OR recorded_at IS NULL"
-            if not ds.is_snapshot
-            else f"SELECT count(*) FROM {view} WHERE updated_at IS NULL"
-        )
+        cursor.execute(f"SELECT count(*) FROM {dataset}_parquet_raw WHERE file IS NULL OR recorded_at IS NULL"
+                       if not ds.is_snapshot else f"SELECT count(*) FROM {view} WHERE updated_at IS NULL")
         assert cursor.fetchone() == (0,)
 
 

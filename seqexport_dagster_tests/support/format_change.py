@@ -50,11 +50,7 @@ class ChangeExport:
 
 
 def write_change_export(
-    world: World,
-    *,
-    first: FileFormat = "jsonl.gz",
-    then: FileFormat = "parquet",
-    datasets: tuple[str, ...] = ALL_DATASETS,
+    world: World, *, first: FileFormat = "jsonl.gz", then: FileFormat = "parquet", datasets: tuple[str, ...] = ALL_DATASETS
 ) -> ChangeExport:
     """Two days: ``first`` until day 2 12:00, ``then`` after (day 2's snapshot included)."""
     generate_account(world.source_engine, ACCOUNT, DAY0 - HOUR_MS, DAY0 + 2 * DAY_MS, scale=SMALL)
