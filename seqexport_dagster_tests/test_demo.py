@@ -5,9 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
+import os
 import shlex
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -119,3 +121,21 @@ def test_the_demo_of_the_checkout_says_make_dev(tmp_path, capsys):
     assert "dg dev" not in printed and "DAGSTER_HOME=" not in printed
     elsewhere = DemoSummary(home=tmp_path / "demo", dagster_home=tmp_path / "demo" / "dagster_home")
     assert elsewhere.browse_hint() == elsewhere.browse_command() and " dev -w " in elsewhere.browse_hint()
+
+
+def test_loading_the_definitions_shows_no_beta_warning(tmp_path):
+    """Issue 42: a Dagster `BetaWarning` about sensors' ``owners`` (a parameter we never pass) was
+    printed by every demo and 23 times an hour by `make dev`. Loaded as Dagster loads them, in a
+    fresh process where every warning is shown, the definitions print none."""
+    code = (
+        "import datetime as dt, warnings\n"
+        "warnings.simplefilter('always')\n"
+        "from seqexport_dagster.definitions import build_definitions\n"
+        "build_definitions(first_day=dt.date(2026, 9, 30)).get_repository_def()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEQEXPORT_", "DAGSTER_"))}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    env["SEQEXPORT_HOME"] = str(tmp_path)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "BetaWarning" not in result.stderr, result.stderr
