@@ -100,7 +100,7 @@ CASES: list[tuple[str, tuple[str, ...], dict[str, str | None], str, int, str]] =
     ("export now while paused", ("export-now", "{P}"), {}, "", 4, "is paused, so export now would run nothing; resume"),
     ("pause a deleted export", ("pause", "{D}"), {}, "", 4, "is deleted; pause is not possible"),
     ("resume a deleted export", ("resume", "{D}"), {}, "", 4, "is deleted; resume is not possible"),
-    ("delete twice", ("delete", "{D}", "--yes"), {}, "", 4, "is deleted; delete is not possible"),
+    ("delete twice", ("delete", "{D}", "--yes"), {}, "", 4, "is already deleted; nothing changed"),
     ("datasets of a deleted export", ("datasets", "add", "{D}", "custom_events"), {}, "", 4,
      "is deleted; changing datasets is not possible"),
     ("move a deleted export", ("destination", "{D}", "--prefix", "x"), {}, "", 4,

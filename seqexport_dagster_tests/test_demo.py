@@ -5,8 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
+import os
 import shlex
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -49,6 +52,10 @@ def test_demo_exports_a_valid_layout_that_duckdb_reads(tmp_path, capsys):
     # The customer docs' DuckDB query, on the demo's files, counts what the source holds between the
     # start of the chain and the end of the last exported window.
     exported = duckdb.sql(summary["duckdb_query"]).fetchall()
+    # The printed command runs as printed (issue 42: nothing said how to run the query).
+    shown = subprocess.run(shlex.split(summary["duckdb_commands"][0]), capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert all(event_type in shown.stdout for event_type, _ in exported)
     bounds = [p.name.split("-")[1:3] for p in dest.glob("email_events/date=*/*.jsonl.gz")]
     first_from_ms, last_to_ms = min(int(b[0]) for b in bounds), max(int(b[1]) for b in bounds)
     source = sqlite3.connect(tmp_path / "demo" / "source.db")
@@ -114,3 +121,21 @@ def test_the_demo_of_the_checkout_says_make_dev(tmp_path, capsys):
     assert "dg dev" not in printed and "DAGSTER_HOME=" not in printed
     elsewhere = DemoSummary(home=tmp_path / "demo", dagster_home=tmp_path / "demo" / "dagster_home")
     assert elsewhere.browse_hint() == elsewhere.browse_command() and " dev -w " in elsewhere.browse_hint()
+
+
+def test_loading_the_definitions_shows_no_beta_warning(tmp_path):
+    """Issue 42: a Dagster `BetaWarning` about sensors' ``owners`` (a parameter we never pass) was
+    printed by every demo and 23 times an hour by `make dev`. Loaded as Dagster loads them, in a
+    fresh process where every warning is shown, the definitions print none."""
+    code = (
+        "import datetime as dt, warnings\n"
+        "warnings.simplefilter('always')\n"
+        "from seqexport_dagster.definitions import build_definitions\n"
+        "build_definitions(first_day=dt.date(2026, 9, 30)).get_repository_def()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEQEXPORT_", "DAGSTER_"))}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    env["SEQEXPORT_HOME"] = str(tmp_path)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "BetaWarning" not in result.stderr, result.stderr

@@ -86,6 +86,8 @@ def test_registers_exports_and_waits_for_the_lag(h):
     assert meta["exports"].value == 1 and meta["windows"].value == 1 and meta["exports_failed"].value == 0
     assert meta["rows"].value == h.world.source.count_window("email_events", "acme", Window(DAY0, DAY0 + HOUR_MS))
     assert meta["failed"].value == "-"
+    # Sizes carry their unit in the name (issue 42: the UI showed a bare "bytes 23320").
+    assert meta["size_bytes"].value > 0 and "bytes" not in meta
     assert obs.asset_observation.partition == "2026-09-30"
     assert not h.materializations("email_events")
 
@@ -120,7 +122,7 @@ def test_snapshot_waits_for_day_end_plus_lag_and_the_sensor_completes_the_day(h)
     meta = mat.asset_materialization.metadata
     assert meta["exports_complete"].value == 1 and meta["windows"].value == 2  # catch-up, then 18:00-24:00
     assert meta["rows"].value == h.world.source.count_window("email_events", "acme", Window(DAY0, DAY0 + DAY_MS))
-    assert meta["files"].value == 2 and meta["bytes"].value > 0
+    assert meta["files"].value == 2 and meta["size_bytes"].value > 0 and "bytes" not in meta
     (snap,) = h.materializations("subscribers")
     assert snap.asset_materialization.partition == "2026-09-30"
     assert snap.asset_materialization.metadata["exports_complete"].value == 1

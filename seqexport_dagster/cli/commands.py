@@ -147,7 +147,13 @@ def export_now(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 
 def frequency(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
+    before = api.status(args.export_id).export.frequency
     record = api.change_frequency(args.export_id, args.frequency)
+    if before == record.frequency:
+        render.export_changed(
+            out, record, f"Export {record.id} already runs every {record.frequency}; nothing changed."
+        )
+        return EXIT_OK
     render.export_changed(
         out,
         record,

@@ -268,6 +268,12 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--from", dest="start", required=True, metavar="YYYY-MM-DD", help="first UTC day")
     backfill.add_argument("--to", dest="end", required=True, metavar="YYYY-MM-DD", help="last UTC day (inclusive)")
     backfill.add_argument("--datasets", help=f"comma-separated (default all): {', '.join(DATASETS)}")
+    backfill.add_argument(
+        "--redeliver",
+        action="store_true",
+        help="the bucket lost files: send every recorded file of the days again, create-only "
+        "(a name still there is left as it is; a missing one is written)",
+    )
     backfill.set_defaults(plain_handler=tools.backfill)
     _add_commands(sub, common)
     return parser

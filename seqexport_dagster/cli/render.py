@@ -192,9 +192,9 @@ def export_list(out: Output, records: Sequence[ExportRecord], *, include_deleted
         return
     out.line(
         table(
-            ("EXPORT", "ACCOUNT", "STATUS", "FREQ", "DATASETS", "DESTINATION"),
+            ("EXPORT", "ACCOUNT", "STATUS", "FREQ", "FORMAT", "DATASETS", "DESTINATION"),
             [
-                (r.id, r.account_id, r.status, r.frequency, ",".join(d.dataset for d in r.datasets), where(r))
+                (r.id, r.account_id, r.status, r.frequency, r.format, ",".join(d.dataset for d in r.datasets), where(r))
                 for r in records
             ],
         )
@@ -323,6 +323,7 @@ def demo_json(summary: DemoSummary) -> None:
                 "runs": summary.runs,
                 "dagster_home": str(summary.dagster_home) if summary.dagster_home else None,
                 "duckdb_query": summary.duckdb_query(),
+                "duckdb_commands": summary.duckdb_commands(),
             }
         )
     )
@@ -338,6 +339,10 @@ def demo_summary(summary: DemoSummary, counts: Sequence[Sequence[Any]] | None) -
         print(f"  {e.account_id:8} {e.export_id}  ->  {e.root}")
     print("\nQuery the files with DuckDB:\n")
     print(f"  {summary.duckdb_query()}\n")
+    python, shell = summary.duckdb_commands()
+    print(f"Run it (saved in {summary.query_file}) from this Python, which has DuckDB with the test extra:\n")
+    print(f"  {python}\n")
+    print(f"or in the DuckDB shell (https://duckdb.org/docs/installation):\n\n  {shell}\n")
     if counts is not None:
         for event_type, count in counts:
             print(f"  {event_type:14} {count:>8,}")
@@ -408,16 +413,24 @@ def token_list(out: Output, tokens: Sequence[ApiToken]) -> None:
         )
 
 
-def backfill_report(out: Output, start: str, end: str, report: BatchReport) -> None:
+def backfill_report(out: Output, start: str, end: str, report: BatchReport, *, redeliver: bool = False) -> None:
+    from seqexport_dagster.delivery.backfill import summarize
+
     outcomes: list[dict[str, Any]] = [
-        {"export_id": o.export_id, "status": o.status, "rows": o.rows, "files": o.files, "bytes": o.bytes,
-         "errors": [{"dataset": d, "message": m} for d, m in o.errors]}
-        for o in report.outcomes.values()
+        {"export_id": s.export_id, "status": s.status, "rows": s.written_rows, "files": s.written_files,
+         "bytes": s.written_bytes, "already_present": s.present_files, "recorded_windows": s.recorded_windows,
+         "why": list(s.why), "errors": [{"dataset": d, "message": m} for d, m in s.errors]}
+        for s in summarize(report, redeliver=redeliver)
     ]  # fmt: skip
     if out.as_json:
-        out.json({"from": start, "to": end, "exports": outcomes})
+        out.json({"from": start, "to": end, "redeliver": redeliver, "exports": outcomes})
         return
     for o in outcomes:
-        out.line(f"{o['export_id']}: {o['status']}; {o['rows']} rows, {o['files']} files, {o['bytes']} bytes")
+        line = f"{o['export_id']}: {o['status']}; wrote {o['files']} files ({o['rows']} rows, {o['bytes']} bytes)"
+        if o["already_present"]:
+            line += f"; {o['already_present']} files already in the bucket, left as they are"
+        out.line(line)
+        for why in o["why"]:
+            out.line(f"  {why}")
         for e in o["errors"]:
             out.line(f"  {e['dataset']}: {sanitize_error(e['message'])}")

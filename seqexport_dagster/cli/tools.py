@@ -210,9 +210,10 @@ def backfill(args: argparse.Namespace) -> int:
             clock=wall_clock_ms,
             datasets=datasets,
             holder=f"seqexport-backfill-{uuid.uuid4().hex[:8]}",
+            redeliver=bool(args.redeliver),
         )
     finally:
         source.engine.dispose()
         api.close()
-    render.backfill_report(out, args.start, args.end, report)
+    render.backfill_report(out, args.start, args.end, report, redeliver=bool(args.redeliver))
     return EXIT_OK if all(o.status == DONE for o in report.outcomes.values()) else EXIT_INTERNAL

@@ -57,6 +57,8 @@ SCHEDULED: Final = "scheduler"
 #: An operator's explicit choice on a backfill (tag value "true"): replace the day's files instead of
 #: delivering only what is missing. Needs a key that may overwrite; fails clearly where it may not.
 REPLACE_TAG: Final = "seqexport/replace"
+#: A backfill that sends every recorded file of the day again, create-only (a bucket lost files).
+REDELIVER_TAG: Final = "seqexport/redeliver"
 GROUP: Final = "exports"
 OP_NAME: Final = "deliveries"
 #: How many of the run's exports are an "export now" (the ids are in the run config, ``export_now``).
@@ -93,7 +95,7 @@ class DeliveryConfig(dg.Config):
 
 
 def summary_observation(
-    partition: str, summary: DatasetSummary, accounts: Mapping[str, str] | None = None
+    partition: str, summary: DatasetSummary, accounts: Mapping[str, str] | None = None, *, backfill: bool = False
 ) -> dg.AssetObservation:
     """The run's one event per dataset: what it delivered, its accounts, and its failures by name
     (each with its account; the failing accounts are listed too, at most `run_summary.LISTED`)."""
@@ -110,13 +112,14 @@ def summary_observation(
             "windows": summary.windows,
             "rows": summary.rows,
             "files": summary.files,
-            "bytes": summary.bytes,
+            "size_bytes": summary.bytes,  # the unit in the name: the UI shows a bare number
             "parts_sent": summary.parts_sent,
             "parts_already_landed": summary.parts_already_landed,
             "late_rows": summary.late_rows,
             "reconciled_windows": summary.reconciled_windows,
             "late_rows_found": summary.late_rows_found,
             "failed": dg.MetadataValue.text(summary.failed_lines()),
+            **({"backfill": summary.backfill_sentence()} if backfill else {}),
         },
         description=summary.sentence(),
     )
@@ -129,6 +132,7 @@ def deliver(
     datasets = [key.path[-1] for key in context.selected_asset_keys]
     scheduled = context.run.tags.get(TRIGGER_TAG) == SCHEDULED
     replace = not scheduled and context.run.tags.get(REPLACE_TAG, "").lower() == "true"
+    redeliver = not scheduled and context.run.tags.get(REDELIVER_TAG, "").lower() == "true"
     store = exporter.control_plane.store()
     records = store.list_exports()
     accounts = {e.id: e.account_id for e in records}
@@ -177,7 +181,7 @@ def deliver(
     )
     try:
         report = batch.run(export_ids, [day], datasets, run_id=context.run.run_id, rewrite=not scheduled,
-                           replace=replace, after_export=after_export, on_note=on_note,
+                           replace=replace, redeliver=redeliver, after_export=after_export, on_note=on_note,
                            trigger=run_trigger(context.run.tags, config.export_now))  # fmt: skip
     except BaseException as exc:
         # Terminated from the UI or the CLI (Dagster interrupts the step), or our own bug: close
@@ -191,10 +195,10 @@ def deliver(
         RunLog(store.engine).close_run(context.run.run_id, status, exporter.clock.now_ms(), why)
         raise
     summaries = summarize(report, datasets, accounts, reconciled)
-    log_outcomes(context, report, summaries)
+    log_outcomes(context, report, summaries, backfill=not scheduled)
     for summary in summaries.values():
-        yield summary_observation(context.partition_key, summary, accounts)
-    yield from recorded_cells(store, datasets, day, scheduled, reconciled)
+        yield summary_observation(context.partition_key, summary, accounts, backfill=not scheduled)
+    yield from recorded_cells(store, summaries, day, scheduled, reconciled)
     yield from health_results(context, store)
     verdict = run_verdict(report)
     if verdict == run_log.FAILED:
@@ -220,12 +224,18 @@ def health_results(context: dg.AssetExecutionContext, store: ControlPlane) -> It
 
 
 def log_outcomes(
-    context: dg.AssetExecutionContext, report: BatchReport, summaries: Mapping[str, DatasetSummary]
+    context: dg.AssetExecutionContext,
+    report: BatchReport,
+    summaries: Mapping[str, DatasetSummary],
+    *,
+    backfill: bool = False,
 ) -> None:
     """Two lines at most per dataset, whatever the number of exports (each failure is named in
     its dataset's observation; a store's words reach the event log as one bounded printable line)."""
     context.log.info(report.summary())
     for summary in summaries.values():
+        if backfill:
+            context.log.info(f"{summary.dataset}: {summary.backfill_sentence()}")
         if summary.failures:
             context.log.warning(sanitize_error(f"{summary.dataset}: {summary.sentence()}", 2000))
 
@@ -259,7 +269,11 @@ def cancel_run(context: dg.AssetExecutionContext, report: BatchReport) -> NoRetu
 
 
 def recorded_cells(
-    store: ControlPlane, datasets: list[str], day: dt.date, scheduled: bool, reconciled: list[tuple[str, Reconciled]]
+    store: ControlPlane,
+    summaries: Mapping[str, DatasetSummary],
+    day: dt.date,
+    scheduled: bool,
+    reconciled: list[tuple[str, Reconciled]],
 ) -> list[dg.AssetMaterialization]:
     """The day cells this run records (`defs.day_cells`), before it fails if it does: after a
     re-delivery, the run's day of each dataset that is complete; after late rows were appended,
@@ -268,8 +282,12 @@ def recorded_cells(
     late = [(r.dataset, day_of(r.window.from_ms)) for _, r in reconciled if r.report is not None]
     if scheduled:
         return cell_events(store.engine, records, late, late_rows=True)
-    redelivered = cell_events(store.engine, records, [(d, day) for d in datasets], redelivered=True)
-    return redelivered + cell_events(store.engine, records, [x for x in late if x[1] != day], late_rows=True)
+    backfilled = [
+        m
+        for d, s in summaries.items()
+        for m in cell_events(store.engine, records, [(d, day)], backfill=s.backfill_sentence())
+    ]
+    return backfilled + cell_events(store.engine, records, [x for x in late if x[1] != day], late_rows=True)
 
 
 def dataset_specs(days: dg.PartitionsDefinition[Any]) -> list[dg.AssetSpec]:

@@ -69,7 +69,7 @@ def cell_event(
         "windows": totals.windows,
         "rows": totals.rows,
         "files": totals.files,
-        "bytes": totals.bytes,
+        "size_bytes": totals.bytes,  # the unit in the name: the UI shows a bare number
         **extra,
     }
     return dg.AssetMaterialization(asset_key=dataset, partition=day.isoformat(), metadata=metadata)

@@ -240,6 +240,7 @@ class Attempt:
         elsewhere: Sequence[PartRecord] = (),
         fmt: FileFormat = DEFAULT_FORMAT,
         finish_replace: bool = False,
+        redeliver: bool = False,
     ) -> Tally:
         """Bring the window's parts at the attempt's location up to the source, write-once.
 
@@ -253,6 +254,10 @@ class Attempt:
         it has anywhere, so its parts at both places together are numbered without a clash.
         ``finish_replace``: a replace here ended before its commit; its parts of unknown outcome
         are the replace's new cut and are sent as it would have (`rewrite_unfinished`).
+        ``redeliver`` (an operator's `seqexport backfill --redeliver`, after a bucket lost files): a
+        landed part is sent again like a part of unknown outcome, with its recorded rows under its
+        name, create-only. Only PutObject is used, so the bucket is never asked what it holds: a
+        name still there answers 412 (or a probed 403) and is left as it is; a lost one is written.
         """
         account = self.export.account_id
         snapshot = dataset == SNAPSHOT_DATASET
@@ -278,7 +283,7 @@ class Attempt:
         boundary: SortKey | None = None
         for p in ledger:
             tally.next_number = p.number + 1
-            if p.landed:
+            if p.landed and not redeliver:
                 tally.skipped += 1
                 tally.landed(p.rows, p.size)
             else:
@@ -298,6 +303,10 @@ class Attempt:
                     tally.uploaded(part)
             if p.kind == RANGE_PART and p.last is not None:
                 boundary = p.last
+        if redeliver and snapshot and committed:
+            # A whole snapshot day goes out as it was recorded: a subscriber added since belongs to
+            # a later day, and nothing may follow the day's `_SUCCESS`.
+            return tally
         own = any(p.kind in (RANGE_PART, LEGACY_PART) for p in ledger)
         if elsewhere and not own:  # delivered whole at an earlier location: late rows only, here
             committed = True

@@ -81,6 +81,8 @@ class ExportOutcome:
 @dataclass(slots=True)
 class BatchReport:
     outcomes: dict[str, ExportOutcome] = field(default_factory=dict)
+    #: Per export, why part of the request was not delivered (`delivery.backfill`: days before its start).
+    notes: dict[str, list[str]] = field(default_factory=dict)
 
     def with_status(self, status: str) -> list[ExportOutcome]:
         return [o for o in self.outcomes.values() if o.status == status]
@@ -164,6 +166,7 @@ class BatchRunner:
         run_id: str | None,
         rewrite: bool,
         replace: bool = False,
+        redeliver: bool = False,
         on_window: Callable[[str, WindowReport], None] | None = None,
         after_export: Callable[[Runner, str], Iterable[object]] | None = None,
         on_note: Callable[[object], None] | None = None,
@@ -197,7 +200,7 @@ class BatchRunner:
                 with self._lock:
                     started[export_id] = time.monotonic()
                 outcome = self._export(
-                    export_id, days, wanted, run_id, (rewrite, replace), events, current, after_export
+                    export_id, days, wanted, run_id, (rewrite, replace, redeliver), events, current, after_export
                 )
                 events.put(("done", outcome))
 
@@ -309,7 +312,7 @@ class BatchRunner:
         days: Sequence[dt.date],
         datasets: tuple[str, ...],
         run_id: str | None,
-        mode: tuple[bool, bool],
+        mode: tuple[bool, bool, bool],
         events: queue.SimpleQueue[tuple[str, object]],
         current: dict[str, str],
         after_export: Callable[[Runner, str], Iterable[object]] | None,
@@ -404,10 +407,10 @@ class BatchRunner:
         dataset: str,
         day: dt.date,
         run_id: str | None,
-        mode: tuple[bool, bool],
+        mode: tuple[bool, bool, bool],
         events: queue.SimpleQueue[tuple[str, object]],
     ) -> None:
-        rewrite, replace = mode
+        rewrite, replace, redeliver = mode
 
         def relay(report: WindowReport) -> None:
             events.put(("window", (export_id, report)))
@@ -419,7 +422,14 @@ class BatchRunner:
             final = attempt == attempts - 1
             try:
                 report = self._runner(final=final).run_day(
-                    export_id, dataset, day, run_id=run_id, rewrite=rewrite, replace=replace, on_window=relay
+                    export_id,
+                    dataset,
+                    day,
+                    run_id=run_id,
+                    rewrite=rewrite,
+                    replace=replace,
+                    redeliver=redeliver,
+                    on_window=relay,
                 )
             except RunInterrupted:
                 raise

@@ -54,11 +54,23 @@ class DatasetSummary:
     late_rows: int = 0
     reconciled_windows: int = 0
     late_rows_found: int = 0
+    #: Windows a backfill found recorded as delivered and did not send again (without redeliver).
+    windows_recorded: int = 0
     failures: list[NamedFailure] = field(default_factory=list)
 
     @property
     def failed_exports(self) -> int:
         return len({f.export_id for f in self.failures})
+
+    def backfill_sentence(self) -> str:
+        """What a backfill did for this dataset, the same words in its log, its observation and the
+        day cell it records (issue 42: they said "0 rows", ``windows 0`` and ``redelivered true``)."""
+        text = f"backfill sent {self.parts_sent} files; {self.parts_already_landed} files already in the bucket"
+        if self.windows_recorded:
+            text += f"; {self.windows_recorded} windows recorded as delivered, not sent again"
+            if not self.parts_sent:
+                text += " (files lost from the bucket: launch again with the tag seqexport/redeliver=true)"
+        return text
 
     def sentence(self) -> str:
         text = (
@@ -118,6 +130,7 @@ def summarize(
                 continue
             summary.exports.add(outcome.export_id)
             summary.windows += len(day.windows)
+            summary.windows_recorded += day.skipped_windows
             summary.rows += day.rows
             summary.files += day.files
             summary.bytes += day.bytes

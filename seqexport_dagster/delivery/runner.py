@@ -192,12 +192,15 @@ class Runner:
         run_id: str | None = None,
         rewrite: bool = False,
         replace: bool = False,
+        redeliver: bool = False,
         on_window: Callable[[WindowReport], None] | None = None,
     ) -> DayReport:
         """Write what (export, dataset, day) needs now; raises `RunInterrupted` or an `ExportError`.
 
         ``rewrite`` (a backfill) also visits the day's committed windows and delivers what is missing
         of them, create-only; ``replace`` (an operator's explicit choice) rewrites them instead.
+        ``redeliver`` (with ``rewrite``): the ledger says the day's parts landed, but the bucket
+        lost some; every recorded part is sent again create-only (`Attempt.deliver`).
         """
         export = self.store.get_export(export_id)
         report = DayReport(export_id, dataset, day)
@@ -229,18 +232,27 @@ class Runner:
                     # A failure here (an operator's backfill after the move) is retried as owed.
                     self.store.settle_error(export_id, dataset, window, self.clock())
                     report.skipped_windows = 1
-                elif replace or finish or owed or not here:
-                    report.snapshot = self.write_snapshot(export_id, day, run_id=run_id, replace=replace or finish)
+                elif replace or finish or owed or not here or (redeliver and backfill):
+                    report.snapshot = self.write_snapshot(
+                        export_id, day, run_id=run_id, replace=replace or finish, redeliver=redeliver and not replace
+                    )
                 else:
                     report.skipped_windows = 1
             report.complete = report.snapshot is not None or state.position_ms > start
         else:
             for window in self.windows_for_day(export, state, day, rewrite=rewrite or replace):
                 behind = window.to_ms <= state.position_ms
-                if behind and not replace and not self.needs_delivery(export, dataset, window):
+                if behind and not replace and not redeliver and not self.needs_delivery(export, dataset, window):
                     report.skipped_windows += 1
                     continue
-                result = self.write_window(export_id, dataset, window, run_id=run_id, replace=replace and behind)
+                result = self.write_window(
+                    export_id,
+                    dataset,
+                    window,
+                    run_id=run_id,
+                    replace=replace and behind,
+                    redeliver=redeliver and behind,
+                )
                 report.windows.append(result)
                 if on_window:
                     on_window(result)
@@ -276,6 +288,7 @@ class Runner:
         replace: bool = False,
         late_only: bool = False,
         settle: bool = False,
+        redeliver: bool = False,
     ) -> WindowReport:
         """Write one window at the current location (`Attempt.deliver`) and commit it there.
 
@@ -319,6 +332,7 @@ class Runner:
                 elsewhere=elsewhere,
                 fmt=fmt,
                 finish_replace=half_replaced,
+                redeliver=redeliver and not replace,
             )
             # A committed window with nothing new has its manifest. A part this attempt marked
             # landed is new to it even when the store said it was already there (412 after a lost
@@ -344,7 +358,7 @@ class Runner:
         return self._attempt(export_id, dataset, window, run_id, "window", write)
 
     def write_snapshot(
-        self, export_id: str, day: dt.date, *, run_id: str | None = None, replace: bool = False
+        self, export_id: str, day: dt.date, *, run_id: str | None = None, replace: bool = False, redeliver: bool = False
     ) -> SnapshotReport:
         window = snapshot_window(day_start_ms(day))
 
@@ -357,7 +371,7 @@ class Runner:
 
             success = success_key(attempt.config.prefix, day)
             ledger = self.store.window_parts(export_id, SNAPSHOT_DATASET, window, attempt.location)
-            if not replace and any(p.kind == SUCCESS_MARK for p in ledger):
+            if not replace and not redeliver and any(p.kind == SUCCESS_MARK for p in ledger):
                 # An earlier attempt sent _SUCCESS (then failed to commit): the day is whole as it
                 # is. Appending a part now would put it after the marker.
                 tally = Tally()
@@ -366,8 +380,17 @@ class Runner:
                         tally.skipped += 1
                         tally.landed(p.rows, p.size)
             else:
+                # A redelivered day goes out as recorded (``committed``: no new rows after its parts;
+                # the marker follows them again, create-only).
                 tally = attempt.deliver(
-                    window_id, SNAPSHOT_DATASET, window, keys, replace=replace, committed=False, fmt=fmt
+                    window_id,
+                    SNAPSHOT_DATASET,
+                    window,
+                    keys,
+                    replace=replace,
+                    committed=redeliver and any(p.kind == SUCCESS_MARK for p in ledger),
+                    fmt=fmt,
+                    redeliver=redeliver,
                 )
             attempt.mark_success(window_id, success, replace=replace)
             self.store.commit_window(

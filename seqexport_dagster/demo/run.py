@@ -60,6 +60,20 @@ class DemoSummary:
             "hive_partitioning = true) GROUP BY event_type ORDER BY 2 DESC;"
         )
 
+    @property
+    def query_file(self) -> Path:
+        """`duckdb_query`, saved in the demo's home so that the printed commands need no quoting."""
+        return self.home / "query.sql"
+
+    def duckdb_commands(self) -> list[str]:
+        """How to run the query (issue 42: the demo printed it and never said how): from this
+        Python, which has DuckDB when the test extra is installed, or in the DuckDB shell."""
+        code = f"import duckdb, pathlib; duckdb.sql(pathlib.Path({str(self.query_file)!r}).read_text()).show()"
+        return [
+            f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}",
+            f"duckdb < {shlex.quote(str(self.query_file))}",
+        ]
+
     def duckdb_counts(self) -> list[tuple[Any, ...]] | None:
         """`duckdb_query` run over what the demo wrote, when DuckDB is installed (it is a test extra)."""
         try:
@@ -288,6 +302,7 @@ def run_demo_dagster(
                 summary.files += w.parts + (1 if w.snapshot_taken_at is not None else 0)
                 summary.bytes += w.bytes
     summary.seconds = time.perf_counter() - started
+    summary.query_file.write_text(summary.duckdb_query() + "\n")
     return summary
 
 

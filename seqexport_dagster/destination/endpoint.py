@@ -193,7 +193,12 @@ def validate_endpoint(endpoint: str, policy: OperatorPolicy) -> str:
     allowed_schemes = ("https", "http") if policy.allow_local else ("https",)
     if scheme not in allowed_schemes:
         shown = f"{scheme}://" if scheme else "no scheme"
-        raise InvalidInput("endpoint", f"{endpoint!r} uses {shown}; only https:// is accepted")
+        local = (
+            " (a local test store over http:// needs SEQEXPORT_ALLOW_LOCAL=1, operators and tests only)"
+            if scheme == "http"
+            else ""
+        )
+        raise InvalidInput("endpoint", f"{endpoint!r} uses {shown}; only https:// is accepted{local}")
     if "@" in parts.netloc:
         raise InvalidInput(
             "endpoint",

@@ -431,7 +431,11 @@ class Exports:
 
     def delete(self, export_id: str) -> ExportRecord:
         """Stop the export for good. Files stay in the bucket; the history stays readable."""
-        record = self._live(export_id, "delete")
+        record = self.get(export_id)
+        if record.status == DELETED:
+            raise ConflictError(
+                f"export {record.id} is already deleted; nothing changed (its files stay in the bucket)"
+            )
         return self.store.set_status(record.id, DELETED, self.clock())
 
     def webhooks(self) -> Webhooks:

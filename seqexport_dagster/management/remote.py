@@ -22,7 +22,7 @@ from seqexport_dagster.contract.validation import validate_account, validate_exp
 from seqexport_dagster.contract.window import DEFAULT_FREQUENCY, DEFAULT_LAG_MS, Window, frequency_ms
 from seqexport_dagster.destination import DestinationConfig, OperatorPolicy, validate_config, validate_provider
 from seqexport_dagster.destination.role import RoleSetup
-from seqexport_dagster.errors import InvalidInput
+from seqexport_dagster.errors import InvalidInput, NotFound
 from seqexport_dagster.management import presentation as shapes
 from seqexport_dagster.management.api_client import MAX_ANSWER_BYTES, ApiClient, api_url
 from seqexport_dagster.management.history import RunHistory
@@ -208,7 +208,10 @@ class RemoteExports:
         record = self._record(
             "PATCH", export_id, "destination", json={k: v for k, v in values.items() if v is not None}
         )
-        progress(f"connection test passed; saved: export {record.id} now writes to the new destination")
+        # A new key for the same place (a rotation) is not a move: say which of the two it was.
+        moved = any(values[k] is not None for k in ("provider", "bucket", "prefix", "region", "endpoint"))
+        what = f"now writes to {record.location}" if moved else "now writes with the new credentials"
+        progress(f"connection test passed; saved: export {record.id} {what}")
         return record
 
     def history(self, export_id: str, *, days: int = 14) -> builtins.list[RunHistory]:
@@ -239,7 +242,16 @@ class RemoteExports:
         return self.status(export_id).export
 
     def rotate_keys(self) -> RotationReport:
-        return shapes.resealed_from_json(self.api.call("POST", "/v1/admin/rotate-keys"))
+        try:
+            return shapes.resealed_from_json(self.api.call("POST", "/v1/admin/rotate-keys"))
+        except NotFound:
+            # The API hides operator routes from account tokens behind the same 404 as an unknown
+            # export: "not found" alone sent operators looking for a missing route.
+            raise NotFound(
+                f"rotate-keys is for operators: the API at {self.url} answered 'not found', which is its "
+                "answer to an account token (or a token of another server); set SEQEXPORT_API_TOKEN to an "
+                "operator token (`seqexport tokens create --operator`)"
+            ) from None
 
     def webhooks(self) -> RemoteWebhooks:
         return RemoteWebhooks(self.api)
