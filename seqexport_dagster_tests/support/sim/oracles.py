@@ -229,6 +229,17 @@ class Oracles:
                         # still beside it). The end holds it strictly.
                         self.known["duplicate id inside an unfinished replace"] += 1
                         continue
+                    if (
+                        p.kind == "manifest_mismatch"
+                        and not final
+                        and _replace_unfinished_at(world, e, p.dataset, p.key)
+                    ):
+                        # The same rule for a part an unfinished replace overwrote (with fewer rows, or
+                        # the empty file of a part number the new cut no longer needs): the window's
+                        # manifests are rewritten when the replace commits (long run #10 seed 20001161:
+                        # a backfill replace failed part-way in a fault storm, finished by a later run).
+                        self.known["manifest mismatch inside an unfinished replace"] += 1
+                        continue
                     row = p.key if p.kind == "duplicate_id" else None  # traced like a row loaded twice
                     found.append(
                         Violation(what, e.name, f"{place.source}: {p.kind} {p.dataset} {p.key}: {p.detail}", row)
@@ -301,6 +312,16 @@ def _in_unfinished_replace(world: World, e: SimExport, view: BucketView, dataset
         if row_id in ids_of(obj.key, view.read(obj.key)):
             carrying.append(latest.get((parsed.window.from_ms, parsed.window.to_ms)))
     return bool(carrying) and all(a is not None and a.status != "committed" and a.replacing for a in carrying)
+
+
+def _replace_unfinished_at(world: World, e: SimExport, dataset: str, key: str) -> bool:
+    """Whether the part ``key`` belongs to a window whose latest attempt is an operator's replace that
+    has not committed."""
+    parsed = parse_key(key)
+    if parsed is None or parsed.window is None:
+        return False
+    latest = _latest_attempts(world, e, dataset).get((parsed.window.from_ms, parsed.window.to_ms))
+    return latest is not None and latest.status != "committed" and bool(latest.replacing)
 
 
 def _snapshot_day(key: str) -> Window:
