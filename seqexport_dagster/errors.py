@@ -174,6 +174,16 @@ class ObjectTooLarge(ExportError):
     as a problem of that object, which is not read further."""
 
 
+class ParquetProblem(ExportError):
+    """`seqexport verify`: why a Parquet part's rows cannot be read; ``kind`` is the report's problem
+    kind (``corrupt_parquet``, ``schema_mismatch``, ``too_many_lines``, ``too_large``), reported as a
+    problem of that part, which is not read further."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind, self.detail = kind, detail
+
+
 class ListingTooLong(InvalidInput):
     """`seqexport verify`: the listing passed ``--max-objects``; listing stopped there."""
 

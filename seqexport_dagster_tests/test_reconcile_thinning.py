@@ -32,7 +32,7 @@ def record(world: World, frequency: str) -> ExportRecord:
 
 
 def test_a_steady_run_checks_few_windows_and_sparse_runs_check_the_same_per_hour(world: World) -> None:
-    for frequency, most in (("15m", 14), ("1h", 11)):
+    for frequency, most in (("15m", 16), ("1h", 13)):
         export = record(world, frequency)
         f = frequency_ms(frequency)
         lateness = 24 * HOUR_MS

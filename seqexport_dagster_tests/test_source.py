@@ -281,7 +281,7 @@ def test_awkward_text_is_written_identically_from_sqlite_and_postgresql(world: W
     import msgspec
 
     from seqexport_dagster.contract.schema_publish import SCHEMA_DIR
-    from seqexport_dagster.delivery.writer import PartWriter
+    from seqexport_dagster.delivery.writer import PartWriter, one_line_each
 
     props = [
         {"text": s, "nested": {"list": [s, 1, None, True, 2.5], "ключ": {"🔑": s}}, "n": -(2**53)} for s in AWKWARD
@@ -327,4 +327,4 @@ def test_awkward_text_is_written_identically_from_sqlite_and_postgresql(world: W
             assert not list(validator.iter_errors(decoded))
             if name == "custom_events" and row[-1] is not None:
                 # Re-serialized as one compact JSON value (issue 39: pasted text could forge a row)
-                assert msgspec.json.format(row[-1].encode(), indent=-1) in line
+                assert one_line_each(msgspec.json.format(row[-1].encode(), indent=-1)) in line

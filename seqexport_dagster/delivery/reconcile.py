@@ -251,18 +251,24 @@ def rechecked_now(
     after S, so it sees the row, and `since_for` reaches back past w (P - horizon < w.to_ms). A pass
     that skips the dataset (backoff, failing) or fails part-way records no ``reconciled_at``, so the
     next complete pass compares with the older P and checks a superset. A window committed after P
-    was written from a source read after P, and the same argument holds from its commit.
+    was written from a source read after P, and the same argument holds from its commit. The
+    argument takes the recheck ages as fixed; when the lookback or the frequency changes, a window
+    may have passed its new ages unchecked, so every window the pass still reaches past the last
+    age is checked too (`test_reconcile_dagster`: a lookback raised from 1 h to 3 h reaches back).
 
-    Cost: a pass checks the young windows plus, for each recheck age, the windows whose age crossed
-    it since the last pass: at one pass per frequency, young/frequency + len(recheck_ages) windows
-    (15 minutes, 24 h horizon: about 13 instead of 98); under sparser passes more per pass, the same
-    per hour.
+    Cost: a pass checks the young windows, for each recheck age the windows whose age crossed it
+    since the last pass, and those past the last age it still reaches: at one pass per frequency,
+    young/frequency + len(recheck_ages) + 2 windows (15 minutes, 24 h horizon: about 15 instead of
+    98); under sparser passes more per pass, the same per hour.
     """
     if last_pass_ms is None or last_pass_ms >= now_ms:
         return True
     age = now_ms - window.to_ms
     ages = recheck_ages(export, lateness_ms)
-    if age <= ages[0]:
+    if age <= ages[0] or age > ages[-1]:
+        # Past the last recheck age, a window the pass still reaches (`since_for`) is checked too:
+        # the lookback's last two frequencies in the steady state, more after a gap or a change of
+        # the lookback or the frequency, whose recheck ages the window may have passed unchecked.
         return True
     # The first recheck age the window had not reached at the last pass: due if reached by now.
     due = bisect.bisect_right(ages, last_pass_ms - window.to_ms)

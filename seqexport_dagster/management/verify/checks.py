@@ -25,12 +25,12 @@ from seqexport_dagster.contract.keys import SNAPSHOT_DATASET, SUCCESS_NAME, pars
 from seqexport_dagster.contract.schema import DATASETS, Dataset
 from seqexport_dagster.contract.window import Window, iso_ms
 from seqexport_dagster.delivery.writer import PART_LIMIT
-from seqexport_dagster.errors import ExportError, ObjectTooLarge
+from seqexport_dagster.errors import ExportError, ObjectTooLarge, ParquetProblem
 from seqexport_dagster.management.verify.bounds import DEFAULT_LIMITS, Limits, gzip_lines
 from seqexport_dagster.management.verify.bucket import Bucket, LocalBucket, StoredObject, open_bucket, prefetch
 from seqexport_dagster.management.verify.ledger import ledger_problems
 from seqexport_dagster.management.verify.manifests import manifest_problems
-from seqexport_dagster.management.verify.parquet_rows import ParquetProblem, parquet_rows
+from seqexport_dagster.management.verify.parquet_rows import parquet_rows
 from seqexport_dagster.management.verify.report import DatasetSummary, Problem, VerifyReport
 from seqexport_dagster.management.verify.row import row_problem
 from seqexport_dagster.progress import Advance, no_progress

@@ -36,7 +36,7 @@ import msgspec
 
 from seqexport_dagster.contract.schema import Dataset
 from seqexport_dagster.contract.window import iso_ms
-from seqexport_dagster.errors import ObjectTooLarge
+from seqexport_dagster.errors import ObjectTooLarge, ParquetProblem
 from seqexport_dagster.management.verify.bounds import MIB, size_text
 
 #: One row group decompressed, at most: 5,000 rows of the widest dataset are a few MB.
@@ -44,14 +44,6 @@ MAX_ROW_GROUP_BYTES: Final = 64 * MIB
 #: What one batch of rows holds decompressed, by the footer's count, and at most this many rows.
 BATCH_BYTES: Final = 4 * MIB
 BATCH_ROWS: Final = 1_000
-
-
-class ParquetProblem(Exception):
-    """Why a part's rows cannot be read: ``kind`` is the report's problem kind."""
-
-    def __init__(self, kind: str, detail: str) -> None:
-        super().__init__(detail)
-        self.kind, self.detail = kind, detail
 
 
 def parquet_rows(
