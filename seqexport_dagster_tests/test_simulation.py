@@ -19,12 +19,14 @@ import json
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from seqexport_dagster.contract.file_format import FORMATS, extension, format_of_key
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS
+from seqexport_dagster.delivery import reconcile as reconciliation
 from seqexport_dagster.delivery.part_writers import empty_body
 from seqexport_dagster.delivery.writer import EMPTY_GZIP
 from seqexport_dagster_tests.support.sim import world as sim_world
@@ -306,6 +308,24 @@ def test_wide_ci_seeds_cover_the_widened_world() -> None:
     assert sum(r.hostile_rows for r in results) > 500 and sum(r.skipped_ticks for r in results) > 100
     faults: Counter[str] = sum((r.faults for r in results), Counter())
     assert {"5xx", "reset", "lost", "db error", "crash"} <= set(faults), faults
+    assert sum(r.late_timed for r in results) > 200  # late rows whose delay the delay oracle checked
+
+
+def test_the_delay_oracle_sees_late_rows_held_back_past_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass that rechecks only young windows and the last age (the kind of thinning that held rows
+    back a day, issue 39) still delivers every row, so only the delay oracle can see it."""
+    original = reconciliation.rechecked_now
+
+    def young_and_last_only(export: Any, window: Any, now_ms: int, last_pass_ms: int | None, lateness_ms: int) -> bool:
+        ages = reconciliation.recheck_ages(export, lateness_ms)
+        return now_ms - window.to_ms <= ages[0] or now_ms - window.to_ms > ages[-1]
+
+    monkeypatch.setattr(reconciliation, "rechecked_now", young_and_last_only)
+    result = simulate(35, days=1.5, wide=1)
+    monkeypatch.setattr(reconciliation, "rechecked_now", original)
+    kinds = {v.invariant for v in result.violations}
+    assert kinds == {"late beyond bound"}, result.summary()
+    assert "did not deliver it" in result.violations[0].detail
 
 
 def test_the_value_oracle_sees_a_forged_row_a_changed_value_and_a_duplicate_key(tmp_path: Path) -> None:

@@ -69,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         say(result.summary())
         say(f"  operations: {dict(result.ops)}\n  faults: {dict(result.faults)}")
         say(f"  formats: {dict(result.formats)}, parts verify read: {dict(result.verified_parts)}")
+        say(
+            f"  late rows timed against the bound: {result.late_timed} (largest delay after visibility "
+            f"{result.late_worst_ms / 60_000:.0f} min); not timed: {dict(result.late_untimed)}"
+        )
         return 0 if result.ok else 1
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, not {args.jobs}")

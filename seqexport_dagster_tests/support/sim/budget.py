@@ -141,7 +141,7 @@ def found_counts(results: list[SimResult]) -> dict[str, int]:
     """Rows lost and duplicated (distinct rows), objects replaced and create-only writes reaching an
     existing key, over every seed: explicit zeros for the long run's report. A failing seed stops
     at the first day with a violation, so its counts are a lower bound."""
-    lost, twice, replaced, create_only = set(), set(), set(), set()
+    lost, twice, replaced, create_only, slow = set(), set(), set(), set(), set()
     for r in results:
         for v in r.violations:
             if v.invariant == "row lost":
@@ -152,11 +152,14 @@ def found_counts(results: list[SimResult]) -> dict[str, int]:
                 replaced.add((r.seed, v.detail))
             elif v.invariant == "object" and "without precondition" in v.detail:
                 create_only.add((r.seed, v.detail))
+            elif v.invariant == "late beyond bound":
+                slow.add((r.seed, v.export, v.row))
     return {
         "rows lost": len(lost),
         "rows duplicated": len(twice),
         "objects replaced": len(replaced),
         "unconditional PUTs on existing create-only keys": len(create_only),
+        "late rows beyond the bound": len(slow),
     }
 
 
@@ -182,6 +185,9 @@ def totals(results: list[SimResult], wall_s: float | None = None, cpu_all_s: flo
         f"operations: {dict(ops)}",
         f"faults: {dict(faults)}",
         f"exports by format: {dict(formats)}; parts verify read, by format: {dict(verified)}",
+        f"late rows timed against the bound: {sum(r.late_timed for r in results)} (largest delay after "
+        f"visibility {max((r.late_worst_ms for r in results), default=0) / 60_000:.0f} min); not timed: "
+        f"{dict(sum((r.late_untimed for r in results), Counter()))}",
         f"found: {dict(found) or 'nothing'}" + (f" (seeds {[r.seed for r in failing]})" if failing else ""),
     ]
     wide = [r for r in results if r.schedule]

@@ -47,6 +47,15 @@ class SimExport:
     backfilled_after_move: bool = False
     #: (since ms, format): the export's file format from each time on (create, then every change).
     formats: list[tuple[int, str]] = field(default_factory=list)
+    #: (since ms, frequency): the export's frequency from each time on (create, then every change).
+    frequencies: list[tuple[int, str]] = field(default_factory=list)
+
+    def frequency_at(self, at_ms: int) -> str:
+        current = self.frequencies[0][1]
+        for since, frequency in self.frequencies:
+            if since <= at_ms:
+                current = frequency
+        return current
 
     @property
     def place(self) -> Place:

@@ -23,7 +23,9 @@
 8. Formats: every part of a window (a snapshot day) at a location has one format, and it is one
    the export had between the window's first attempt and its first part's landing: a change
    takes effect at the next window, a window already started keeps its format.
-9. Delete: from the delete on, nothing reaches the export's locations and no attempt starts; what
+9. Late rows arrive within the documented bound (`delay_oracle`): by the end of the first complete
+   scheduled pass of their dataset that starts once they are due, whatever the schedule of runs.
+10. Delete: from the delete on, nothing reaches the export's locations and no attempt starts; what
    it had delivered stays (rule 4), and it owes the rows of its windows up to its position at the
    delete (rule 1), as docs/cli.md and docs/customers.md promise ("files stay").
 """
@@ -51,6 +53,7 @@ from seqexport_dagster.management.verify.report import Problem
 from seqexport_dagster.store import snapshot_window
 from seqexport_dagster.store.tables import parts, windows
 from seqexport_dagster_tests.support.sim.bucket import MemoryBucket
+from seqexport_dagster_tests.support.sim.delay_oracle import DelayCheck, late_delays
 from seqexport_dagster_tests.support.sim.loaders import Loaded, SnowpipeLoader, WindowLoader, ids_of, relative
 from seqexport_dagster_tests.support.sim.model import Place, SimExport
 from seqexport_dagster_tests.support.sim.webhook_oracle import WebhookOracle
@@ -85,6 +88,7 @@ class Oracles:
     verified_parts: Counter[str] = field(default_factory=Counter)
     known: Counter[str] = field(default_factory=Counter)
     webhooks: WebhookOracle = field(default_factory=WebhookOracle)
+    delays: DelayCheck = field(default_factory=DelayCheck)
     #: bucket -> key -> when the first send reached it; and how many of its writes were read.
     first_writes: dict[str, dict[str, int]] = field(default_factory=dict)
     writes_read: Counter[str] = field(default_factory=Counter)
@@ -121,6 +125,11 @@ class Oracles:
                 ("window loader", self.windows.by_export[e.name]),
             ):
                 found += missing(e, loader, loaded, owed, world)
+            landed = self.landed(world, e)
+            found += [
+                Violation("late beyond bound", e.name, detail, rid)
+                for detail, rid in late_delays(world, e, self.snowpipe.by_export[e.name], owed, landed, self.delays)
+            ]
         found += errors_after_quiet(world)
         if world.wide:  # every row a customer loads equals its source row; none forged (issue 39)
             found += [

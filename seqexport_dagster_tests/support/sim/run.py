@@ -47,6 +47,11 @@ class SimResult:
     storms: int = 0
     skipped_ticks: int = 0
     hostile_rows: int = 0
+    #: Late rows whose delivery time the delay oracle checked, the largest delay after visibility
+    #: (ms), and the rows it did not time, by reason (`delay_oracle`).
+    late_timed: int = 0
+    late_worst_ms: int = 0
+    late_untimed: Counter[str] = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -136,6 +141,8 @@ def simulate(
         result.faults = Counter(world.faults.injected)
         result.formats = Counter(e.formats[0][1] for e in world.exports.values())
         result.verified_parts = Counter(oracles.verified_parts)
+        result.late_timed, result.late_worst_ms = oracles.delays.timed, oracles.delays.worst_delay_ms
+        result.late_untimed = Counter(oracles.delays.untimed)
         if world.schedule is not None and world.storms is not None:
             result.schedule, result.outages = world.schedule.regime, world.schedule.outages
             result.skipped_ticks, result.storms = world.schedule.skipped, world.storms.count

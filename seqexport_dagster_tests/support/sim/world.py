@@ -30,7 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -172,6 +172,8 @@ class World:
         self.reconcile_waits = 0
         self.backfill_waits = 0
         self.ended_holders: set[str] = set()
+        #: (export id, dataset) -> each complete scheduled reconciliation pass: (start, end) ms.
+        self.passes: dict[tuple[str, str], list[tuple[int, int]]] = {}
         self.accounts = [f"acct{i}" for i in range(rng.randint(1, 3) if exports is None else max(1, exports // 4))]
         self._ids = (f"exp_{seed:08x}{n:08x}" for n in range(1_000_000))
         self._names = 0
@@ -183,9 +185,22 @@ class World:
     # -- plumbing ---------------------------------------------------------------------------------
     def _rebuild(self) -> None:
         self.store = ControlPlane(self.engine, self.box)
-        self.run_store = faulty_store(ControlPlane(self.engine, self.box), self.faults)
+        run_plane = ControlPlane(self.engine, self.box)
+        run_plane.mark_reconciled = self._recorded(run_plane.mark_reconciled)  # type: ignore[method-assign]
+        self.run_store = faulty_store(run_plane, self.faults)
         self.leases = FaultyLeases(Leases(self.engine), self.faults)
         self.api = Exports(self.store, self.policy, clock=self.clock, destination_factory=self.factory)
+
+    def _recorded(self, mark: Callable[[str, str, int], None]) -> Callable[[str, str, int], None]:
+        """``mark_reconciled`` that also records the complete pass (its start, and the time it ended)
+        for the delay oracle (`delay_oracle`); inside the fault wrapper, so a pass is recorded exactly
+        when the product records it, and no fault draw moves."""
+
+        def marked(export_id: str, dataset: str, at_ms: int) -> None:
+            mark(export_id, dataset, at_ms)
+            self.passes.setdefault((export_id, dataset), []).append((at_ms, self.clock()))
+
+        return marked
 
     @contextmanager
     def _export_ids(self) -> Iterator[None]:
@@ -261,6 +276,7 @@ class World:
         sim = SimExport(name, record.id, record.account_id, key_id, [place])
         sim.stints = [Stint(s.dataset, s.added_at) for s in record.datasets]
         sim.formats = [(record.created_at, record.format)]
+        sim.frequencies = [(record.created_at, record.frequency)]
         self.exports[name] = sim
         self.log(name, f"create {place.source} {record.frequency} {record.format} {','.join(sorted(datasets))}")
 
@@ -425,6 +441,7 @@ class World:
         elif op == "change frequency":
             frequency = self.rng.choice(self.frequencies)
             self.api.change_frequency(eid, frequency)
+            e.frequencies.append((now, frequency))
             return frequency
         elif op == "change format":
             current = self.store.get_export(eid).format
