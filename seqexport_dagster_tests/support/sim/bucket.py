@@ -68,6 +68,10 @@ class MemoryBucket:
     violations: list[str] = field(default_factory=list)
     #: Keys overwritten on purpose (an operator's replace): the Snowpipe oracle leaves their windows out.
     replaced_on_purpose: set[str] = field(default_factory=set)
+    #: When each key's current body landed; and for each row of a body an operator's replace
+    #: overwrote, when that body had landed (the delay oracle: the loaders see only the new body).
+    body_at: dict[str, int] = field(default_factory=dict)
+    overwritten_rows: dict[str, int] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -88,6 +92,7 @@ class MemoryBucket:
         if old is None:
             self._check_success_last(key)
             self.objects[key] = body
+            self.body_at[key] = now_ms
             answer = "created"
         elif conditional:
             answer = "existed"
@@ -98,7 +103,10 @@ class MemoryBucket:
             if not same and not plain:
                 self.violations.append(f"a different body was sent under existing key {key}")
         else:
+            if plain and not same:
+                self._remember_rows(key, old)
             self.objects[key] = body
+            self.body_at[key] = now_ms
             answer = "overwritten"
             if plain:
                 self.replaced_on_purpose.add(key)
@@ -106,6 +114,18 @@ class MemoryBucket:
                 self.violations.append(f"object {key} was replaced by a different body")
         self.writes.append(Write(seq, now_ms, key, answer, conditional, plain, same))
         return answer
+
+    def _remember_rows(self, key: str, body: bytes) -> None:
+        if not key.endswith((".jsonl.gz", ".parquet")):
+            return
+        from seqexport_dagster_tests.support.sim.loaders import ids_of  # it imports this module
+
+        try:
+            ids = ids_of(key, body)
+        except Exception:  # an unreadable body carried no row a loader could load
+            return
+        for rid in ids:
+            self.overwritten_rows.setdefault(rid, self.body_at.get(key, 0))
 
     def _check_success_last(self, key: str) -> None:
         folder, _, name = key.rpartition("/")

@@ -13,7 +13,8 @@ a pass that failed, skipped the dataset for its backoff, or was paused records n
 promise moves to the next complete one). What the oracle reads is the simulated world's own
 record: when the row became visible (`SimSource`), which part the Snowpipe loader loaded it from
 (the window is in the part's name), when that part's first send reached the store
-(`Oracles.landed`), and the export's frequency at each time (`SimExport.frequencies`).
+(`Oracles.landed`) or, if an operator's replace rewrote a part that carried it, when that part's
+earlier body landed (`MemoryBucket.overwritten_rows`), and the export's frequency at each time (`SimExport.frequencies`).
 
 Rows it does not time, counted by reason: rows visible before their window was first delivered
 (they go out with the window itself, under the position's promises); rows whose predecessor pass
@@ -98,6 +99,10 @@ def late_delays(
         age = visible - window.to_ms
         if age <= 0 or first_of_window[(dataset, window)] >= visible:
             continue  # not late for its window: delivered with the window itself
+        # A part that carried it may have been rewritten since by an operator's replace, under its
+        # name: the loaders, reading the bucket once a day, saw only the new body (seed 30000044).
+        earlier = [world.buckets.get(p.bucket).overwritten_rows.get(rid) for p in e.places]
+        delivered = min([delivered, *(t for t in earlier if t is not None)])
         passes = world.passes.get((e.export_id, dataset), [])
         starts = [s for s, _ in passes]
         i = bisect.bisect_left(starts, visible)
