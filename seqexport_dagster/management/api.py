@@ -361,6 +361,9 @@ class Exports:
                 changed = replace(changed, endpoint=None)
             if region is None:
                 changed = replace(changed, region=None)
+        elif new_provider == "azure" and new_key and endpoint is None:
+            # An Azure endpoint names its account: another account's follows the account, not the old one.
+            changed = replace(changed, endpoint=None)
         changed = with_role_change(
             current, changed, role_arn=role_arn, external_id=external_id, new_key=bool(access_key_id)
         )
