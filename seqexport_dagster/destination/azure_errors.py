@@ -83,14 +83,12 @@ def translate_answer(answer: AzureAnswer, key: str, place: Place, sas: Sas, now:
     if status in (401, 403) and sas.not_yet_valid(now):
         return BadCredentials(f"{token} is valid only from {sas.start}; its start time is in the future")
     if code == "AuthorizationPermissionMismatch":
-        if "c" in sas.permissions and "w" not in sas.permissions:
-            return AccessDenied(
-                f"{token} may only create (c) and {blob} is already there (or the token's stored access policy "
-                "allows less): it is never overwritten"
-            )
+        # Under a create-only token Azure also answers this for a blob that is already there; a re-send
+        # is marked outcome_unknown by the caller and the runner's probe tells the two apart.
         return AccessDenied(
             f"{token} may not create {blob}: it needs the create (c) permission on container {container} "
-            f"(its permissions are {sas.permissions!r})"
+            f"(it says {sas.permissions!r}; a stored access policy may have narrowed or revoked it). A blob "
+            "that is already there is never overwritten"
         )
     if code == "AuthorizationResourceTypeMismatch":
         return AccessDenied(f"{token} does not cover blob objects: an account SAS needs resource type o (srt=o)")

@@ -31,6 +31,8 @@ SAS_FIELD: Final = "secret_access_key"
 #: are given as the endpoint.
 BLOB_SUFFIX: Final = "blob.core.windows.net"
 MAX_SAS_LENGTH: Final = 4096
+#: A SAS of the right shape that signs nothing: `config.stand_in_secret` for Azure.
+SAS_STAND_IN: Final = "sv=2021-08-06&sr=c&sp=c&se=2099-12-31&sig=stand-in"
 
 _ACCOUNT_RE: Final = re.compile(r"^[a-z0-9]{3,24}\Z")
 _CONTAINER_RE: Final = re.compile(r"^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}\Z")

@@ -14,6 +14,7 @@ from typing import Final, Literal
 from urllib.parse import urlsplit
 
 from seqexport_dagster.destination.azure_sas import (
+    SAS_STAND_IN,
     account_endpoint,
     parse_sas,
     validate_account,
@@ -36,6 +37,12 @@ GCS_ENDPOINT: Final = "https://storage.googleapis.com"
 #: What a store with no region of its own is signed for (GCS, R2).
 AUTO_REGION: Final = "auto"
 _R2_SUFFIX: Final = ".r2.cloudflarestorage.com"
+
+
+def stand_in_secret(provider: str) -> str:
+    """A placeholder secret of the provider's shape, so `validate_config` can check every other value
+    before the real secret is asked for (a prompt comes only once the rest is right)."""
+    return SAS_STAND_IN if provider == "azure" else "-"
 
 
 def endpoint_region(endpoint: str) -> str:

@@ -55,6 +55,7 @@ from seqexport_dagster.destination import (
     validate_config,
     validate_provider,
 )
+from seqexport_dagster.destination.config import stand_in_secret
 from seqexport_dagster.destination.role import RoleSetup
 from seqexport_dagster.errors import ConfigurationError, ConflictError, InvalidInput
 from seqexport_dagster.management.history import RunHistory
@@ -204,7 +205,8 @@ class Exports:
             return validate_config(replace(config, secret_access_key=None if callable(secret) else secret), self.policy)
         if config.provider != "local" and callable(secret):
             # A stand-in lets validate_config check everything but the secret before we ask for it.
-            validate_config(replace(config, secret_access_key=config.secret_access_key or "-"), self.policy)
+            stand_in = config.secret_access_key or stand_in_secret(config.provider)
+            validate_config(replace(config, secret_access_key=stand_in), self.policy)
         value = secret() if callable(secret) else secret
         return validate_config(replace(config, secret_access_key=value or config.secret_access_key), self.policy)
 
