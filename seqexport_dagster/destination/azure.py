@@ -45,7 +45,7 @@ from botocore.exceptions import ConnectTimeoutError as BotoConnectTimeoutError
 from botocore.exceptions import ReadTimeoutError as BotoReadTimeoutError
 
 from seqexport_dagster.destination.azure_errors import azure_answer, existed, retryable, translate_answer
-from seqexport_dagster.destination.azure_sas import SAS_LOG_FILTER, normalize_sas, parse_sas
+from seqexport_dagster.destination.azure_sas import API_VERSION, SAS_LOG_FILTER, normalize_sas, parse_sas
 from seqexport_dagster.destination.base import PutOutcome, content_md5
 from seqexport_dagster.destination.config import DestinationConfig, validate_config
 from seqexport_dagster.destination.endpoint import (
@@ -61,9 +61,6 @@ from seqexport_dagster.destination.s3_errors import Place, translate
 from seqexport_dagster.destination.s3_transport import PinnedSender
 from seqexport_dagster.errors import AccessDenied, InvalidInput
 
-#: The Blob service version every request names (Put Blob with If-None-Match and Content-MD5 is
-#: older than all of them; a fixed one keeps the answers' shape fixed).
-API_VERSION: Final = "2021-08-06"
 _TRANSIENT: Final = (
     EndpointConnectionError,
     BotoConnectTimeoutError,

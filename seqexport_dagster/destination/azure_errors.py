@@ -13,10 +13,9 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from seqexport_dagster.destination.azure_sas import Sas
-from seqexport_dagster.destination.s3_errors import Place
 from seqexport_dagster.errors import (
     AccessDenied,
     BadCredentials,
@@ -25,6 +24,9 @@ from seqexport_dagster.errors import (
     NoSuchBucket,
     RetryableError,
 )
+
+if TYPE_CHECKING:  # verify reads Azure answers too, without loading botocore
+    from seqexport_dagster.destination.s3_errors import Place
 
 #: A create-only Put Blob that found the blob there: an earlier attempt landed it.
 EXISTED_CODES: Final = frozenset({"BlobAlreadyExists", "ConditionNotMet"})

@@ -31,6 +31,9 @@ SAS_FIELD: Final = "secret_access_key"
 #: are given as the endpoint.
 BLOB_SUFFIX: Final = "blob.core.windows.net"
 MAX_SAS_LENGTH: Final = 4096
+#: The Blob service version every request names (Put Blob with If-None-Match and Content-MD5 is
+#: older than all of them; a fixed one keeps the answers' shape fixed).
+API_VERSION: Final = "2021-08-06"
 #: A SAS of the right shape that signs nothing: `config.stand_in_secret` for Azure.
 SAS_STAND_IN: Final = "sv=2021-08-06&sr=c&sp=c&se=2099-12-31&sig=stand-in"
 

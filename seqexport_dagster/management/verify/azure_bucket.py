@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import email.utils
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from typing import Any
@@ -18,11 +19,43 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from seqexport_dagster.contract.keys import MANIFEST_FOLDER
 from seqexport_dagster.contract.schema import DATASETS
-from seqexport_dagster.destination.azure import API_VERSION
 from seqexport_dagster.destination.azure_errors import azure_answer
-from seqexport_dagster.destination.azure_sas import account_endpoint, normalize_sas, redact_sas, validate_account
+from seqexport_dagster.destination.azure_sas import (
+    API_VERSION,
+    account_endpoint,
+    normalize_sas,
+    redact_sas,
+    validate_account,
+)
 from seqexport_dagster.errors import ExportError, InvalidInput, ListingTooLong
-from seqexport_dagster.management.verify.bucket import MAX_PAGE_BYTES, Bucket, StoredObject, _capped
+from seqexport_dagster.management.verify.bounds import DEFAULT_LIMITS, Limits
+from seqexport_dagster.management.verify.bucket import MAX_PAGE_BYTES, Bucket, Listed, StoredObject, _capped
+
+
+def open_azure_bucket(
+    source: str,
+    *,
+    s3_endpoint: str | None = None,
+    access_key_id: str | None = None,
+    secret_access_key: str | None = None,
+    region: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    on_listed: Listed | None = None,
+) -> Bucket:
+    """``az://container/prefix``, with `bucket.open_bucket`'s arguments: the account is
+    ``access_key_id``, the read SAS ``secret_access_key``; Azure has no region to give."""
+    match = re.match(r"^az://([^/]+)/?(.*)$", source)
+    if not match:
+        raise InvalidInput("source", f"{source!r}: use az://container/prefix")
+    if region:
+        raise InvalidInput("region", "an az:// source has no region to give; leave it out")
+    bucket = AzureBucket(
+        match.group(1), match.group(2), endpoint=s3_endpoint, account=access_key_id, sas=secret_access_key
+    )
+    bucket.limits = limits
+    if on_listed is not None:
+        bucket.on_listed = on_listed
+    return bucket
 
 
 class AzureBucket(Bucket):

@@ -302,8 +302,8 @@ def open_bucket(
     limits: Limits = DEFAULT_LIMITS,
     on_listed: Listed | None = None,
 ) -> Bucket:
-    """``s3://bucket/prefix``, ``gs://bucket/prefix``, ``az://container/prefix`` (`azure_bucket`),
-    ``file:///path`` or a plain folder path."""
+    """``s3://bucket/prefix``, ``gs://bucket/prefix``, ``file:///path`` or a plain folder path
+    (``az://`` is `azure_bucket.open_azure_bucket`'s)."""
     bucket = _open(source, s3_endpoint, access_key_id, secret_access_key, region)
     bucket.limits = limits
     if on_listed is not None:
@@ -314,13 +314,6 @@ def open_bucket(
 def _open(
     source: str, s3_endpoint: str | None, access_key_id: str | None, secret_access_key: str | None, region: str | None
 ) -> Bucket:
-    match = re.match(r"^az://([^/]+)/?(.*)$", source)
-    if match:
-        from seqexport_dagster.management.verify.azure_bucket import AzureBucket
-
-        return AzureBucket(
-            match.group(1), match.group(2), endpoint=s3_endpoint, account=access_key_id, sas=secret_access_key
-        )
     match = re.match(r"^(s3|gs)://([^/]+)/?(.*)$", source)
     if match:
         return S3Bucket(
