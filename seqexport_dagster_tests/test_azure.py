@@ -23,6 +23,7 @@ import gzip
 import hashlib
 import json
 import logging
+import re
 import secrets
 import urllib.error
 import urllib.request
@@ -117,6 +118,8 @@ def test_azure_values_are_checked_before_anything_is_sent() -> None:
     assert validate_config(DestinationConfig(**{**_fields(ok), "secret_access_key": "?" + sas}), customer)
     account_sas = "sv=2021-08-06&ss=b&srt=o&sp=c&se=2030-01-01T00:00:00Z&spr=https&sig=abc%2Bdef%3D"
     assert parse_sas(account_sas).permissions == "c"
+    with_policy = parse_sas("sv=2021-08-06&si=sequenzy-export&sr=c&spr=https&sig=abc%3D")
+    assert (with_policy.policy, with_policy.permissions, with_policy.expiry) == ("sequenzy-export", "", None)
     cases: list[tuple[dict[str, Any], str, str]] = [
         ({"bucket": "Acme_Exports"}, "bucket", "not a valid Azure container name"),
         ({"bucket": "acme--exports"}, "bucket", "no '--'"),
@@ -425,22 +428,50 @@ def test_cli_http_api_and_duckdb_take_azure(azurite: az.Azurite, run_sqlite: Cli
         )
         assert refused.status_code == 400 and refused.json()["error"]["field"] == "secret_access_key"
 
-    # DuckDB's azure extension, as docs/customers.md has it (a SAS that may read and list).
-    connection = f"BlobEndpoint={azurite.endpoint}/{ACCOUNT};SharedAccessSignature={az.container_sas(container, 'rl')}"
+    # The docs' DuckDB block, as written but for the emulator's endpoint, account and token (a SAS
+    # that may read and list) and the packaged extension in place of INSTALL/LOAD.
+    block = _doc_block("#### Reading `az://` from DuckDB", "INSTALL azure;")
+    block = block.replace("https://acmedata.blob.core.windows.net", f"{azurite.endpoint}/{ACCOUNT}")
+    block = block.replace("sv=2021-08-06&si=sequenzy-read&sr=c&sig=...", az.container_sas(container, "rl"))
+    block = block.replace("az://acme-exports/sequenzy/", f"az://{container}/{PREFIX}/")
+    block = block.replace("email_events/*/*.jsonl.gz", "email_events/*/*.parquet").replace(
+        "read_json_auto", "read_parquet"
+    )
+    statements = [s.strip() for s in (block + "\n").split(";\n") if s.strip() and not s.startswith(("INSTALL", "LOAD"))]
     where = f"az://{container}/{PREFIX}"
     done = duckdb_httpfs.run(
-        [f"CREATE SECRET exports (TYPE azure, CONNECTION_STRING '{connection}')"],
+        statements[:-1],
         [
+            statements[-1],
             f"SELECT count(*), count(DISTINCT id) FROM read_parquet('{where}/email_events/*/*.parquet')",
             f"SELECT count(*) FROM read_parquet('{where}/subscribers/date=2026-09-30/*.parquet')",
         ],
         extensions=("azure",),
     )
-    (events, unique), (subscribers,) = (done["results"][0][0], done["results"][1][0])
-    assert int(events) == int(unique) > 0 and int(subscribers) == SCALE.subscribers
+    by_type, ((events, unique),), ((subscribers,),) = done["results"]
+    assert sum(int(n) for _, n in by_type) == int(events) == int(unique) > 0
+    assert int(subscribers) == SCALE.subscribers
     parts = [k for k in azurite.blobs(container, f"{PREFIX}/email_events/") if k.endswith(".parquet")]
     total = sum(_parquet_rows(azurite.get(container, k)) for k in parts)
     assert total == int(events)
+
+
+def _doc_block(heading: str, start: str) -> str:
+    doc = (Path(__file__).parents[1] / "docs" / "customers.md").read_text()
+    section = doc[doc.index(heading) :]
+    return next(b for b in re.findall(r"```sql\n(.*?)\n```", section, re.S) if b.startswith(start))
+
+
+def test_the_azure_loading_statements_parse() -> None:
+    """The Snowflake stage and the Synapse/Fabric COPY INTO of docs/customers.md, parsed by sqlglot in
+    each vendor's dialect (no account of either runs here)."""
+    import sqlglot
+
+    heading = "### Azure Blob Storage: Snowflake, Synapse and Fabric"
+    stage = sqlglot.parse_one(_doc_block(heading, "CREATE STAGE"), read="snowflake")
+    assert "azure://acmedata.blob.core.windows.net/acme-exports/sequenzy/" in stage.sql(dialect="snowflake")
+    copy = sqlglot.parse_one(_doc_block(heading, "COPY INTO"), read="tsql")
+    assert isinstance(copy, sqlglot.exp.Copy) and "FILE_TYPE = 'PARQUET'" in copy.sql(dialect="tsql")
 
 
 def _parquet_rows(body: bytes) -> int:

@@ -87,10 +87,13 @@ def translate_answer(answer: AzureAnswer, key: str, place: Place, sas: Sas, now:
     if code == "AuthorizationPermissionMismatch":
         # Under a create-only token Azure also answers this for a blob that is already there; a re-send
         # is marked outcome_unknown by the caller and the runner's probe tells the two apart.
+        says = (
+            f"it says {sas.permissions!r}" if sas.permissions else f"its stored access policy {sas.policy} gives them"
+        )
         return AccessDenied(
             f"{token} may not create {blob}: it needs the create (c) permission on container {container} "
-            f"(it says {sas.permissions!r}; a stored access policy may have narrowed or revoked it). A blob "
-            "that is already there is never overwritten"
+            f"({says}; a stored access policy may have narrowed or revoked it). A blob that is already there is "
+            "never overwritten"
         )
     if code == "AuthorizationResourceTypeMismatch":
         return AccessDenied(f"{token} does not cover blob objects: an account SAS needs resource type o (srt=o)")

@@ -105,7 +105,8 @@ def validate_container(container: str) -> str:
 class Sas:
     """What a SAS token says about itself (nothing here is secret; the signature is not kept)."""
 
-    permissions: str
+    permissions: str  # "" when a stored access policy gives them
+    policy: str | None  # si: the container's stored access policy the token is tied to
     start: str | None
     expiry: str | None
     resource: str | None  # sr: c (container), d (directory); None for an account SAS
@@ -157,11 +158,13 @@ def parse_sas(token: str | None) -> Sas:
         raise InvalidInput(SAS_FIELD, f"the SAS token has parameters Azure does not define: {', '.join(unknown)}")
     if unknown:
         raise InvalidInput(SAS_FIELD, "the SAS token has parameters Azure does not define")
-    missing = [n for n in ("sv", "sp", "se", "sig") if not fields.get(n)]
+    # A token tied to a stored access policy (si=) may leave its permissions and expiry to the policy.
+    required = ("sv", "sig") if fields.get("si") else ("sv", "sp", "se", "sig")
+    missing = [n for n in required if not fields.get(n)]
     if missing:
         raise InvalidInput(SAS_FIELD, f"is not a complete SAS token: {', '.join(missing)} missing")
-    permissions = fields["sp"]
-    if "c" not in permissions and "w" not in permissions:
+    permissions = fields.get("sp", "")
+    if permissions and "c" not in permissions and "w" not in permissions:
         raise InvalidInput(
             SAS_FIELD,
             f"the SAS token's permissions ({permissions!r}) do not allow creating blobs: create a SAS with the "
@@ -180,12 +183,13 @@ def parse_sas(token: str | None) -> Sas:
             f"the SAS token is for one blob or a snapshot ({shown}); create it for the container (sr=c) "
             "so that it can create every part",
         )
-    if _when(fields["se"]) is None:
+    if "se" in fields and _when(fields["se"]) is None:
         raise InvalidInput(SAS_FIELD, "the SAS token's expiry (se) is not a time; paste the token as Azure gave it")
     return Sas(
         permissions=permissions,
+        policy=fields.get("si") or None,
         start=fields.get("st"),
-        expiry=fields["se"],
+        expiry=fields.get("se"),
         resource=resource,
         delegation="skoid" in fields,
         encryption_scope=fields.get("ses") or None,
