@@ -30,7 +30,7 @@ SAS_FIELD: Final = "secret_access_key"
 #: Azure's public cloud; sovereign clouds (``blob.core.usgovcloudapi.net``, ``blob.core.chinacloudapi.cn``)
 #: are given as the endpoint.
 BLOB_SUFFIX: Final = "blob.core.windows.net"
-MAX_SAS_LENGTH: Final = 4096
+MAX_SAS_LENGTH: Final = 2048
 #: The Blob service version every request names (Put Blob with If-None-Match and Content-MD5 is
 #: older than all of them; a fixed one keeps the answers' shape fixed).
 API_VERSION: Final = "2021-08-06"
