@@ -24,7 +24,14 @@ class Place:
 
     @property
     def source(self) -> str:
+        """The simulator's own name of the place (the loaders' and the oracles' messages)."""
         return f"s3://{self.bucket}/{self.prefix}"
+
+    @property
+    def url(self) -> str:
+        """What a customer gives `verify` for it: ``az://`` for an Azure export's container, so that
+        ``verify --ledger`` matches the ledger's Azure locations (`verify.ledger_scope`)."""
+        return f"az://{self.bucket}/{self.prefix}" if self.provider == "azure" else self.source
 
 
 @dataclass
