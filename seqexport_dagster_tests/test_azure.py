@@ -46,7 +46,7 @@ from seqexport_dagster.destination.base import PutOutcome
 from seqexport_dagster.destination.config import DestinationConfig, validate_config
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.destination.s3_errors import Place
-from seqexport_dagster.errors import AccessDenied, InvalidInput, RetryableError
+from seqexport_dagster.errors import AccessDenied, EndpointRefused, InvalidInput, RetryableError
 from seqexport_dagster.management.api import Exports
 from seqexport_dagster.management.presentation import export_json
 from seqexport_dagster_tests.support import azurite as az
@@ -274,6 +274,25 @@ def _raw_put(azurite: az.Azurite, container: str, name: str, body: bytes, sas: s
     except urllib.error.HTTPError as exc:
         return azure_answer(exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read())
     raise AssertionError("the store accepted the put")
+
+
+def test_an_account_name_that_resolves_to_a_private_address_is_refused_before_anything_is_sent() -> None:
+    """The S3 family's connect-time guard holds for Azure: every answer must be public, and the
+    socket goes to the checked address only (DNS rebinding); here the name answers 10.1.2.3."""
+    opened: list[object] = []
+    config = DestinationConfig(
+        "azure", "acme-exports", PREFIX, access_key_id="acmedata", secret_access_key=az.container_sas("acme-exports")
+    )
+    destination = AzureDestination(
+        config,
+        OperatorPolicy(),
+        resolver=lambda host, port: ["10.1.2.3"],
+        connector=opened.append,  # type: ignore[arg-type,return-value]
+    )
+    with pytest.raises(EndpointRefused, match="resolves to a non-public address"):
+        destination.put(f"{PREFIX}/_sequenzy/connection-test-x.txt", b"x")
+    assert opened == []
+    destination.close()
 
 
 def test_a_resent_blob_is_never_overwritten_and_the_sas_never_logged(

@@ -222,7 +222,8 @@ def _validate_azure(config: DestinationConfig, policy: OperatorPolicy) -> Destin
     if config.endpoint:
         endpoint = validate_endpoint(config.endpoint, policy)
         host = urlsplit(endpoint).hostname or ""
-        if not host.startswith(f"{account}.") and not (policy.allow_local and _is_loopback_url(endpoint)):
+        # Operators only (SEQEXPORT_ALLOW_LOCAL): an emulator (Azurite) anywhere, the account then in the path.
+        if not host.startswith(f"{account}.") and not policy.allow_local:
             raise InvalidInput(
                 "endpoint",
                 f"for azure give the account's blob endpoint, {account_endpoint(account)} (or your cloud's, such as "
