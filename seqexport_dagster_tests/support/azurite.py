@@ -68,6 +68,11 @@ def container_sas(
     return urllib.parse.urlencode(query, safe=":")
 
 
+def signature(sas: str) -> str:
+    """The ``sig=`` value of a SAS token: what must never be shown anywhere."""
+    return sas.split("sig=", 1)[1].split("&", 1)[0]
+
+
 def account_sas(permissions: str = "racwdl") -> str:
     """An account SAS over blobs, containers and the service: the test's own admin key."""
     start = _stamp(dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5))
