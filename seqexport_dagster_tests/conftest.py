@@ -47,6 +47,7 @@ WEIGHT: Final[dict[str, float]] = {
     "test_simulation.py::test_a_seed_is_reproducible": 152,
     "test_retention.py": 301,
     "test_faults.py": 159,
+    "test_azure.py": 26,  # one Azurite (about 4 s to start), a day through it, DuckDB in a subprocess
     "test_dagster_e2e.py": 121,
     "test_benchmarks_smoke.py": 108,
     "test_simulation.py": 95,  # the CI seeds and the oracles' own tests

@@ -116,7 +116,7 @@ def test_good_prefix(prefix: str, normalized: str) -> None:
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [
-        ({"provider": "azure"}, "provider"),
+        ({"provider": "ftp"}, "provider"),
         ({"access_key_id": ""}, "access_key_id"),
         ({"secret_access_key": None}, "secret_access_key"),
         ({"region": None}, "region"),

@@ -28,10 +28,16 @@ STUBS = {
         ' printf "#!/bin/sh\\n" > "$CHROMIUM_PATH"; chmod +x "$CHROMIUM_PATH";; esac'
     ),
     "sudo": '"$@"',
+    "npm": (
+        'mkdir -p "$AZURITE_DIR/node_modules/.bin" && printf "#!/bin/sh\\n" > "$AZURITE_DIR/node_modules/.bin/azurite-blob"'
+        ' && chmod +x "$AZURITE_DIR/node_modules/.bin/azurite-blob"'
+    ),
 }
 
 
-def machine(tmp_path: Path, *, pg_up: bool, db: bool, chromium: bool, lists: bool) -> dict[str, str]:
+def machine(
+    tmp_path: Path, *, pg_up: bool, db: bool, chromium: bool, lists: bool, azurite: bool = True
+) -> dict[str, str]:
     bin_dir, state = tmp_path / "bin", tmp_path / "state"
     bin_dir.mkdir()
     state.mkdir()
@@ -47,8 +53,16 @@ def machine(tmp_path: Path, *, pg_up: bool, db: bool, chromium: bool, lists: boo
     if chromium:
         chromium_path.write_text("#!/bin/sh\n")
         chromium_path.chmod(0o755)
+    azurite_dir = tmp_path / "node"
+    if azurite:
+        (azurite_dir / "node_modules" / ".bin").mkdir(parents=True)
+        (azurite_dir / "node_modules" / ".bin" / "azurite-blob").write_text("#!/bin/sh\n")
+        (azurite_dir / "node_modules" / ".bin" / "azurite-blob").chmod(0o755)
+        (azurite_dir / ".azurite-version").write_text("3.37.0\n")
     return {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "AZURITE_DIR": str(azurite_dir),
+        "SEQEXPORT_AZURITE_DIR": str(azurite_dir),
         "STATE": str(state),
         "CHROMIUM_PATH": str(chromium_path),
         "SEQEXPORT_CHROMIUM": str(chromium_path),
@@ -63,7 +77,7 @@ def prepare(env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], list
 
 
 def test_on_a_fresh_machine_it_starts_postgres_creates_the_database_and_installs_chromium(tmp_path: Path) -> None:
-    env = machine(tmp_path, pg_up=False, db=False, chromium=False, lists=False)
+    env = machine(tmp_path, pg_up=False, db=False, chromium=False, lists=False, azurite=False)
     done, calls = prepare(env)
     assert done.returncode == 0, done.stderr
     assert "pg_ctlcluster --skip-systemctl-redirect 15 main start" in calls
@@ -73,6 +87,11 @@ def test_on_a_fresh_machine_it_starts_postgres_creates_the_database_and_installs
     assert installs == ["apt-get install -y chromium", "apt-get update", "apt-get install -y chromium"]
     assert os.access(env["SEQEXPORT_CHROMIUM"], os.X_OK)
     assert "starting PostgreSQL 15" in done.stderr and "installing chromium with apt-get" in done.stderr
+    # Azurite (the Azure tests' emulator) from the npm registry, pinned, into its own folder.
+    assert [c for c in calls if c.startswith("npm")] == [
+        f"npm install --prefix {env['AZURITE_DIR']} --no-audit --no-fund --silent azurite@3.37.0"
+    ]
+    assert os.access(Path(env["AZURITE_DIR"]) / "node_modules" / ".bin" / "azurite-blob", os.X_OK)
 
 
 def test_with_everything_there_it_does_nothing(tmp_path: Path) -> None:

@@ -92,7 +92,7 @@ def test_the_document_names_the_bearer_scheme_and_the_closed_sets(server: tuple[
 
     assert enum("CreateExport", "frequency") == enum("ChangeFrequency", "frequency") == ["15m", "1h", "6h", "24h"]
     assert enum("CreateExport", "format") == enum("ExportJson", "format") == ["jsonl.gz", "parquet"]
-    assert enum("CreateExport", "provider") == enum("ChangeDestination", "provider") == ["s3", "gcs", "local"]
+    assert enum("CreateExport", "provider") == enum("ChangeDestination", "provider") == ["s3", "gcs", "azure", "local"]
     assert enum("CreateExport", "sse") == ["AES256", "aws:kms"] and "" in enum("ChangeDestination", "sse")
     datasets = ["email_events", "sms_events", "custom_events", "subscribers"]
     assert enum("CreateExport", "datasets") == enum("ChangeDatasets", "add") == enum("LedgerWindowJson", "dataset")

@@ -257,7 +257,7 @@ def test_provider_error_never_offers_local(run_sqlite: Cli) -> None:
     for env in (run.env, {k: v for k, v in run.env.items() if k != "SEQEXPORT_ALLOW_LOCAL"}):
         result = run("create", "--account", "acme", "--provider", "ftp", "--bucket", "b", "--json", env=env)
         message = result.json["error"]["message"]
-        assert result.code == 2 and "'ftp' is not one of s3, gcs (for R2" in message and "local" not in message
+        assert result.code == 2 and "'ftp' is not one of s3, gcs, azure (for R2" in message and "local" not in message
 
 
 def test_status_of_a_deleted_export_shows_no_behind(run_sqlite: Cli) -> None:

@@ -30,7 +30,7 @@ from seqexport_dagster.delivery import reconcile as reconciliation
 from seqexport_dagster.delivery.part_writers import empty_body
 from seqexport_dagster.delivery.writer import EMPTY_GZIP
 from seqexport_dagster_tests.support.sim import world as sim_world
-from seqexport_dagster_tests.support.sim.bucket import CREATE_ONLY_412, ORDINARY, Buckets
+from seqexport_dagster_tests.support.sim.bucket import AZURE_CREATE, AZURE_WRITE, CREATE_ONLY_412, ORDINARY, Buckets
 from seqexport_dagster_tests.support.sim.loaders import SnowpipeLoader, WindowLoader, ids_of
 from seqexport_dagster_tests.support.sim.model import Failure, Place
 from seqexport_dagster_tests.support.sim.oracles import Oracles, backoff
@@ -528,6 +528,27 @@ def test_stores_answer_as_their_provider() -> None:
     nopre.send("p/subscribers/date=2026-09-30/subscribers-0001.jsonl.gz", b"x", conditional=False, plain=False,
                seq=7, now_ms=0)  # fmt: skip
     assert any("after" in v and "_SUCCESS" in v for v in nopre.violations)
+
+
+def test_azure_containers_answer_as_azure_does() -> None:
+    """Issue 45: a create-only SAS (``azc``) answers 403 to any write of an existing blob, the
+    precondition included (Azure checks the permission first, as Azurite does in test_azure); a write
+    SAS (``azw``) answers 409 (existed) to the precondition and overwrites a plain Put Blob."""
+    buckets = Buckets()
+    create_only, write = buckets.get(f"{AZURE_CREATE}-x"), buckets.get(f"{AZURE_WRITE}-y")
+    assert create_only.send("k", b"1", conditional=True, plain=False, seq=1, now_ms=0) == "created"
+    assert create_only.send("k", b"1", conditional=True, plain=False, seq=2, now_ms=0) == "denied"
+    assert create_only.send("k", b"2", conditional=False, plain=True, seq=3, now_ms=0) == "denied"
+    assert create_only.objects["k"] == b"1" and create_only.violations == []
+    assert write.send("k", b"1", conditional=True, plain=False, seq=4, now_ms=0) == "created"
+    assert write.send("k", b"1", conditional=True, plain=False, seq=5, now_ms=0) == "existed"
+    assert write.send("k", b"2", conditional=False, plain=True, seq=6, now_ms=0) == "overwritten"
+
+
+def test_ci_seeds_export_to_azure() -> None:
+    """Azure exports among the CI seeds' (their own stream), held to every oracle like the others."""
+    providers: Counter[str] = sum((ci_result(seed).providers for seed in CI_SEEDS), Counter())
+    assert providers["azure"] > 0 and providers["s3"] > 0, providers
 
 
 def test_the_backoff_oracle_holds_the_scheduler_to_the_wait_not_a_backfill() -> None:

@@ -151,6 +151,7 @@ def test_the_duckdb_remote_section_says_how_its_run_was_made() -> None:
     assert (Path(__file__).parent / "support" / "duckdb_httpfs.txt").read_text().split() == [
         "duckdb==1.5.5",
         "duckdb-extension-httpfs==1.5.5",
+        "duckdb-extension-azure==1.5.5",  # test_azure: the docs' az:// block against Azurite
     ]
 
 
@@ -175,6 +176,9 @@ def test_every_sql_block_of_the_loading_sections_is_generated_and_run_or_parsed_
         "SELECT event_type, COUNT(DISTINCT id)": "test_warehouse_duckdb::test_the_docs_query_runs_on_the_jsonl_parts",
         "INSTALL httpfs;": "test_warehouse_duckdb::test_every_duckdb_statement_runs_on_s3_through_httpfs",
         "SELECT event_type, COUNT(*)\nFROM sequenzy.email_events": "parsed below (BigQuery)",
+        "INSTALL azure;": "test_azure::test_cli_http_api_and_duckdb_take_azure (run against Azurite)",
+        "CREATE STAGE acme_exports_azure": "test_azure::test_the_azure_loading_statements_parse",
+        "COPY INTO dbo.email_events": "test_azure::test_the_azure_loading_statements_parse",
     }
     for block in _sql_blocks(section):
         if block in generated:

@@ -84,12 +84,18 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
         export_id=False,
     )
     p.add_argument("--account", required=True, help="the Sequenzy account id")
-    p.add_argument("--provider", default="s3", help="s3 (AWS, or S3-compatible with --endpoint) or gcs (default s3)")
+    p.add_argument(
+        "--provider", default="s3", help="s3 (AWS, or S3-compatible with --endpoint), gcs or azure (default s3)"
+    )
     p.add_argument("--bucket", required=True, help="bucket name")
     p.add_argument("--prefix", default="", help="folder inside the bucket, e.g. sequenzy (default: the bucket root)")
     p.add_argument("--region", help="bucket region, e.g. us-east-1 (required for AWS)")
     p.add_argument("--endpoint", help="S3-compatible endpoint, e.g. https://<account-id>.r2.cloudflarestorage.com")
-    p.add_argument("--access-key-id", help="access key id (for gcs: the HMAC key's access id)")
+    p.add_argument(
+        "--access-key-id",
+        help="access key id (for gcs: the HMAC key's access id; for azure: the storage account's name, "
+        "with the SAS token as the secret)",
+    )
     _add_encryption_options(p, clearable=False)
     _add_secret_options(p, prompt_flag=False)
     p.add_argument("--datasets", default="all", help=f"comma-separated: {', '.join(DATASETS)} (default all)")
@@ -127,7 +133,7 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
         commands.destination,
         "move the export (bucket, prefix, endpoint) or rotate its keys; tests first",
     )
-    p.add_argument("--provider", help="s3 or gcs")
+    p.add_argument("--provider", help="s3, gcs or azure")
     p.add_argument("--bucket")
     p.add_argument("--prefix", help="new prefix ('' for the bucket root)")
     p.add_argument("--region")
@@ -208,10 +214,20 @@ def build_parser() -> argparse.ArgumentParser:
         "windows, duplicate ids and each snapshot's _SUCCESS. Exits 7 if anything is wrong.",
         parents=[common],
     )
-    verify.add_argument("source", metavar="SOURCE", help="s3://bucket/prefix, gs://bucket/prefix or a local folder")
-    verify.add_argument("--endpoint", help="S3-compatible endpoint (R2, MinIO, B2); gs:// uses Google's")
+    verify.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="s3://bucket/prefix, gs://bucket/prefix, az://container/prefix or a local folder",
+    )
+    verify.add_argument(
+        "--endpoint", help="S3-compatible endpoint (R2, MinIO, B2); gs:// uses Google's; az:// the account's"
+    )
     verify.add_argument("--region", help="bucket region (default us-east-1)")
-    verify.add_argument("--access-key-id", help="a read key (List + Get); default: your AWS credential chain")
+    verify.add_argument(
+        "--access-key-id",
+        help="a read key (List + Get); default: your AWS credential chain. az://: the storage account's name, "
+        "with a read SAS (sp=rl) as the secret",
+    )
     _add_secret_options(verify, prompt_flag=False)
     verify.add_argument("--ledger", metavar="EXPORT_ID", help="operators: also compare rows per window with the ledger")
     verify.add_argument(

@@ -6,7 +6,8 @@ The modules, from the bottom up (none imports one above it):
 - `endpoint`: which endpoints a customer may name, and where we actually connect;
 - `config`: `DestinationConfig`, the providers and the validation of a customer's values;
 - `base`: the `Destination` protocol;
-- `local`, `s3` (with `s3_client`, `s3_transport`, `s3_deadline`, `s3_errors`): the implementations;
+- `local`, `s3` (with `s3_client`, `s3_transport`, `s3_deadline`, `s3_errors`), `azure` (with
+  `azure_sas`, `azure_errors`; it sends through `s3_transport`): the implementations;
 - `factory`: opens the right implementation for a config.
 """
 

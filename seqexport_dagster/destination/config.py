@@ -13,22 +13,36 @@ from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
+from seqexport_dagster.destination.azure_sas import (
+    SAS_STAND_IN,
+    account_endpoint,
+    parse_sas,
+    validate_account,
+    validate_container,
+)
 from seqexport_dagster.destination.encryption import validate_sse
 from seqexport_dagster.destination.endpoint import validate_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy, require_local_allowed
 from seqexport_dagster.destination.role import validate_role_arn
 from seqexport_dagster.errors import InvalidInput
 
-Provider = Literal["s3", "gcs", "local"]
-PROVIDERS: tuple[Provider, ...] = ("s3", "gcs", "local")
+Provider = Literal["s3", "gcs", "azure", "local"]
+PROVIDERS: tuple[Provider, ...] = ("s3", "gcs", "azure", "local")
 
-#: The URL scheme each provider's location is shown with (``gs://`` is Google's own spelling).
-SCHEMES: Final[dict[str, str]] = {"s3": "s3", "gcs": "gs", "local": "file"}
+#: The URL scheme each provider's location is shown with (``gs://`` is Google's own spelling; ``az://``
+#: is DuckDB's and fsspec's for Azure Blob, shown with the account's endpoint).
+SCHEMES: Final[dict[str, str]] = {"s3": "s3", "gcs": "gs", "azure": "az", "local": "file"}
 #: GCS through HMAC keys: always its XML API endpoint, path-style.
 GCS_ENDPOINT: Final = "https://storage.googleapis.com"
 #: What a store with no region of its own is signed for (GCS, R2).
 AUTO_REGION: Final = "auto"
 _R2_SUFFIX: Final = ".r2.cloudflarestorage.com"
+
+
+def stand_in_secret(provider: str) -> str:
+    """A placeholder secret of the provider's shape, so `validate_config` can check every other value
+    before the real secret is asked for (a prompt comes only once the rest is right)."""
+    return SAS_STAND_IN if provider == "azure" else "-"
 
 
 def endpoint_region(endpoint: str) -> str:
@@ -141,6 +155,8 @@ def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> Destin
         if not config.bucket:
             raise InvalidInput("bucket", "give the local folder to write into")
         return replace(config, prefix=prefix)
+    if config.provider == "azure":
+        return _validate_azure(replace(config, prefix=prefix), policy)
     validate_bucket(config.bucket)
     sse, kms_key_id = validate_sse(config.sse, config.kms_key_id, config.provider)
     config = replace(config, sse=sse, kms_key_id=kms_key_id)
@@ -185,6 +201,35 @@ def validate_config(config: DestinationConfig, policy: OperatorPolicy) -> Destin
     elif not _AWS_REGION_RE.match(region):
         raise InvalidInput("region", f"{region!r} is not an AWS region name such as us-east-1 or eu-west-2")
     return replace(config, prefix=prefix, endpoint=endpoint or None, region=region)
+
+
+def _validate_azure(config: DestinationConfig, policy: OperatorPolicy) -> DestinationConfig:
+    """Azure Blob (`destination.azure_sas`): container, account, SAS token and the account's endpoint."""
+    validate_container(config.bucket)
+    account = validate_account(config.access_key_id)
+    if config.role_arn or config.external_id:
+        raise InvalidInput("role_arn", "works with Amazon S3 only (provider s3); azure takes a SAS token")
+    if config.region:
+        raise InvalidInput("region", "azure has no region to choose (the account has one); leave it empty")
+    if config.sse or config.kms_key_id:
+        raise InvalidInput(
+            "sse",
+            "azure encrypts every blob; for your own key use an encryption scope, named in the SAS token "
+            "(az storage container generate-sas --encryption-scope), and leave sse empty",
+        )
+    parse_sas(config.secret_access_key)
+    endpoint = account_endpoint(account)
+    if config.endpoint:
+        endpoint = validate_endpoint(config.endpoint, policy)
+        host = urlsplit(endpoint).hostname or ""
+        # Operators only (SEQEXPORT_ALLOW_LOCAL): an emulator (Azurite) anywhere, the account then in the path.
+        if not host.startswith(f"{account}.") and not policy.allow_local:
+            raise InvalidInput(
+                "endpoint",
+                f"for azure give the account's blob endpoint, {account_endpoint(account)} (or your cloud's, such as "
+                f"https://{account}.blob.core.usgovcloudapi.net), or leave it empty",
+            )
+    return replace(config, endpoint=endpoint, region=None)
 
 
 _EXTERNAL_ID_RE = re.compile(r"^[A-Za-z0-9+=,.@:/_-]{2,1224}\Z")

@@ -17,6 +17,10 @@ def open_destination(config: DestinationConfig, policy: OperatorPolicy) -> Desti
         from seqexport_dagster.destination.local import LocalDestination
 
         return LocalDestination(config.bucket)
+    if config.provider == "azure":
+        from seqexport_dagster.destination.azure import AzureDestination
+
+        return AzureDestination(config, policy)
     from seqexport_dagster.destination.s3 import S3Destination
 
     return S3Destination(config, policy)

@@ -25,6 +25,7 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectTimeoutError as BotoConnectTimeoutError
 from botocore.exceptions import ReadTimeoutError as BotoReadTimeoutError
 
+from seqexport_dagster.destination.azure_sas import redact_sas
 from seqexport_dagster.destination.redaction import mask_key_id, redact_secrets
 from seqexport_dagster.errors import (
     AccessDenied,
@@ -110,7 +111,8 @@ class Place:
     def clean(self, text: str) -> str:
         # A store cannot echo the secret (it is never sent), but an odd one may echo anything it got;
         # keep the guarantee here rather than trusting every server.
-        return redact_secrets(text, [self.secret])
+        # A SAS signature (Azure's, in a request URL a transport error may quote) goes too.
+        return redact_sas(redact_secrets(text, [self.secret]))
 
 
 def translate(exc: Exception, key: str, place: Place) -> ExportError:

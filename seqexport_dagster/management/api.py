@@ -55,6 +55,7 @@ from seqexport_dagster.destination import (
     validate_config,
     validate_provider,
 )
+from seqexport_dagster.destination.config import stand_in_secret
 from seqexport_dagster.destination.role import RoleSetup
 from seqexport_dagster.errors import ConfigurationError, ConflictError, InvalidInput
 from seqexport_dagster.management.history import RunHistory
@@ -204,7 +205,8 @@ class Exports:
             return validate_config(replace(config, secret_access_key=None if callable(secret) else secret), self.policy)
         if config.provider != "local" and callable(secret):
             # A stand-in lets validate_config check everything but the secret before we ask for it.
-            validate_config(replace(config, secret_access_key=config.secret_access_key or "-"), self.policy)
+            stand_in = config.secret_access_key or stand_in_secret(config.provider)
+            validate_config(replace(config, secret_access_key=stand_in), self.policy)
         value = secret() if callable(secret) else secret
         return validate_config(replace(config, secret_access_key=value or config.secret_access_key), self.policy)
 
@@ -361,6 +363,9 @@ class Exports:
                 changed = replace(changed, endpoint=None)
             if region is None:
                 changed = replace(changed, region=None)
+        elif new_provider == "azure" and new_key and endpoint is None:
+            # An Azure endpoint names its account: another account's follows the account, not the old one.
+            changed = replace(changed, endpoint=None)
         changed = with_role_change(
             current, changed, role_arn=role_arn, external_id=external_id, new_key=bool(access_key_id)
         )

@@ -21,6 +21,7 @@ from seqexport_dagster.contract.schema import parse_datasets
 from seqexport_dagster.contract.validation import validate_account, validate_export_id, validate_lag_ms
 from seqexport_dagster.contract.window import DEFAULT_FREQUENCY, DEFAULT_LAG_MS, Window, frequency_ms
 from seqexport_dagster.destination import DestinationConfig, OperatorPolicy, validate_config, validate_provider
+from seqexport_dagster.destination.config import stand_in_secret
 from seqexport_dagster.destination.role import RoleSetup
 from seqexport_dagster.errors import InvalidInput, NotFound
 from seqexport_dagster.management import presentation as shapes
@@ -100,7 +101,7 @@ class RemoteExports:
             secret = None
         else:
             if provider != "local":
-                validate_config(replace(config, secret_access_key="-"), _LENIENT)
+                validate_config(replace(config, secret_access_key=stand_in_secret(config.provider)), _LENIENT)
             secret = secret_access_key() if callable(secret_access_key) else secret_access_key
         progress(
             f"testing the connection: the API at {self.url} writes a test file to {config.describe()}/_sequenzy/ ..."

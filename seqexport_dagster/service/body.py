@@ -20,7 +20,9 @@ MAX_BUCKET: Final = 222  # GCS allows dotted names up to 222; S3 63
 MAX_PREFIX: Final = 512
 MAX_ENDPOINT: Final = 512
 MAX_KEY_ID: Final = 256
-MAX_SECRET: Final = 256  # AWS secrets are 40 characters, GCS HMAC secrets 40, R2 64
+#: AWS secrets are 40 characters, GCS HMAC secrets 40, R2 64; an Azure SAS token 100 to about 450 (a
+#: user delegation SAS is the longest): `destination.azure_sas.MAX_SAS_LENGTH`.
+MAX_SECRET: Final = 2048
 MAX_DATASETS: Final = 8
 
 
@@ -51,7 +53,7 @@ class CreateExport(BaseModel):
     account_id: Account | None = Field(
         None, description="an account token's own account (may be left out); required with an operator token"
     )
-    provider: Provider = Field("s3", description="s3 (AWS, or S3-compatible with endpoint) or gcs")
+    provider: Provider = Field("s3", description="s3 (AWS, or S3-compatible with endpoint), gcs or azure")
     bucket: Bucket
     prefix: Prefix = ""
     region: Region | None = None

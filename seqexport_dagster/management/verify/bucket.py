@@ -302,7 +302,8 @@ def open_bucket(
     limits: Limits = DEFAULT_LIMITS,
     on_listed: Listed | None = None,
 ) -> Bucket:
-    """``s3://bucket/prefix``, ``gs://bucket/prefix``, ``file:///path`` or a plain folder path."""
+    """``s3://bucket/prefix``, ``gs://bucket/prefix``, ``file:///path`` or a plain folder path
+    (``az://`` is `azure_bucket.open_azure_bucket`'s)."""
     bucket = _open(source, s3_endpoint, access_key_id, secret_access_key, region)
     bucket.limits = limits
     if on_listed is not None:
@@ -325,7 +326,9 @@ def _open(
             region=region,
         )
     if "://" in source and not source.startswith("file://"):
-        raise InvalidInput("source", f"{source!r}: use s3://bucket/prefix, gs://bucket/prefix or a local folder")
+        raise InvalidInput(
+            "source", f"{source!r}: use s3://bucket/prefix, gs://bucket/prefix, az://container/prefix or a local folder"
+        )
     return LocalBucket(Path(source.removeprefix("file://")).expanduser().resolve())
 
 

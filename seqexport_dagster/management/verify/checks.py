@@ -26,6 +26,7 @@ from seqexport_dagster.contract.schema import DATASETS, Dataset
 from seqexport_dagster.contract.window import Window, iso_ms
 from seqexport_dagster.delivery.writer import PART_LIMIT
 from seqexport_dagster.errors import ExportError, ObjectTooLarge, ParquetProblem
+from seqexport_dagster.management.verify.azure_bucket import open_azure_bucket
 from seqexport_dagster.management.verify.bounds import DEFAULT_LIMITS, Limits, gzip_lines
 from seqexport_dagster.management.verify.bucket import Bucket, LocalBucket, StoredObject, open_bucket, prefetch
 from seqexport_dagster.management.verify.ledger import ledger_problems
@@ -423,9 +424,10 @@ def verify_location(
     limits: Limits = DEFAULT_LIMITS,
     until_ms: int | None = None,
 ) -> VerifyReport:
-    """Verify a local folder or an ``s3://``/``gs://`` prefix; see the module docstring for the checks
+    """Verify a local folder or an ``s3://``/``gs://``/``az://`` prefix; see the module docstring for the checks
     and `verify.bounds` for what is read at most."""
-    bucket = open_bucket(
+    opener = open_azure_bucket if source.startswith("az://") else open_bucket
+    bucket = opener(
         source,
         s3_endpoint=s3_endpoint,
         access_key_id=access_key_id,

@@ -24,10 +24,11 @@ from seqexport_dagster.store.window_days import WindowDay, read_window_days
 
 def source_locations(source: str, endpoints: set[str | None]) -> set[str]:
     """Every fingerprint the verified ``source`` may carry in the ledger."""
-    match = re.match(r"^(s3|gs)://([^/]+)/?(.*)$", source)
+    match = re.match(r"^(s3|gs|az)://([^/]+)/?(.*)$", source)
     if match:
         bucket, prefix = match.group(2), match.group(3).strip("/")
-        return {location_of(p, e, bucket, prefix) for p in ("s3", "gcs") for e in endpoints | {None}}
+        providers = ("azure",) if match.group(1) == "az" else ("s3", "gcs")
+        return {location_of(p, e, bucket, prefix) for p in providers for e in endpoints | {None}}
     parts = PurePosixPath(source.removeprefix("file://")).parts
     return {
         location_of("local", None, str(PurePosixPath(*parts[:cut])), "/".join(parts[cut:]))

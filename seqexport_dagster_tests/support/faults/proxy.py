@@ -142,6 +142,9 @@ class FaultProxy:
         self.upstream_port = upstream_port
         self.write_once = write_once
         self.existing: set[str] = set()  # paths a PUT created
+        #: The store behind answers a PUT to an existing key itself (Azurite: 409 BlobAlreadyExists, or
+        #: 403 under a create-only SAS): such PUTs are still counted, but forwarded, not answered here.
+        self.store_answers_existing = False
         self.overwrites: list[str] = []  # PUTs without the precondition to a path that exists
         self.precondition_hits: list[str] = []  # PUTs with the precondition to a path that exists
         self.faults: list[Fault] = []
@@ -323,7 +326,7 @@ class _Handler(BaseHTTPRequestHandler):
             exists = path in proxy.existing
             if exists:
                 (proxy.precondition_hits if conditional else proxy.overwrites).append(path)
-        if not exists or not (proxy.write_once or conditional):
+        if not exists or not (proxy.write_once or conditional) or proxy.store_answers_existing:
             return False
         status, code, message = (
             (412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")

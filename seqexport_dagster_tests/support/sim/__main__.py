@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         help="1 (default): the widened world of issue 39 (sparse and delayed schedules, daemon outages, fault "
         "storms, hostile values); 0: the world older seeds were found in",
     )
+    parser.add_argument(
+        "--no-azure", action="store_true", help="no Azure exports (issue 45): every export is an S3-family one"
+    )
     parser.add_argument("--export-days", type=float, default=None, help="budget mode: stop after this many")
     parser.add_argument("--jobs", type=int, default=1, help="budget mode: seeds run in this many processes")
     parser.add_argument("--first-seed", type=int, default=None, help="budget mode: start here (default random)")
@@ -62,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         kw["more"] = tuple(o.strip() for o in args.more.split(",") if o.strip())
     if args.fault_streams is not None:
         kw["fault_streams"] = args.fault_streams
+    if args.no_azure:
+        kw["azure"] = False
     if args.only:
         kw["only"] = tuple(o.strip() for o in args.only.split(","))
     if args.seed is not None:

@@ -10,6 +10,14 @@ Four kinds of bucket, chosen by the bucket name's first segment:
   ignores the header): every write to an existing key answers 403;
 - ``nopre``: an ordinary store without preconditions (every PUT overwrites).
 
+and two Azure Blob containers (issue 45), the twins of ``ord`` and ``c403`` that Azure exports draw
+(`world.AZURE_TWINS`):
+- ``azw``: a write SAS (``sp=cw``): ``If-None-Match: *`` answers 409 on an existing blob (existed);
+  a plain Put Blob overwrites;
+- ``azc``: a create-only SAS (``sp=c``): Azure checks the permission before the precondition, so
+  every write to an existing blob answers 403 (AuthorizationPermissionMismatch), with the header
+  or without (as Azurite does; `test_azure`).
+
 `SimDestination.put` models `S3Destination.put`, botocore's three sends included: each send may be
 hit by a fault (`SimFaults`), a reply lost after the object landed is sent again, and the store's
 answer to that re-send (412, an overwrite, or a 403) reaches the runner as the real one would.
@@ -36,14 +44,17 @@ CREATE_ONLY_412: Final = "c412"
 CREATE_ONLY_403: Final = "c403"
 NO_PRECONDITION: Final = "nopre"
 KINDS: Final = (ORDINARY, CREATE_ONLY_412, CREATE_ONLY_403, NO_PRECONDITION)
+AZURE_WRITE: Final = "azw"
+AZURE_CREATE: Final = "azc"
+AZURE_KINDS: Final = (AZURE_WRITE, AZURE_CREATE)
 #: botocore's standard retry mode, as the product configures it.
 SENDS_PER_PUT: Final = 3
 
 
 def kind_of(bucket: str) -> str:
     kind = bucket.split("-", 1)[0]
-    if kind not in KINDS:
-        raise ValueError(f"simulated bucket {bucket!r} does not start with one of {KINDS}")
+    if kind not in KINDS + AZURE_KINDS:
+        raise ValueError(f"simulated bucket {bucket!r} does not start with one of {KINDS + AZURE_KINDS}")
     return kind
 
 
@@ -79,11 +90,11 @@ class MemoryBucket:
 
     @property
     def preconditions(self) -> bool:
-        return self.kind in (ORDINARY, CREATE_ONLY_412)
+        return self.kind in (ORDINARY, CREATE_ONLY_412, *AZURE_KINDS)
 
     @property
     def create_only(self) -> bool:
-        return self.kind in (CREATE_ONLY_412, CREATE_ONLY_403)
+        return self.kind in (CREATE_ONLY_412, CREATE_ONLY_403, AZURE_CREATE)
 
     def send(self, key: str, body: bytes, *, conditional: bool, plain: bool, seq: int, now_ms: int) -> str:
         """One request reaching the store: ``created``, ``existed``, ``denied`` or ``overwritten``."""
@@ -94,6 +105,10 @@ class MemoryBucket:
             self.objects[key] = body
             self.body_at[key] = now_ms
             answer = "created"
+        elif self.kind == AZURE_CREATE:  # the SAS's permission is checked before the precondition
+            answer = "denied"
+            if not same and not plain:
+                self.violations.append(f"a different body was sent under existing key {key}")
         elif conditional:
             answer = "existed"
         elif self.create_only:
@@ -167,11 +182,13 @@ class SimDestination:
         self.faults = faults
         self.clock = clock
         self.preconditions = self.bucket.preconditions
-        self.key_id = config.access_key_id or ""
+        # What "revoke key" revokes: the access key, or an Azure export's SAS token.
+        self.key_id = (config.secret_access_key if config.provider == "azure" else config.access_key_id) or ""
+        self.scheme = "az" if config.provider == "azure" else "s3"
 
     def put(self, key: str, body: bytes, *, create_only: bool = True) -> PutOutcome:
         conditional = create_only and self.preconditions
-        where = f"s3://{self.bucket.name}"
+        where = f"{self.scheme}://{self.bucket.name}"
         for send in range(1, SENDS_PER_PUT + 1):
             last = send == SENDS_PER_PUT
             fault = self.faults.before_send(self.bucket.name, self.key_id, key)
@@ -209,7 +226,7 @@ class SimDestination:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def describe(self) -> str:
-        return f"s3://{self.bucket.name}/{self.config.prefix}".rstrip("/")
+        return f"{self.scheme}://{self.bucket.name}/{self.config.prefix}".rstrip("/")
 
     def close(self) -> None:
         return None

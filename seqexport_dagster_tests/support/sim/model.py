@@ -13,14 +13,25 @@ from seqexport_dagster.store import location_of
 class Place:
     bucket: str
     prefix: str
+    #: The export's provider there, and its endpoint as the control plane stores it (an Azure
+    #: export's is its account's): both are part of the ledger's location fingerprint.
+    provider: str = "s3"
+    endpoint: str | None = None
 
     @property
     def location(self) -> str:
-        return location_of("s3", None, self.bucket, self.prefix)
+        return location_of(self.provider, self.endpoint, self.bucket, self.prefix)
 
     @property
     def source(self) -> str:
+        """The simulator's own name of the place (the loaders' and the oracles' messages)."""
         return f"s3://{self.bucket}/{self.prefix}"
+
+    @property
+    def url(self) -> str:
+        """What a customer gives `verify` for it: ``az://`` for an Azure export's container, so that
+        ``verify --ledger`` matches the ledger's Azure locations (`verify.ledger_scope`)."""
+        return f"az://{self.bucket}/{self.prefix}" if self.provider == "azure" else self.source
 
 
 @dataclass
@@ -36,6 +47,7 @@ class SimExport:
     name: str  # e1, e2... (the simulator's own, stable across runs of a seed)
     export_id: str
     account_id: str
+    #: The access key id (s3), or the SAS token (azure): what a "revoke key" fault revokes.
     key_id: str
     places: list[Place]
     stints: list[Stint] = field(default_factory=list)

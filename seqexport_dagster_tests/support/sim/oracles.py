@@ -344,7 +344,7 @@ class BucketView(Bucket):
 
     def __init__(self, bucket: MemoryBucket, place: Place) -> None:
         self.bucket, self.place = bucket, place
-        self.source = place.source
+        self.source = place.url
         self.head = place.prefix + "/" if place.prefix else ""
 
     def _pages(self) -> Iterator[list[StoredObject]]:

@@ -31,6 +31,8 @@ class SimResult:
     ops: Counter[str] = field(default_factory=Counter)
     #: Exports created, by file format; parts that `verify` (the oracle) read, by file format.
     formats: Counter[str] = field(default_factory=Counter)
+    #: Exports created, by provider (s3, azure).
+    providers: Counter[str] = field(default_factory=Counter)
     verified_parts: Counter[str] = field(default_factory=Counter)
     faults: Counter[str] = field(default_factory=Counter)
     violations: list[Violation] = field(default_factory=list)
@@ -140,6 +142,7 @@ def simulate(
         result.ops = Counter(op.what.split(" ", 1)[0] if op.what.startswith("create") else op.what for op in world.ops)
         result.faults = Counter(world.faults.injected)
         result.formats = Counter(e.formats[0][1] for e in world.exports.values())
+        result.providers = Counter(e.places[0].provider for e in world.exports.values())
         result.verified_parts = Counter(oracles.verified_parts)
         result.late_timed, result.late_worst_ms = oracles.delays.timed, oracles.delays.worst_delay_ms
         result.late_untimed = Counter(oracles.delays.untimed)
@@ -166,7 +169,13 @@ def _unique(violations: list[Violation]) -> list[Violation]:
 
 
 def _command(seed: int, days: float, world_kw: dict[str, Any]) -> str:
-    extra = "".join(f" --{k.replace('_', '-')} {v}" for k, v in world_kw.items() if isinstance(v, int | float | str))
+    extra = "".join(
+        f" --{k.replace('_', '-')} {v}"
+        for k, v in world_kw.items()
+        if isinstance(v, int | float | str) and not isinstance(v, bool)
+    )
+    if world_kw.get("azure") is False:
+        extra += " --no-azure"
     if world_kw.get("frequencies"):
         extra += f" --frequencies {','.join(world_kw['frequencies'])}"
     if world_kw.get("formats"):

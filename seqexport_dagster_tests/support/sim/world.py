@@ -21,6 +21,13 @@ history is the same as before up to its first delete (a format changes bytes, ne
 when, so it leaves the history as it was); ``more`` leaves deletes out for the seeds that predate
 them.
 
+Azure exports (issue 45) are drawn from a stream of their own too (``Random(f"{seed}/azure")``, one
+draw per create): an export whose first bucket is ``ord`` or ``c403`` becomes an Azure one, with its
+bucket the Azure twin (`AZURE_TWINS`: a write SAS's ``azw``, a create-only SAS's ``azc``), which
+answer every send as their twin does; it is created, moved and given a new SAS through the same API
+as ``provider="azure"``, so the control plane, the ledger's locations and the runner see an Azure
+export, while the main stream draws exactly what it drew before. ``azure=False`` leaves them out.
+
 Size: the world's state and every operation on it stay together, so the order of draws from each
 stream reads in one place.
 """
@@ -45,6 +52,7 @@ from seqexport_dagster.delivery.backfill import backfill
 from seqexport_dagster.delivery.batch import BatchRunner, ExportOutcome
 from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.delivery.runner import Runner
+from seqexport_dagster.destination.azure_sas import account_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.management.api import Exports
@@ -55,7 +63,16 @@ from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.fleet import unfinished_attempts
 from seqexport_dagster.store.lease import Leases
-from seqexport_dagster_tests.support.sim.bucket import KINDS, Buckets, SimCrash, destination_factory
+from seqexport_dagster_tests.support.sim.bucket import (
+    AZURE_CREATE,
+    AZURE_WRITE,
+    CREATE_ONLY_403,
+    KINDS,
+    ORDINARY,
+    Buckets,
+    SimCrash,
+    destination_factory,
+)
 from seqexport_dagster_tests.support.sim.faults import FaultyLeases, Rates, SimFaults, faulty_store
 from seqexport_dagster_tests.support.sim.model import Failure, Op, Place, SimExport, Stint
 from seqexport_dagster_tests.support.sim.source import SimSource
@@ -88,6 +105,10 @@ FORMAT_CHANGE_RATE = 0.008
 DELETE_RATE = 0.0025
 #: Of the exports created, the share written in Parquet (when both formats are drawn from).
 PARQUET_SHARE = 0.4
+#: Of the exports whose first bucket has an Azure twin, the share that are Azure exports.
+AZURE_SHARE = 0.4
+#: The Azure container that answers as each S3 kind does (`bucket`'s docstring).
+AZURE_TWINS = {ORDINARY: AZURE_WRITE, CREATE_ONLY_403: AZURE_CREATE}
 
 
 class SimBatchRunner(BatchRunner):
@@ -119,12 +140,14 @@ class World:
         more: Sequence[str] = MORE_OPERATIONS,
         fault_streams: int = 2,
         wide: int = 0,
+        azure: bool = True,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         rng = self.rng
         self.format_rng = random.Random(f"{seed}/format")
         self.delete_rng = random.Random(f"{seed}/delete")
+        self.azure_rng = random.Random(f"{seed}/azure") if azure else None
         self.formats = tuple(formats)
         self.more = set(more)  # of MORE_OPERATIONS, those drawn (seeds older than them pin theirs)
         self.clock = Clock(DAY0 + rng.randrange(0, DAY_MS))
@@ -245,30 +268,48 @@ class World:
         self.ops.append(Op(self.clock(), export, what, outcome))
 
     # -- exports ----------------------------------------------------------------------------------
-    def _place(self, name: str, kind: str | None = None) -> Place:
+    def _place(self, name: str, kind: str | None = None, *, azure: Place | None = None) -> Place:
+        """A new place; ``azure``: the export is an Azure one (any place of it), so a kind with an
+        Azure twin becomes the twin, under the export's provider and endpoint."""
         kind = kind or self.rng.choice(KINDS)
         self._names += 1
-        return Place(f"{kind}-b{self._names}", f"sim/{name}-{self._names}")
+        if azure is None:
+            return Place(f"{kind}-b{self._names}", f"sim/{name}-{self._names}")
+        kind = AZURE_TWINS.get(kind, kind)
+        return Place(f"{kind}-b{self._names}", f"sim/{name}-{self._names}", "azure", azure.endpoint)
 
     def create_export(self) -> None:
         name = f"e{len(self.exports) + 1}"
-        place = self._place(name)
+        kind = self.rng.choice(KINDS)
+        drawn = self.azure_rng.random() if self.azure_rng is not None else 1.0
+        account = f"sim{name}"  # an Azure export's storage account
+        azure = (
+            Place("", "", "azure", account_endpoint(account)) if drawn < AZURE_SHARE and kind in AZURE_TWINS else None
+        )
+        place = self._place(name, kind, azure=azure)
         datasets = self.rng.sample(list(DATASETS), self.rng.randint(1, len(DATASETS)))
-        key_id = f"AKIASIM{name.upper()}K0"
+        key_id = _sas(name, 0, place.bucket) if azure else f"AKIASIM{name.upper()}K0"
+        credentials: dict[str, Any] = (
+            {"provider": "azure", "access_key_id": account, "secret_access_key": key_id}
+            if azure
+            else {
+                "provider": "s3",
+                "region": "us-east-1",
+                "access_key_id": key_id,
+                "secret_access_key": f"secret-{name}-0",
+            }
+        )
         fmt = self._draw_format()
         try:
             with self._export_ids():
                 record = self.api.create(
                     account_id=self.rng.choice(self.accounts),
-                    provider="s3",
                     bucket=place.bucket,
                     prefix=place.prefix,
-                    region="us-east-1",
-                    access_key_id=key_id,
-                    secret_access_key=f"secret-{name}-0",
                     datasets=datasets,
                     frequency=self.rng.choice(self.frequencies),
                     file_format=fmt,
+                    **credentials,
                 )
         except ExportError as exc:
             self.log(name, "create", f"refused: {exc.message}")
@@ -403,13 +444,23 @@ class World:
         elif op == "resume":
             self.api.resume(eid)
         elif op in ("move prefix", "move bucket"):
-            place = Place(e.place.bucket, self._place(e.name).prefix) if op == "move prefix" else self._place(e.name)
+            azure = e.place if e.place.provider == "azure" else None
+            drawn = self._place(e.name, azure=azure)
+            place = (
+                Place(e.place.bucket, drawn.prefix, e.place.provider, e.place.endpoint)
+                if op == "move prefix"
+                else drawn
+            )
             self.api.change_destination(eid, bucket=place.bucket, prefix=place.prefix)
             e.places.append(place)
             e.moves += 1
             return f"now {place.source}"
         elif op == "new credentials":
             e.keys += 1
+            if e.place.provider == "azure":  # a new SAS token for the same account
+                e.key_id = _sas(e.name, e.keys, e.place.bucket)
+                self.api.change_destination(eid, secret_access_key=e.key_id)
+                return "ok"
             e.key_id = f"AKIASIM{e.name.upper()}K{e.keys}"
             self.api.change_destination(eid, access_key_id=e.key_id, secret_access_key=f"secret-{e.name}-{e.keys}")
         elif op == "rotate keys":
@@ -524,3 +575,10 @@ def _runner_with(factory: Any) -> Any:
 
 
 __all__ = ["ACTIVE", "DELETED", "World"]
+
+
+def _sas(name: str, n: int, container: str) -> str:
+    """The Azure export's SAS token (its shape only: the simulated store checks no signature): create
+    only on a create-only container, create and write on a write one."""
+    permissions = "c" if container.startswith(AZURE_CREATE) else "cw"
+    return f"sv=2021-08-06&sr=c&sp={permissions}&se=2099-12-31&sig=sim{name}k{n}"
