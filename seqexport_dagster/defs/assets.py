@@ -37,7 +37,7 @@ from pydantic import Field
 
 from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.contract.window import day_of, parse_date_key
-from seqexport_dagster.defs.day_cells import CELLS, cell_events
+from seqexport_dagster.defs.day_cells import CELLS, ERROR_TAG, cell_events, red_day_cells
 from seqexport_dagster.defs.health import DATASET_CHECK, check_evaluation
 from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.defs.run_failure import shown_without_stack
@@ -65,8 +65,7 @@ OP_NAME: Final = "deliveries"
 EXPORT_NOW_TAG: Final = "seqexport/export-now"
 #: Dagster's own tag on the runs of a backfill.
 BACKFILL_TAG: Final = "dagster/backfill"
-#: On a run that failed: the first failed export's customer message and when it is retried.
-ERROR_TAG: Final = "seqexport/error"
+#: On a run that failed: the first failed export's customer message (`day_cells.ERROR_TAG`) and when it is retried.
 RETRY_TAG: Final = "seqexport/retry"
 #: Dagster's run-retry tags, set on a run we fail on purpose: the scheduler retries it (backoff), so
 #: run_retries must not, and must not log that it does not ("Not retrying since ...").
@@ -198,7 +197,21 @@ def deliver(
     log_outcomes(context, report, summaries, backfill=not scheduled)
     for summary in summaries.values():
         yield summary_observation(context.partition_key, summary, accounts, backfill=not scheduled)
-    yield from recorded_cells(store, summaries, day, scheduled, reconciled)
+    cells = recorded_cells(store, summaries, day, scheduled, reconciled)
+    yield from cells
+    # A day a failed run left red, delivered since by this run, says why it is no longer red.
+    whole = {c.asset_key.path[-1] for c in cells if c.partition == context.partition_key}
+    delivered = [d for d, s in summaries.items() if d not in whole and len(s.exports) > s.failed_exports]
+    if delivered and context.assets_def.partitions_def is not None:
+        yield from red_day_cells(
+            context.instance,
+            context.assets_def.partitions_def,
+            store.list_exports(),
+            delivered,
+            day,
+            context.run.run_id,
+            context.job_name,
+        )
     yield from health_results(context, store)
     verdict = run_verdict(report)
     if verdict == run_log.FAILED:

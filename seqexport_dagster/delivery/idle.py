@@ -72,3 +72,52 @@ def idle_reason(exports: Iterable[ExportRecord], now_ms: int, *, busy: Collectio
     if running:
         parts.append(f"already running: {_some(running)}")
     return "; ".join(parts)
+
+
+def _when(ms: int, now_ms: int) -> str:
+    """``03:15Z`` today, ``12-07 03:15Z`` on another day."""
+    text = iso_ms(ms)
+    return text[11:16] + "Z" if text[:10] == iso_ms(now_ms)[:10] else f"{text[5:10]} {text[11:16]}Z"
+
+
+def _accounts(accounts: list[str], shown: int = 3) -> str:
+    unique = list(dict.fromkeys(accounts))
+    more = f" +{len(unique) - shown}" if len(unique) > shown else ""
+    return ", ".join(unique[:shown]) + more
+
+
+def idle_headline(exports: Iterable[ExportRecord], now_ms: int, *, busy: Collection[str] = ()) -> str:
+    """`idle_reason` in one short line that names accounts, what needs an operator first (issue 42):
+    Dagster's tick list shows a skip reason whole only when it is short.
+    ``backoff: acme (retry 03:15Z); paused: globex; next due 03:00Z``."""
+    records = list(exports)
+    backoff: list[str] = []
+    retry: int | None = None
+    next_due: int | None = None
+    for e in records:
+        if e.status != ACTIVE or e.id in busy:
+            continue
+        for s in e.datasets:
+            if waiting_for_backoff(e, s, now_ms):
+                backoff.append(e.account_id)
+                at = s.next_retry_at if s.next_retry_at is not None else now_ms
+                retry = at if retry is None else min(retry, at)
+                continue
+            due = next_scheduled(e, s)[1]
+            next_due = due if next_due is None else min(next_due, due)
+    parts = []
+    if backoff:
+        parts.append(f"backoff: {_accounts(backoff)} (retry {_when(retry or now_ms, now_ms)})")
+    paused = [e.account_id for e in records if e.status == PAUSED]
+    if paused:
+        parts.append(f"paused: {_accounts(paused)}")
+    running = [e.account_id for e in records if e.status == ACTIVE and e.id in busy]
+    if running:
+        parts.append(f"running: {_accounts(running)}")
+    if next_due is not None:
+        parts.append(f"next due {_when(next_due, now_ms)}")
+    elif not records:
+        parts.append("no exports")
+    elif not parts:
+        parts.append("nothing due")
+    return "; ".join(parts)
