@@ -12,7 +12,6 @@ from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.defs.sensors import (
     MAX_STATUS_PER_TICK,
     Cursor,
-    attention_first,
     status_events,
 )
 from seqexport_dagster.defs.status_refresh import REFRESH_EVERY_TICKS, SLOTS, refresh_due, slot_of
@@ -451,7 +450,3 @@ def test_the_cursor_leads_with_its_words_and_reads_the_previous_versions_json() 
     old = '{"why": "1 run(s) requested", "through": {"email_events": "2026-09-29"}, "since_ms": 5, "tick": 3, "failing": "ab"}'
     assert Cursor.parse(old) == Cursor({"email_events": "2026-09-29"}, 5, 3, "ab")
     assert Cursor.parse("not json | {broken") == Cursor()
-    why = "nothing due: 2 dataset(s) of active exports are up to date; in backoff: exp_a email_events retries at t"
-    assert attention_first(why + "; paused: exp_b") == (
-        "in backoff: exp_a email_events retries at t; paused: exp_b; nothing due: 2 dataset(s) of active exports are up to date"
-    )

@@ -202,10 +202,9 @@ def deliver(
     # A day a failed run left red, delivered since by this run, says why it is no longer red.
     whole = {c.asset_key.path[-1] for c in cells if c.partition == context.partition_key}
     delivered = [d for d, s in summaries.items() if d not in whole and len(s.exports) > s.failed_exports]
-    if delivered and context.assets_def.partitions_def is not None:
+    if delivered:
         yield from red_day_cells(
             context.instance,
-            context.assets_def.partitions_def,
             store.list_exports(),
             delivered,
             day,

@@ -140,7 +140,6 @@ def finished_day(records: Iterable[ExportRecord], dataset: str, day: dt.date) ->
 
 def red_day_cells(
     instance: dg.DagsterInstance,
-    partitions_def: dg.PartitionsDefinition[Any],
     records: list[ExportRecord],
     delivered: Iterable[str],
     day: dt.date,
@@ -151,23 +150,29 @@ def red_day_cells(
     with why it is no longer red (issue 42: it stayed red under a later successful run, with no
     banner and no metadata). Not a complete cell: ``complete`` says how many active exports have
     finished the day, ``still_failing`` who fails on it now, and the complete cell replaces this
-    one when the day completes (`cell_requests`). One status query a dataset, and one run query
-    only when a day is red."""
+    one when the day completes (`cell_requests`). Red is read as Dagster decides it: the day's
+    latest failed run that targeted the dataset ended after the dataset's latest materialization
+    of the day (this run's own planned materialization makes the partition's status "in progress",
+    so the status cannot be asked). One run query, and one event query a dataset after a failure."""
     key = day.isoformat()
+    failed = instance.get_run_records(
+        filters=dg.RunsFilter(job_name=job_name, statuses=[dg.DagsterRunStatus.FAILURE], tags={PARTITION_TAG: key}),
+        limit=1,
+    )
+    if not failed or failed[0].end_time is None:
+        return []
+    run = failed[0].dagster_run
     out = []
     for dataset in delivered:
-        status = (instance.get_status_by_partition(dg.AssetKey(dataset), [key], partitions_def) or {}).get(key)
-        if status != dg.AssetPartitionStatus.FAILED:
+        asset = dg.AssetKey(dataset)
+        if run.asset_selection is not None and asset not in run.asset_selection:
             continue
-        failed = instance.get_runs(
-            filters=dg.RunsFilter(job_name=job_name, statuses=[dg.DagsterRunStatus.FAILURE], tags={PARTITION_TAG: key}),
-            limit=1,
-        )
-        before = (
-            f"run {failed[0].run_id[:8]} of this day failed ({failed[0].tags.get(ERROR_TAG, 'see the run')})"
-            if failed
-            else "an earlier run of this day failed"
-        )
+        latest = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=asset, asset_partitions=[key]), limit=1
+        ).records
+        if latest and latest[0].timestamp >= failed[0].end_time:
+            continue
+        before = f"run {run.run_id[:8]} of this day failed ({run.tags.get(ERROR_TAG, 'see the run')})"
         done, having = finished_day(records, dataset, day)
         failing = [f"{f.account_id}/{f.export_id}" for f in failing_exports(records, dataset)]
         out.append(
