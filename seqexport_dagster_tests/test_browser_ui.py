@@ -43,6 +43,7 @@ import pytest
 from seqexport_dagster.contract.window import MINUTE_MS, floor_to_grid
 from seqexport_dagster.delivery.runner import wall_clock_ms
 from seqexport_dagster.destination import DestinationConfig
+from seqexport_dagster.store import ACTIVE, PAUSED
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster_tests.support.moto_server import free_port
 from seqexport_dagster_tests.support.processes import ROOT, daemon_env, group_process
@@ -158,10 +159,16 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
             now_ms=created,
         )
 
-    # The failing export writes to a bucket that does not exist; the healthy one's bucket exists.
+    # The failing export writes to a bucket that does not exist; the healthy ones' bucket exists.
+    # They wait paused until the failing export's run has failed alone (a run with a healthy export
+    # in it would not fail), then deliver the same day: a later successful run of that day.
     failing = create("acme-failing", f"ui-missing-{uuid.uuid4().hex[:12]}")
     good_bucket = f"ui-good-{uuid.uuid4().hex[:12]}"
     moto.admin_client().create_bucket(Bucket=good_bucket)
+    healthy = create("globex-healthy", good_bucket)
+    third = create("initech-healthy", good_bucket)
+    for export in (healthy, third):
+        world.store.set_status(export.id, PAUSED, created)
     # The storage exists before `dagster dev` starts its daemon and webserver (no race between two
     # processes creating the SQLite schema).
     instance = dg.DagsterInstance.from_config(str(home))
@@ -191,6 +198,8 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
                 log,
                 180,
             )
+            for export in (healthy, third):
+                world.store.set_status(export.id, ACTIVE, wall_clock_ms())
             state = world.store.get_export(failing.id).dataset_state("email_events")
             assert state is not None and state.failures == 1 and state.last_error
             assert "does not exist" in state.last_error
@@ -205,14 +214,12 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
             )
             assert status_run.tags["dagster/partition"] == f"acme-failing/{failing.id}"
             assert status_run.tags["account/acme-failing"] == "yes"
-            healthy = create("globex-healthy", good_bucket)
-            other = create("initech-healthy", good_bucket)
 
             def delivered() -> bool:
                 return all(
                     (state := world.store.get_export(e.id).dataset_state("email_events")) is not None
                     and state.position_ms > created
-                    for e in (healthy, other)
+                    for e in (healthy, third)
                 )
 
             wait_for("the healthy exports' runs", delivered, server, log, 180)
@@ -223,14 +230,19 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
                 return bool(instance.get_latest_materialization_event(day))
 
             wait_for("the red day recorded again", cell_not_red, server, log, 60)
-            named = {f"{e.account_id}/{e.id}" for e in (failing, healthy, other)}
-            wait_for(
-                "the named partitions",
-                lambda: named <= set(instance.get_dynamic_partitions("exports")),
-                server,
-                log,
-                90,
-            )
+            named = {f"{e.account_id}/{e.id}" for e in (failing, healthy, third)}
+
+            def recorded() -> bool:
+                status = dg.AssetKey("export_status")
+                return all(
+                    instance.fetch_materializations(
+                        dg.AssetRecordsFilter(asset_key=status, asset_partitions=[key]), limit=1
+                    ).records
+                    for key in named
+                )
+
+            # Registered by one tick, each partition is recorded (green) by the next.
+            wait_for("every export's partition recorded", recorded, server, log, 60)
 
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
@@ -301,7 +313,7 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
                     visit(page, f"{base}/assets/export_status?view=checks&checkDetail=no_failing_exports")
                     text = dump(page, artefacts, "export_status_check")
                     assert f"{failing.id} (account acme-failing" in text and healthy.id not in text, text[-3000:]
-                    assert other.id not in text, text[-3000:]
+                    assert third.id not in text, text[-3000:]
                     # The status run of the failing export says why, without a stack trace.
                     visit(page, f"{base}/runs/{status_run.run_id}")
                     text = dump(page, artefacts, "status_run")

@@ -28,19 +28,19 @@ def status_metadata(export: ExportRecord, now_ms: int) -> dict[str, Any]:
     the latest materialization's entries overlaid by those of every later observation, so the
     newest value of each entry is shown whichever event carried it."""
     h = export_health(export, now_ms)
-    return {
+    return {  # what an operator reads first, first: the page keeps this order
         "account": h.account_id,
-        "export": export.id,
-        "status": h.status,
         "health": h.health,
         **{f"behind {b.dataset}": b.text for b in datasets_behind(export, now_ms)},
+        "last_error": f"{h.last_error_dataset}: {h.last_error}" if h.last_error else "-",
+        "next_retry": iso_ms(h.next_retry_at) if h.next_retry_at is not None else "-",
+        "failures": h.failures,
+        "last_error_at": iso_ms(h.last_error_at) if h.last_error_at is not None else "-",
+        "export": export.id,
+        "status": h.status,
         "position": iso_ms(h.position_ms) if h.position_ms is not None else "-",
         "behind_minutes": h.behind_ms // 60_000 if h.behind_ms is not None else "-",
         "snapshot_late_minutes": h.snapshot_late_ms // 60_000 if h.snapshot_late_ms is not None else "-",
-        "failures": h.failures,
-        "next_retry": iso_ms(h.next_retry_at) if h.next_retry_at is not None else "-",
-        "last_error": f"{h.last_error_dataset}: {h.last_error}" if h.last_error else "-",
-        "last_error_at": iso_ms(h.last_error_at) if h.last_error_at is not None else "-",
         "as_of": iso_ms(now_ms),
         # The Runs page's filter for this export's scheduled runs (tags are bounded: `defs.sensors`).
         "runs_tag": f"shard/{shard_of(export.id)}=yes",

@@ -111,32 +111,28 @@ def _step(late_ms: int) -> int:
 
 
 def dataset_behind(export: ExportRecord, d: DatasetStatus, now_ms: int) -> Behind:
+    """``4 min behind at 03:04Z, on schedule (recorded again past 31 min); delivered through …``:
+    the delay, when it was taken, the bound within which it holds, and the position, which stays
+    true until it moves. A failing dataset says so first."""
     at = iso_ms(now_ms)[11:16] + "Z"
     through = iso_ms(d.position_ms)
+    failing = f"failing (attempt {d.last_error.attempts}); " if d.last_error and d.last_error.attempts else ""
     if export.status != ACTIVE:
-        return Behind(d.dataset, "", f"{export.status}: delivered through {through}")
+        return Behind(d.dataset, "", f"{export.status}; delivered through {through}")
     if d.is_snapshot:
         late = d.snapshot_late_ms or 0
         if late <= SLACK_MS:
-            return Behind(
-                d.dataset, "", f"on schedule: next snapshot ({through[:10]}) due {iso_ms(d.snapshot_due_at or 0)}"
-            )
-        return Behind(
-            d.dataset, f"late{_step(late)}@{d.position_ms}", f"snapshot of {through[:10]} {duration(late)} late at {at}"
-        )
+            due = iso_ms(d.snapshot_due_at or 0)
+            return Behind(d.dataset, "", f"{failing}on schedule: the snapshot of {through[:10]} is due {due}")
+        text = f"{failing}snapshot of {through[:10]} {duration(late)} late at {at}"
+        return Behind(d.dataset, f"late{_step(late)}@{d.position_ms}", text)
     behind = d.behind_ms or 0
     bound = frequency_ms(export.frequency) + export.lag_ms + SLACK_MS
     if behind <= bound:
-        return Behind(
-            d.dataset,
-            "",
-            f"on schedule (at most {duration(bound)}): {duration(behind)} behind at {at}, delivered through {through}",
-        )
-    return Behind(
-        d.dataset,
-        f"behind{_step(behind - bound)}@{d.position_ms}",
-        f"{duration(behind)} behind at {at}: delivered through {through}",
-    )
+        text = f"{failing}{duration(behind)} behind at {at}, on schedule (recorded again past {duration(bound)})"
+        return Behind(d.dataset, "", f"{text}; delivered through {through}")
+    text = f"{failing}{duration(behind)} behind at {at} (recorded again as it doubles); delivered through {through}"
+    return Behind(d.dataset, f"behind{_step(behind - bound)}@{d.position_ms}", text)
 
 
 def datasets_behind(export: ExportRecord, now_ms: int) -> list[Behind]:
