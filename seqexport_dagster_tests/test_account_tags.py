@@ -16,7 +16,7 @@ import dagster as dg
 import pytest
 
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS
-from seqexport_dagster.defs.run_tags import NAMED_IN_TAGS
+from seqexport_dagster.delivery.run_tags import NAMED_IN_TAGS
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster_tests.support.dagster_harness import Harness, harness
 from seqexport_dagster_tests.support.world import DAY0

@@ -34,13 +34,7 @@ import dagster as dg
 from dagster import SensorEvaluationContext
 
 from seqexport_dagster.contract.schema import DATASETS
-from seqexport_dagster.defs.assets import (
-    EXPORT_NOW_TAG,
-    NO_RUN_RETRY,
-    OP_NAME,
-    SCHEDULED,
-    TRIGGER_TAG,
-)
+from seqexport_dagster.defs.assets import NO_RUN_RETRY, OP_NAME
 from seqexport_dagster.defs.day_cells import CELLS, cell_requests, completed_days
 from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK, STATUS_JOB, status_job
 from seqexport_dagster.defs.health import (
@@ -52,16 +46,17 @@ from seqexport_dagster.defs.health import (
 )
 from seqexport_dagster.defs.partitions import EXPORTS, status_partition
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
-from seqexport_dagster.defs.run_tags import (
+from seqexport_dagster.defs.status_refresh import REFRESH_JOB, SLOT_TAG, refresh_due, refresh_job
+from seqexport_dagster.delivery import planner
+from seqexport_dagster.delivery.day_run import EXPORT_NOW_TAG, SCHEDULED, TRIGGER_TAG
+from seqexport_dagster.delivery.idle import idle_headline
+from seqexport_dagster.delivery.run_tags import (
     EXPORT_TAG_PREFIX,
     TAG_VALUE,
     account_tag,
     export_tag,
     named_tags,
 )
-from seqexport_dagster.defs.status_refresh import REFRESH_JOB, SLOT_TAG, refresh_due, refresh_job
-from seqexport_dagster.delivery import planner
-from seqexport_dagster.delivery.idle import idle_headline
 from seqexport_dagster.management.health import behind_band
 from seqexport_dagster.store import ACTIVE, DELETED, ExportRecord
 from seqexport_dagster.store.fleet import changed_since, fleet_exports, unfinished_attempts

@@ -17,11 +17,11 @@ from typing import Any
 
 import dagster as dg
 
-from seqexport_dagster.defs.assets import TRIGGER_TAG
 from seqexport_dagster.defs.day_cells import CELLS
 from seqexport_dagster.defs.export_status import STATUS_JOB
 from seqexport_dagster.defs.sensors import EXPORT_JOB, scheduler_sensor
 from seqexport_dagster.defs.status_refresh import REFRESH_JOB
+from seqexport_dagster.delivery.day_run import TRIGGER_TAG
 
 RUN_KEY_TAG = "dagster/run_key"
 SENSOR_TAG = "dagster/sensor_name"
