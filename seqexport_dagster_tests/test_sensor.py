@@ -12,7 +12,9 @@ from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.defs.sensors import (
     MAX_STATUS_PER_TICK,
     Cursor,
+    short_id,
     status_events,
+    status_key,
 )
 from seqexport_dagster.defs.status_refresh import REFRESH_EVERY_TICKS, SLOTS, refresh_due, slot_of
 from seqexport_dagster.delivery import planner
@@ -358,8 +360,7 @@ def test_the_check_and_the_status_asset_name_the_failing_export_and_its_error(h)
     assert meta["behind_minutes"] == 122  # now − position, as `seqexport status` shows it
     # Per dataset, in words, with the time it was taken (issue 42).
     assert meta["behind email_events"] == (
-        "failing (attempt 1); 2 h 02 min behind at 02:02Z (recorded again as it doubles); "
-        "delivered through 2026-09-30T00:00:00.000Z"
+        "failing (attempt 1); 2 h 02 min behind at 02:02Z (updated as it doubles); delivered through 2026-09-30T00:00Z"
     )
     assert meta["runs_tag"] == f"shard/{planner.shard_of(bad.id)}=yes"
     # Unchanged exports are not re-recorded on every tick; a fixed one passes the check again.
@@ -460,3 +461,26 @@ def test_the_cursor_leads_with_its_words_and_reads_the_previous_versions_json() 
     old = '{"why": "1 run(s) requested", "through": {"email_events": "2026-09-29"}, "since_ms": 5, "tick": 3, "failing": "ab"}'
     assert Cursor.parse(old) == Cursor({"email_events": "2026-09-29"}, 5, 3, "ab")
     assert Cursor.parse("not json | {broken") == Cursor()
+
+
+def test_bare_id_partitions_are_renamed_by_account_and_a_failing_export_stays_red(h):
+    """Issue 42's upgrade: partitions named by bare export ids (the previous version's) are replaced
+    by ``<account>/<export id>``; the new partition is recorded the next tick, green, or red through
+    a status run for an export failing across the rename, whatever the sensor's cursor remembers."""
+    good = h.world.local_export(datasets=("email_events",), folder="good")
+    (h.world.root / "blocked").write_text("a file where the bucket folder should be")
+    bad = h.world.local_export(account_id="globex", datasets=("email_events",), folder="blocked")
+    h.instance.add_dynamic_partitions("exports", [good.id, bad.id])
+    h.world.clock.now_ms = DAY0 + 2 * HOUR_MS + 2 * MINUTE_MS
+    first = h.tick()
+    assert sorted(first.registered) == sorted([f"acme/{good.id}", f"globex/{bad.id}"])
+    assert sorted(h.instance.get_dynamic_partitions("exports")) == sorted(first.registered)
+    # The previous version's cursor already knew the export was failing.
+    cursor = Cursor.parse(h.cursor)
+    cursor.unwell[short_id(bad.id)] = status_key(h.world.store.get_export(bad.id), h.world.clock())
+    h.cursor = cursor.dump()
+    second = h.tick()
+    recorded = {e.partition for e in second.asset_events if isinstance(e, dg.AssetMaterialization)}
+    assert recorded == set(first.registered)
+    (red,) = second.status_results
+    assert not red.success and red.dagster_run.tags["dagster/partition"] == f"globex/{bad.id}"

@@ -36,7 +36,6 @@ def status_metadata(export: ExportRecord, now_ms: int) -> dict[str, Any]:
         "next_retry": iso_ms(h.next_retry_at) if h.next_retry_at is not None else "-",
         "failures": h.failures,
         "last_error_at": iso_ms(h.last_error_at) if h.last_error_at is not None else "-",
-        "export": export.id,
         "status": h.status,
         "position": iso_ms(h.position_ms) if h.position_ms is not None else "-",
         "behind_minutes": h.behind_ms // 60_000 if h.behind_ms is not None else "-",

@@ -268,7 +268,10 @@ def status_events(
             break
         key = status_key(export, now_ms)
         failing = is_failing(key)
-        if failing != is_failing(cursor.unwell.get(short_id(export.id), OK_KEY)):
+        # A new partition has no run yet: a failing export's needs its red one, whatever the cursor
+        # remembers (an export failing across the rename of its bare-id partition).
+        before = OK_KEY if export.id in new else cursor.unwell.get(short_id(export.id), OK_KEY)
+        if failing != is_failing(before):
             if len(runs) >= MAX_STATUS_RUNS_PER_TICK:
                 continue
             runs.append(status_run(export, failing, cursor.tick))

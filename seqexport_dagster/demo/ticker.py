@@ -85,6 +85,9 @@ def tick(
         if isinstance(change, dg.AddDynamicPartitionsRequest):
             instance.add_dynamic_partitions(change.partitions_def_name, list(change.partition_keys))
             outcome.registered += list(change.partition_keys)
+        elif isinstance(change, dg.DeleteDynamicPartitionsRequest):
+            for key in change.partition_keys:
+                instance.delete_dynamic_partition(change.partitions_def_name, key)
     used = used_run_keys(instance, [r.run_key for r in result.run_requests or [] if r.run_key])
     outcome.requested = [r for r in result.run_requests or [] if r.run_key not in used]
     if not execute:

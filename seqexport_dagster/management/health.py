@@ -111,11 +111,11 @@ def _step(late_ms: int) -> int:
 
 
 def dataset_behind(export: ExportRecord, d: DatasetStatus, now_ms: int) -> Behind:
-    """``4 min behind at 03:04Z, on schedule (recorded again past 31 min); delivered through …``:
+    """``4 min behind at 03:04Z, on schedule (updated past 31 min); delivered through …``:
     the delay, when it was taken, the bound within which it holds, and the position, which stays
     true until it moves. A failing dataset says so first."""
     at = iso_ms(now_ms)[11:16] + "Z"
-    through = iso_ms(d.position_ms)
+    through = iso_ms(d.position_ms)[:16] + "Z"
     failing = f"failing (attempt {d.last_error.attempts}); " if d.last_error and d.last_error.attempts else ""
     if export.status != ACTIVE:
         return Behind(d.dataset, "", f"{export.status}; delivered through {through}")
@@ -129,9 +129,9 @@ def dataset_behind(export: ExportRecord, d: DatasetStatus, now_ms: int) -> Behin
     behind = d.behind_ms or 0
     bound = frequency_ms(export.frequency) + export.lag_ms + SLACK_MS
     if behind <= bound:
-        text = f"{failing}{duration(behind)} behind at {at}, on schedule (recorded again past {duration(bound)})"
+        text = f"{failing}{duration(behind)} behind at {at}, on schedule (updated past {duration(bound)})"
         return Behind(d.dataset, "", f"{text}; delivered through {through}")
-    text = f"{failing}{duration(behind)} behind at {at} (recorded again as it doubles); delivered through {through}"
+    text = f"{failing}{duration(behind)} behind at {at} (updated as it doubles); delivered through {through}"
     return Behind(d.dataset, f"behind{_step(behind - bound)}@{d.position_ms}", text)
 
 
