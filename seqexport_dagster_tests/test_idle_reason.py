@@ -32,7 +32,7 @@ def test_idle_headline_names_the_accounts_in_backoff_and_paused_in_one_short_lin
         for e in many:
             world.store.record_failure(e.id, "custom_events", None, "access denied", world.clock())
         line = idle_headline(world.store.list_exports(), world.clock())
-        assert line.startswith("backoff: initech, acct0, acct1 +3 (retry 01:30Z)"), line
+        assert line.startswith("backoff: acct0, acct1, acct2 +3 (retry 01:30Z)"), line
 
 
 def test_the_sensor_tick_carries_the_reason(tmp_path: Any, monkeypatch: Any) -> None:

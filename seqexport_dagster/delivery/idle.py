@@ -38,7 +38,7 @@ def _when(ms: int, now_ms: int) -> str:
 
 
 def _accounts(accounts: list[str], shown: int = 3) -> str:
-    unique = list(dict.fromkeys(accounts))
+    unique = sorted(set(accounts))
     more = f" +{len(unique) - shown}" if len(unique) > shown else ""
     return ", ".join(unique[:shown]) + more
 
