@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import boto3
 import pytest
+from botocore.config import Config
 
 from seqexport_dagster.contract.window import DAY_MS
 from seqexport_dagster.demo.generator import Scale, generate_account
@@ -51,6 +53,17 @@ class Bucket:
     exporter: tuple[str, str]
     reader: tuple[str, str]
     proxy: fp.FaultProxy | None = None
+
+    def owner(self) -> Any:
+        """The bucket owner's client, in front of the store as the exporter sees it."""
+        if self.proxy is None:
+            return self.server.client_as(self.reader)
+        return boto3.session.Session(aws_access_key_id=self.reader[0], aws_secret_access_key=self.reader[1]).client(
+            "s3",
+            endpoint_url=self.proxy.endpoint,
+            region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"}, proxies={}, retries={"total_max_attempts": 1}),
+        )
 
 
 @pytest.fixture(name="bucket", params=["ordinary", "put_only_key", "create_only"])
@@ -124,8 +137,11 @@ def test_runbook_repair_verify_backfill_redeliver_verify_clean(run_sqlite: Cli, 
     # (docs/operators.md), so that the repair writes it again after the part, create-only.
     lost += [f"{PREFIX}/subscribers/{day}/_SUCCESS"]
     assert len(lost) == 5 and all(k in before for k in lost)
+    # The customer's own admin deletes them (on the create-only bucket through its front, which
+    # then lets those names be created again, as the store would).
+    owner = bucket.owner()
     for key in lost:
-        admin.delete_object(Bucket=BUCKET, Key=key)
+        owner.delete_object(Bucket=BUCKET, Key=key)
 
     broken = run_sqlite(*verify, env=env)
     assert broken.code == 7, broken
