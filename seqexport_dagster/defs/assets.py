@@ -1,7 +1,9 @@
 """The dataset assets (by UTC day), the per-export status asset and the per-dataset health check.
 
 One op, ``deliveries``, materializes the four dataset assets (`can_subset`: a run selects the
-datasets it writes). Its body is wiring over one core call, `BatchRunner.run`:
+datasets it writes). Its body is one core call, `delivery.day_run.deliver_day` (the run's policy:
+which exports, how, reconciliation, run tags, the run log; the simulator calls it too), and the
+Dagster events of its result (`run_events`):
 - a run carries a day (the partition) and a batch of exports (run config ``exports``; empty: every
   active export, which is what a date-range backfill launched from the UI delivers);
 - the run records a few events, not one per window (issue 23): per dataset, one observation on
@@ -18,12 +20,13 @@ datasets it writes). Its body is wiring over one core call, `BatchRunner.run`:
   whose description is the customer message and the next retry; a run whose exports were all
   paused or deleted ends canceled, as Dagster's terminate does (`batch.run_verdict`);
 - every (export, dataset) the run takes on is in the run log with its trigger (scheduled, export
-  now, backfill, manual: `run_trigger`), day and end state, for `seqexport history`;
+  now, backfill, manual: `day_run.run_trigger`), day and end state, for `seqexport history`;
 - a day's cell turns green when every active export has finished it, always inside a run that
   targeted the day, so Dagster's partition status and the cell agree (`defs.day_cells`): the
   sensor's small "cells" runs for scheduled work; a backfill or manual run for its day whenever the
   day is complete after it (even if the run then fails); a run that appended late rows, for the
-  days they went to, with the new counters.
+  days they went to, with the new counters; a run that delivered a day a failed run left red,
+  with why it is no longer red (`day_cells.red_day_cells`).
 """
 
 from __future__ import annotations
