@@ -111,7 +111,7 @@ def dump(page: Any, artefacts: Path, name: str) -> str:
     return text
 
 
-def visit(page: Any, url: str, settle_ms: int = 2500) -> None:
+def visit(page: Any, url: str, settle_ms: int = 1200) -> None:
     page.goto(url, wait_until="networkidle")
     skip_community_dialog(page)
     page.wait_for_timeout(settle_ms)

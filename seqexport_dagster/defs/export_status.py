@@ -13,10 +13,11 @@ one export's partition:
   the run: `defs.run_failure`); the partition turns red and its page says why;
 - healthy again (or paused, deleted): the run materializes the partition with the status metadata:
   green.
-Each partition, ``<account>/<export id>``, is registered with a materialization of its status
-(`health.first_status`), so a healthy export is green from the start, never "Missing". Between changes the sensor records the
-status as observations, at a bounded rate (`defs.sensors.status_events`). Runs are few: one per
-change of health, at most `MAX_STATUS_RUNS_PER_TICK` a tick.
+Each partition, ``<account>/<export id>``, is recorded with a materialization of its status the
+tick after it is registered (`health.first_status`), so a healthy export is green from the start,
+never "Missing". Between changes the sensor records the status as observations, at a bounded rate
+(`defs.sensors.status_events`). Runs are few: one per change of health, at most
+`MAX_STATUS_RUNS_PER_TICK` a tick.
 """
 
 from __future__ import annotations
