@@ -59,8 +59,7 @@ def test_a_stuck_export_is_recorded_as_its_delay_doubles_and_each_value_says_whe
     assert changes == 7, changes
     (b,) = datasets_behind(stuck, DAY0 + 5 * HOUR_MS)
     assert b.text == (
-        "failing (attempt 1); 5 h 00 min behind at 05:00Z (updated as it doubles); "
-        "delivered through 2026-09-30T00:00Z"
+        "failing (attempt 1); 5 h 00 min behind at 05:00Z (updated as it doubles); delivered through 2026-09-30T00:00Z"
     )
     # Between two records the delay shown is exact at its time, and the position exact until it moves.
     assert behind_band(stuck, DAY0 + 2 * HOUR_MS) == behind_band(stuck, DAY0 + 2 * HOUR_MS + SLACK_MS)
