@@ -215,8 +215,11 @@ def measure(exports: int, batch: int, slots: int, progress: Any) -> dict[str, An
             with engine.connect() as conn:
                 status = conn.execute(
                     sa.text(
-                        "SELECT id, length(event) FROM event_logs WHERE run_id = '' AND dagster_event_type ="
-                        " 'ASSET_OBSERVATION' AND asset_key LIKE '%export_status%' ORDER BY id DESC LIMIT 1"
+                        # The sensor's record of an export's status: an observation on a change, or
+                        # the materialization that registers its partition (the same metadata).
+                        "SELECT id, length(event) FROM event_logs WHERE run_id = '' AND dagster_event_type IN"
+                        " ('ASSET_OBSERVATION', 'ASSET_MATERIALIZATION') AND asset_key LIKE '%export_status%'"
+                        " ORDER BY id DESC LIMIT 1"
                     )
                 ).one()
                 runless = conn.execute(

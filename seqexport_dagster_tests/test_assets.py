@@ -6,7 +6,7 @@ import dagster as dg
 import pytest
 
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, iso_ms
-from seqexport_dagster.defs.assets import REPLACE_TAG
+from seqexport_dagster.delivery.day_run import REPLACE_TAG
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster_tests.support.dagster_harness import harness

@@ -2,16 +2,18 @@
 
 A day is exported, the bucket then loses files (parts of an event window, a snapshot part, a
 manifest). `seqexport verify --ledger` fails (exit 7); `seqexport backfill ... --redeliver` sends
-every recorded file of the day again create-only; `verify` passes. On an ordinary bucket, and with
-the customer docs' least-privilege key (PutObject only, IAM enforced): the exporter cannot list or
-read, so the names still there answer 412 and are never replaced (their LastModified is unchanged).
+every recorded file of the day again create-only; `verify` passes. On an ordinary bucket, with
+the customer docs' least-privilege key (PutObject only, IAM enforced: the exporter cannot list or
+read), and on a create-only bucket (a write-once proxy refuses any replacement): the names still
+there answer 412 and are never replaced (their LastModified is unchanged).
 A backfill without ``--redeliver`` and one over days before the export existed say why they did nothing.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -21,7 +23,9 @@ from botocore.config import Config
 from seqexport_dagster.contract.window import DAY_MS
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.management.api import Exports
+from seqexport_dagster_tests.support import moto_server
 from seqexport_dagster_tests.support.cli_harness import Cli, run_sqlite_fixture  # noqa: F401 - fixture
+from seqexport_dagster_tests.support.faults import proxy as fp
 from seqexport_dagster_tests.support.moto_server import MotoServer
 from seqexport_dagster_tests.support.world import ALL_DATASETS, DAY0
 
@@ -32,30 +36,6 @@ SCALE = Scale(subscribers=40, email_sends_per_hour=10, sms_sends_per_hour=3, cus
 D0 = dt.date(2026, 9, 30)
 
 
-def _policy(actions: str, resource: str) -> str:
-    return json.dumps(
-        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": resource}]}
-    )
-
-
-def _user(iam: Any, name: str, document: str) -> tuple[str, str]:
-    iam.create_user(UserName=name)
-    iam.put_user_policy(UserName=name, PolicyName=f"{name}-policy", PolicyDocument=document)
-    key = iam.create_access_key(UserName=name)["AccessKey"]
-    return key["AccessKeyId"], key["SecretAccessKey"]
-
-
-def _client(moto: MotoServer, key: tuple[str, str]) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=moto.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=key[0],
-        aws_secret_access_key=key[1],
-        config=Config(retries={"max_attempts": 1}),
-    )
-
-
 def _listing(s3: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{PREFIX}/"):
@@ -64,36 +44,63 @@ def _listing(s3: Any) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture(name="moto_for", params=["ordinary", "put_only_key"])
-def moto_for_fixture(request: pytest.FixtureRequest, moto: MotoServer) -> Any:
-    """(server, exporter key, reader key): the shared permissive moto, or a fresh IAM-enforcing one
-    where the exporter's key may only PutObject under the prefix (the customer docs' grant)."""
-    if request.param == "ordinary":
-        moto.admin_client().create_bucket(Bucket=BUCKET)
+@dataclass
+class Bucket:
+    """Where the exporter writes (``endpoint``, with ``exporter``'s key) and where ``reader`` reads."""
+
+    server: MotoServer
+    endpoint: str
+    exporter: tuple[str, str]
+    reader: tuple[str, str]
+    proxy: fp.FaultProxy | None = None
+
+    def owner(self) -> Any:
+        """The bucket owner's client, in front of the store as the exporter sees it."""
+        if self.proxy is None:
+            return self.server.client_as(self.reader)
+        return boto3.session.Session(aws_access_key_id=self.reader[0], aws_secret_access_key=self.reader[1]).client(
+            "s3",
+            endpoint_url=self.proxy.endpoint,
+            region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"}, proxies={}, retries={"total_max_attempts": 1}),
+        )
+
+
+@pytest.fixture(name="bucket", params=["ordinary", "put_only_key", "create_only"])
+def bucket_fixture(request: pytest.FixtureRequest, moto: MotoServer) -> Iterator[Bucket]:
+    """The shared permissive moto; a fresh IAM-enforcing one where the exporter's key may only
+    PutObject under the prefix (the customer docs' grant); or the shared moto behind a write-once
+    proxy, a bucket that never lets a name be replaced (GCS's Storage Object Creator, S3 Object
+    Lock, a create-only bucket policy): a PUT without the create-only precondition to a name that
+    exists gets 403, one with it 412."""
+    if request.param == "put_only_key":
+        server = moto_server.start(iam=True)
         try:
-            yield moto, ("AKIAORDINARY", "ordinary-secret"), ("AKIAORDINARY", "ordinary-secret")
+            iam = server.admin_client("iam")
+            server.admin_client().create_bucket(Bucket=BUCKET)
+            exporter = moto_server.put_only_user(iam, "exporter", BUCKET, PREFIX)
+            reader = moto_server.make_user(iam, "reader", moto_server.policy("s3:*", "*"))
+            server.enforce_auth()
+            yield Bucket(server, server.endpoint, exporter, reader)
         finally:
-            s3 = moto.admin_client()
-            for key in _listing(s3):
-                s3.delete_object(Bucket=BUCKET, Key=key)
-            s3.delete_bucket(Bucket=BUCKET)
+            server.stop()
         return
-    from seqexport_dagster_tests.support import moto_server
-
-    server = moto_server.start(iam=True)
+    moto.admin_client().create_bucket(Bucket=BUCKET)
+    key = ("AKIAORDINARY", "ordinary-secret")
+    proxy = fp.FaultProxy(moto.port, write_once=True) if request.param == "create_only" else None
     try:
-        iam = server.admin_client("iam")
-        server.admin_client().create_bucket(Bucket=BUCKET)
-        exporter = _user(iam, "exporter", _policy("s3:PutObject", f"arn:aws:s3:::{BUCKET}/{PREFIX}/*"))
-        reader = _user(iam, "reader", _policy("s3:*", "*"))
-        server.enforce_auth()
-        yield server, exporter, reader
+        yield Bucket(moto, proxy.endpoint if proxy else moto.endpoint, key, key, proxy)
     finally:
-        server.stop()
+        if proxy is not None:
+            proxy.close()
+        s3 = moto.admin_client()
+        for name in _listing(s3):
+            s3.delete_object(Bucket=BUCKET, Key=name)
+        s3.delete_bucket(Bucket=BUCKET)
 
 
-def test_runbook_repair_verify_backfill_redeliver_verify_clean(run_sqlite: Cli, moto_for: Any) -> None:
-    server, exporter, reader = moto_for
+def test_runbook_repair_verify_backfill_redeliver_verify_clean(run_sqlite: Cli, bucket: Bucket) -> None:
+    server, exporter, reader = bucket.server, bucket.exporter, bucket.reader
     w = run_sqlite.world
     generate_account(w.source_engine, "acme", DAY0, DAY0 + DAY_MS, scale=SCALE)
     exports = Exports(w.store, w.policy, clock=w.clock)
@@ -103,7 +110,7 @@ def test_runbook_repair_verify_backfill_redeliver_verify_clean(run_sqlite: Cli, 
         bucket=BUCKET,
         prefix=PREFIX,
         region="us-east-1",
-        endpoint=server.endpoint,
+        endpoint=bucket.endpoint,
         datasets=ALL_DATASETS,
         frequency="6h",
         lag_ms=LAG,
@@ -120,7 +127,7 @@ def test_runbook_repair_verify_backfill_redeliver_verify_clean(run_sqlite: Cli, 
               "--access-key-id", reader[0], "--secret-env", "READ_SECRET", "--ledger", export.id)  # fmt: skip
     assert run_sqlite(*verify, env=env).code == 0
 
-    admin = _client(server, reader)
+    admin = server.client_as(reader)
     before = _listing(admin)
     day = f"date={D0.isoformat()}"
     email = sorted(k for k in before if f"/email_events/{day}/" in k)
@@ -130,8 +137,11 @@ def test_runbook_repair_verify_backfill_redeliver_verify_clean(run_sqlite: Cli, 
     # (docs/operators.md), so that the repair writes it again after the part, create-only.
     lost += [f"{PREFIX}/subscribers/{day}/_SUCCESS"]
     assert len(lost) == 5 and all(k in before for k in lost)
+    # The customer's own admin deletes them (on the create-only bucket through its front, which
+    # then lets those names be created again, as the store would).
+    owner = bucket.owner()
     for key in lost:
-        admin.delete_object(Bucket=BUCKET, Key=key)
+        owner.delete_object(Bucket=BUCKET, Key=key)
 
     broken = run_sqlite(*verify, env=env)
     assert broken.code == 7, broken
@@ -166,3 +176,8 @@ def test_runbook_repair_verify_backfill_redeliver_verify_clean(run_sqlite: Cli, 
     (outcome,) = again.json["exports"]
     assert outcome["files"] == 0 and outcome["already_present"] > 0
     assert any(why.startswith("nothing missing") for why in outcome["why"])
+    if bucket.proxy is not None:
+        # The write-once bucket: no PUT ever tried to replace a name; every name still there answered 412.
+        assert bucket.proxy.overwrites == []
+        refused = [r for r in bucket.proxy.puts(f"/{BUCKET}/") if r.status == 412]
+        assert refused, "the names still in the bucket were sent create-only and refused"

@@ -3,17 +3,22 @@
 `dagster dev` (webserver and daemon) runs on 127.0.0.1 with a fresh DAGSTER_HOME and a local moto
 server. One export (account ``acme-failing``) writes to a bucket that does not exist: the scheduler
 sensor's first tick launches its run, which fails for that customer-readable reason; the next tick
-launches the export's status run, which fails its ``export_status`` partition (red). Then a healthy
-export (account ``globex-healthy``, an existing bucket) is added and delivers. The browser asserts,
-on the page text and without clicking anything open:
+launches the export's status run, which fails its ``export_status`` partition (red). Then two
+healthy exports (accounts ``globex-healthy`` and ``initech-healthy``, an existing bucket) are added
+and deliver the same day. The browser asserts, on the page text and without clicking anything open:
 - the failed run's page shows `ExportFailed: <message>`, the account and "retries at <time>
   (attempt n)", and no stack trace anywhere: not on the step's row, not on the run-level
   RUN_FAILURE row (`defs.run_failure`), and no frame of ours;
 - the Catalog marks ``export_status`` red (one failed partition) and a healthy dataset not;
-- ``export_status`` shows the failing export's partition failed, and its check names the export
-  with its account (the healthy one not); the status run's page says why, without a stack trace;
-- the sensor's tick list says why a tick requested nothing, in the tick's own row (the cursor
-  column, and the tooltip of "0 runs requested").
+- ``export_status``'s partitions are named ``<account>/<export id>``: one failed, the two healthy
+  ones materialized (green), none missing; the failing partition's page shows its account, health,
+  each dataset's behind, last error and next retry; a healthy one's page its account and behind;
+  its check names the failing export with its account (the healthy ones not); the status run's
+  page says why, without a stack trace;
+- the day the failing export's run left red on ``email_events`` is no longer red once the healthy
+  exports' run delivered it, and its page says why (``why_not_red``) and that it is not complete;
+- the sensor's tick list says why a tick requested nothing, in a short line naming the account in
+  backoff, in the tick's own row (the cursor column, and the tooltip of "0 runs requested").
 Screenshots and page texts go to the test's artefacts, ``<tmp_path>/artefacts/`` (pytest keeps the
 last runs' tmp_path), and are copied to ``test-artefacts/browser_ui/`` at the repository root.
 
@@ -38,6 +43,7 @@ import pytest
 from seqexport_dagster.contract.window import MINUTE_MS, floor_to_grid
 from seqexport_dagster.delivery.runner import wall_clock_ms
 from seqexport_dagster.destination import DestinationConfig
+from seqexport_dagster.store import ACTIVE, PAUSED
 from seqexport_dagster.store.crypto import new_key_spec
 from seqexport_dagster_tests.support.moto_server import free_port
 from seqexport_dagster_tests.support.processes import ROOT, daemon_env, group_process
@@ -105,7 +111,7 @@ def dump(page: Any, artefacts: Path, name: str) -> str:
     return text
 
 
-def visit(page: Any, url: str, settle_ms: int = 2500) -> None:
+def visit(page: Any, url: str, settle_ms: int = 1200) -> None:
     page.goto(url, wait_until="networkidle")
     skip_community_dialog(page)
     page.wait_for_timeout(settle_ms)
@@ -153,10 +159,16 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
             now_ms=created,
         )
 
-    # The failing export writes to a bucket that does not exist; the healthy one's bucket exists.
+    # The failing export writes to a bucket that does not exist; the healthy ones' bucket exists.
+    # They wait paused until the failing export's run has failed alone (a run with a healthy export
+    # in it would not fail), then deliver the same day: a later successful run of that day.
     failing = create("acme-failing", f"ui-missing-{uuid.uuid4().hex[:12]}")
     good_bucket = f"ui-good-{uuid.uuid4().hex[:12]}"
     moto.admin_client().create_bucket(Bucket=good_bucket)
+    healthy = create("globex-healthy", good_bucket)
+    third = create("initech-healthy", good_bucket)
+    for export in (healthy, third):
+        world.store.set_status(export.id, PAUSED, created)
     # The storage exists before `dagster dev` starts its daemon and webserver (no race between two
     # processes creating the SQLite schema).
     instance = dg.DagsterInstance.from_config(str(home))
@@ -186,6 +198,8 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
                 log,
                 180,
             )
+            for export in (healthy, third):
+                world.store.set_status(export.id, ACTIVE, wall_clock_ms())
             state = world.store.get_export(failing.id).dataset_state("email_events")
             assert state is not None and state.failures == 1 and state.last_error
             assert "does not exist" in state.last_error
@@ -198,16 +212,37 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
                 log,
                 180,
             )
-            assert status_run.tags["dagster/partition"] == failing.id
+            assert status_run.tags["dagster/partition"] == f"acme-failing/{failing.id}"
             assert status_run.tags["account/acme-failing"] == "yes"
-            healthy = create("globex-healthy", good_bucket)
-            wait_for(
-                "the healthy export's run",
-                lambda: finished("export_job", dg.DagsterRunStatus.SUCCESS),
-                server,
-                log,
-                180,
-            )
+
+            def delivered() -> bool:
+                return all(
+                    (state := world.store.get_export(e.id).dataset_state("email_events")) is not None
+                    and state.position_ms > created
+                    for e in (healthy, third)
+                )
+
+            wait_for("the healthy exports' runs", delivered, server, log, 180)
+            day = dg.AssetKey("email_events")
+            day_key = run.tags["dagster/partition"]
+
+            def cell_not_red() -> bool:
+                return bool(instance.get_latest_materialization_event(day))
+
+            wait_for("the red day recorded again", cell_not_red, server, log, 60)
+            named = {f"{e.account_id}/{e.id}" for e in (failing, healthy, third)}
+
+            def recorded() -> bool:
+                status = dg.AssetKey("export_status")
+                return all(
+                    instance.fetch_materializations(
+                        dg.AssetRecordsFilter(asset_key=status, asset_partitions=[key]), limit=1
+                    ).records
+                    for key in named
+                )
+
+            # Registered by one tick, each partition is recorded (green) by the next.
+            wait_for("every export's partition recorded", recorded, server, log, 60)
 
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
@@ -237,21 +272,40 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
                     visit(page, f"{base}/assets")
                     text = dump(page, artefacts, "catalog")
                     row = page.evaluate(CATALOG_ROW, "One partition per export")
-                    # Its status column: materialized 0, missing 1, failed 1 (a red dot), in progress 0.
-                    assert row is not None and row["text"].split("\n")[-5:] == ["0", "1", "1", "0", "2 partitions"], row
+                    # Its status column: materialized 2, missing 0, failed 1 (a red dot), in progress 0.
+                    assert row is not None and row["text"].split("\n")[-5:] == ["2", "0", "1", "0", "3 partitions"], row
                     assert row["red"], "no red mark in export_status's row"
                     other = page.evaluate(CATALOG_ROW, "One row per email event")
                     assert other is not None and not other["red"], "a healthy dataset's row is marked red"
 
-                    # export_status: the failing export's partition is failed, with its account; the
-                    # healthy one is not.
+                    # export_status: partitions named by account; the failing one failed, the healthy
+                    # ones materialized (green), none missing.
                     visit(page, f"{base}/assets/export_status?view=partitions")
                     text = dump(page, artefacts, "export_status_partitions")
-                    assert failing.id in text
-                    assert "Failed (1)" in text and "Missing (1)" in text, text[:3000]
-                    visit(page, f"{base}/assets/export_status?view=partitions&partition={failing.id}")
+                    for key in named:
+                        assert key in text, text[:3000]
+                    assert "Failed (1)" in text and "Materialized (2)" in text, text[:3000]
+                    assert "Missing (1)" not in text and "Missing (2)" not in text, text[:3000]
+                    # The failing partition's page: account, health, each dataset's behind, last error
+                    # and next retry, in one click.
+                    visit(page, f"{base}/assets/export_status?view=partitions&partition=acme-failing/{failing.id}")
                     text = dump(page, artefacts, "export_status_failing")
                     assert "failed, and did not materialize this asset" in text, text[-3000:]
+                    for entry in ("account", "acme-failing", "health", "failing", "behind email_events", "next_retry"):
+                        assert entry in text, (entry, text[-3000:])
+                    assert "does not exist" in text and "delivered through" in text, text[-3000:]
+                    # A healthy partition's page: green, its account and how far behind it is.
+                    visit(page, f"{base}/assets/export_status?view=partitions&partition=globex-healthy/{healthy.id}")
+                    text = dump(page, artefacts, "export_status_healthy")
+                    assert "Materialized" in text and "globex-healthy" in text, text[-3000:]
+                    assert "behind email_events" in text and "on schedule" in text, text[-3000:]
+                    assert "did not materialize" not in text, text[-3000:]
+                    # The day the failing export's run left red: no longer red, and its page says why.
+                    visit(page, f"{base}/assets/email_events?view=partitions&partition={day_key}")
+                    text = dump(page, artefacts, "email_events_day")
+                    assert "why_not_red" in text and "delivered this day since" in text, text[-3000:]
+                    assert "complete" in text and "acme-failing" in text, text[-3000:]
+                    assert "did not materialize" not in text, text[-3000:]
                     # Its check, on the asset's own page, names the failing export and its account.
                     visit(page, f"{base}/assets/export_status?view=checks")
                     text = dump(page, artefacts, "export_status_checks")
@@ -259,6 +313,7 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
                     visit(page, f"{base}/assets/export_status?view=checks&checkDetail=no_failing_exports")
                     text = dump(page, artefacts, "export_status_check")
                     assert f"{failing.id} (account acme-failing" in text and healthy.id not in text, text[-3000:]
+                    assert third.id not in text, text[-3000:]
                     # The status run of the failing export says why, without a stack trace.
                     visit(page, f"{base}/runs/{status_run.run_id}")
                     text = dump(page, artefacts, "status_run")
@@ -272,16 +327,17 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
                     def skip_shown() -> bool:
                         visit(page, sensor, 1500)
                         rows = page.locator("tr", has_text="View logs")  # the tick list's rows
-                        return bool(rows.count()) and "in backoff" in rows.first.inner_text()
+                        return bool(rows.count()) and "backoff: acme-failing" in rows.first.inner_text()
 
                     wait_for("a skipped tick saying why", skip_shown, server, log, 240)
                     row = page.locator("tr", has_text="View logs").first
-                    assert retry in row.inner_text() and "0 runs requested" in row.inner_text()
+                    assert "0 runs requested" in row.inner_text(), row.inner_text()
                     row.get_by_text("0 runs requested").first.hover()
                     page.wait_for_timeout(800)
                     dump(page, artefacts, "sensor_tick")
                     tooltip = page.locator("[role=tooltip], .bp5-popover-content, .bp4-popover2-content")
-                    assert "in backoff" in " ".join(tooltip.all_inner_texts()), tooltip.all_inner_texts()
+                    shown = " ".join(tooltip.all_inner_texts())
+                    assert "backoff: acme-failing (retry " in shown and len(shown) < 120, shown
                 finally:
                     browser.close()
     finally:

@@ -25,6 +25,7 @@ from dagster import serialize_value
 from seqexport_dagster import cli
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, chain, day_of, day_start
+from seqexport_dagster.defs.partitions import export_id_of
 from seqexport_dagster.delivery import planner
 from seqexport_dagster.demo.generator import Scale, generate_account
 from seqexport_dagster.destination.config import DestinationConfig
@@ -163,14 +164,15 @@ def test_daemon_two_accounts_many_exports_one_failing_and_no_secret_leaks(tmp_pa
 
     wait_for("the failing export's status run failing", status_failed, log, daemon, 90)
     (red,) = instance.get_runs(dg.RunsFilter(job_name="export_status_job", statuses=[dg.DagsterRunStatus.FAILURE]))
-    assert red.tags["dagster/partition"] == failing.id and red.tags["account/globex"] == "yes"
+    assert red.tags["dagster/partition"] == f"globex/{failing.id}" and red.tags["account/globex"] == "yes"
 
     # The check names the failing export and its error; the status asset gives its details.
     (evaluation, *_) = check_records(instance, "email_events")
     assert not evaluation.passed and evaluation.metadata["failing_exports"].value == 1
     assert failing.id in evaluation.description and f"bucket {missing} does not exist" in evaluation.description
     status = instance.fetch_observations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("export_status"), asset_partitions=[failing.id]), limit=1
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("export_status"), asset_partitions=[f"globex/{failing.id}"]),
+        limit=1,
     ).records[0]
     meta = {k: v.value for k, v in status.asset_observation.metadata.items()}
     assert meta["account"] == "globex" and meta["health"] == "failing" and meta["failures"] >= 1
@@ -193,7 +195,7 @@ def test_daemon_two_accounts_many_exports_one_failing_and_no_secret_leaks(tmp_pa
     (cell,) = instance.fetch_materializations(dg.AssetKey("email_events"), limit=10).records
     assert cell.asset_materialization.partition == yesterday
     assert cell.asset_materialization.metadata["exports_complete"].value == 7
-    assert instance.get_dynamic_partitions("exports") and failing.id in instance.get_dynamic_partitions("exports")
+    assert f"globex/{failing.id}" in instance.get_dynamic_partitions("exports")
 
     # The bucket: every row of each healthy export's committed chain exactly once.
     client = moto.admin_client()
@@ -278,7 +280,9 @@ def test_demo_runs_through_dagster_and_leaves_a_browsable_instance(tmp_path):
         assert all(r.status == dg.DagsterRunStatus.SUCCESS and r.job_name == "export_job" for r in every)
         carried = {e for r in runs for e in r.run_config["ops"]["deliveries"]["config"]["exports"]}
         assert carried == {e.export_id for e in summary.exports}
-        assert sorted(instance.get_dynamic_partitions("exports")) == sorted(e.export_id for e in summary.exports)
+        partitions = instance.get_dynamic_partitions("exports")
+        assert sorted(export_id_of(p) for p in partitions) == sorted(e.export_id for e in summary.exports)
+        assert all("/" in p for p in partitions), partitions  # named by account (issue 42)
         # Yesterday is complete for every dataset: green cells, including the snapshot.
         for asset in ("email_events", "sms_events", "custom_events", "subscribers"):
             assert instance.fetch_materializations(dg.AssetKey(asset), limit=10).records

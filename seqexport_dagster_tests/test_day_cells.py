@@ -181,3 +181,29 @@ def test_a_day_cell_agrees_with_its_counters_and_dagsters_status_through_failure
     result = h.run([good.id], D0, [DATASET], tags={"dagster/backfill": "cells2"})
     assert result.success
     assert assert_agrees(h).runs_targeting >= 4
+
+
+def test_a_day_a_failed_run_left_red_says_why_it_is_not_red_once_a_later_run_delivers_it(h: Harness) -> None:
+    """Issue 42: a day stayed red under a later successful run of that day, with no banner and no
+    metadata. The later run records the day with why it is no longer red, and that it is not complete."""
+    blocked = h.world.root / "blocked"
+    blocked.write_text("a file where the bucket folder should be")
+    bad = h.world.local_export("globex", datasets=(DATASET,), frequency="1h", lag_ms=2 * MINUTE_MS, folder="blocked")
+    h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
+    outcome = h.tick()
+    assert [r.success for r in outcome.results] == [False]
+    assert cell_view(h, D0).status == "failed"
+    later = h.world.clock() + MINUTE_MS
+    h.world.clock.now_ms = DAY0  # created with the other: its first window is due at once
+    h.world.local_export("acme", datasets=(DATASET,), frequency="1h", lag_ms=2 * MINUTE_MS)
+    h.world.clock.now_ms = later
+    outcome = h.tick()
+    assert outcome.results and all(r.success for r in outcome.results)
+    view = cell_view(h, D0)
+    assert view.status == "materialized" and view.banner is None and view.metadata is not None, view
+    assert (
+        "of this day failed" in view.metadata["why_not_red"]
+        and "delivered this day since" in view.metadata["why_not_red"]
+    )
+    assert view.metadata["complete"] == "no: 0 of 2 active exports have finished this day"
+    assert view.metadata["still_failing"] == f"globex/{bad.id}"

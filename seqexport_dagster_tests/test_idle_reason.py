@@ -1,32 +1,38 @@
-"""Issue 17, item 8: why a scheduler tick requests nothing, in words (pure; `seqexport_dagster.delivery.idle`)."""
+"""Issue 17, item 8, and issue 42: why a scheduler tick requests nothing, in a short line naming
+accounts (pure; `seqexport_dagster.delivery.idle`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, iso_ms
-from seqexport_dagster.delivery.idle import idle_reason
+from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS
+from seqexport_dagster.delivery.idle import idle_headline
 from seqexport_dagster_tests.support.world import DAY0, sqlite_world
 
 
-def test_idle_reason_says_nothing_due_paused_or_in_backoff(tmp_path: Any) -> None:
+def test_idle_headline_names_the_accounts_in_backoff_and_paused_in_one_short_line(tmp_path: Any) -> None:
     with sqlite_world(tmp_path) as world:
-        assert idle_reason([], world.clock()) == "nothing due: no exports"
+        assert idle_headline([], world.clock()) == "no exports"
         up_to_date = world.local_export(datasets=("email_events",), folder="a")
-        paused = world.local_export(datasets=("email_events",), folder="p")
+        paused = world.local_export("globex", datasets=("email_events",), folder="p")
         world.store.set_status(paused.id, "paused", world.clock())
-        failing = world.local_export(datasets=("custom_events",), folder="f")
+        failing = world.local_export("initech", datasets=("custom_events",), folder="f")
         world.clock.now_ms = DAY0 + 30 * MINUTE_MS
         failed = world.store.record_failure(failing.id, "custom_events", None, "access denied", world.clock())
         assert failed is not None and failed.next_retry_at == DAY0 + 30 * MINUTE_MS + HOUR_MS
         records = world.store.list_exports()
-        due = iso_ms(DAY0 + HOUR_MS + 2 * MINUTE_MS)
-        assert idle_reason(records, world.clock()) == (
-            f"nothing due: 1 dataset(s) of active exports are up to date; next window due at {due}; "
-            f"in backoff: {failing.id} custom_events retries at {iso_ms(failed.next_retry_at)} (attempt 2); "
-            f"paused: {paused.id}"
+        line = idle_headline(records, world.clock())
+        assert line == "backoff: initech (retry 01:30Z); paused: globex; next due 01:02Z"
+        assert len(line) < 80
+        assert idle_headline(records, world.clock(), busy={up_to_date.id}) == (
+            "backoff: initech (retry 01:30Z); paused: globex; running: acme"
         )
-        assert up_to_date.id in idle_reason(records, world.clock(), busy={up_to_date.id})
+        # Many accounts: three named, the rest counted.
+        many = [world.local_export(f"acct{i}", datasets=("custom_events",), folder=f"m{i}") for i in range(5)]
+        for e in many:
+            world.store.record_failure(e.id, "custom_events", None, "access denied", world.clock())
+        line = idle_headline(world.store.list_exports(), world.clock())
+        assert line.startswith("backoff: acct0, acct1, acct2 +3 (retry 01:30Z)"), line
 
 
 def test_the_sensor_tick_carries_the_reason(tmp_path: Any, monkeypatch: Any) -> None:
@@ -37,10 +43,9 @@ def test_the_sensor_tick_carries_the_reason(tmp_path: Any, monkeypatch: Any) -> 
         h.world.store.set_status(paused.id, "paused", h.world.clock())
         result = h.sensor_result()
         assert result.run_requests == [] and result.skip_reason is not None
-        assert result.skip_reason.skip_message == f"nothing due; paused: {paused.id}"
-        # The tick list shows the cursor as text, so it says the same, first, in words, what needs
-        # an operator leading.
-        assert result.cursor is not None and result.cursor.startswith(f"paused: {paused.id}; nothing due | {{")
+        assert result.skip_reason.skip_message == "paused: acme"
+        # The tick list shows the cursor as text, so it says the same, first, in words.
+        assert result.cursor is not None and result.cursor.startswith("paused: acme | {")
         h.world.local_export(datasets=("email_events",), folder="a")
         h.world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
         busy = h.sensor_result()

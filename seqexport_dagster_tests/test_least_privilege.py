@@ -12,14 +12,11 @@ full-rights key, holds every row exactly once with an unbroken chain.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-import boto3
 import pytest
 import sqlalchemy as sa
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from seqexport_dagster.contract.keys import part_key
@@ -34,7 +31,7 @@ from seqexport_dagster.errors import AccessDenied, RetryableError
 from seqexport_dagster.management.api import Exports
 from seqexport_dagster.store import COMMITTED
 from seqexport_dagster_tests.support.bucket_audit import audit_export, read_objects
-from seqexport_dagster_tests.support.moto_server import MotoServer
+from seqexport_dagster_tests.support.moto_server import MotoServer, make_user, policy, put_only_user
 from seqexport_dagster_tests.support.world import ALL_DATASETS, DAY0, World
 
 BUCKET = "acme-exports"
@@ -45,28 +42,6 @@ SCALE = Scale(subscribers=80, email_sends_per_hour=12, sms_sends_per_hour=4, cus
 #: The window that fails once (email_events, 10:00-11:00) and how many PUTs land before it fails.
 FLAKY_HOUR = 10
 LANDED_BEFORE_FAILURE = 2
-
-
-def policy(actions: str, resource: str) -> str:
-    return json.dumps(
-        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": resource}]}
-    )
-
-
-def make_user(iam: Any, name: str, document: str) -> tuple[str, str]:
-    iam.create_user(UserName=name)
-    iam.put_user_policy(UserName=name, PolicyName=f"{name}-policy", PolicyDocument=document)
-    key = iam.create_access_key(UserName=name)["AccessKey"]
-    return key["AccessKeyId"], key["SecretAccessKey"]
-
-
-def client_as(moto: MotoServer, key: tuple[str, str]) -> Any:
-    return boto3.session.Session(aws_access_key_id=key[0], aws_secret_access_key=key[1]).client(
-        "s3",
-        endpoint_url=moto.endpoint,
-        region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}, proxies={}, retries={"total_max_attempts": 1}),
-    )
 
 
 def denied(call: Callable[[], object]) -> str:
@@ -136,7 +111,7 @@ def test_put_only_key_exports_a_full_day_with_a_retry_that_resumes(world: World,
     # and a key whose policy covers another prefix.
     iam = iam_moto.admin_client("iam")
     iam_moto.admin_client().create_bucket(Bucket=BUCKET)
-    exporter = make_user(iam, "exporter", policy("s3:PutObject", f"arn:aws:s3:::{BUCKET}/{PREFIX}/*"))
+    exporter = put_only_user(iam, "exporter", BUCKET, PREFIX)
     auditor = make_user(iam, "auditor", policy("s3:*", "*"))
     elsewhere = make_user(iam, "elsewhere", policy("s3:PutObject", f"arn:aws:s3:::{BUCKET}/other-team/*"))
     iam_moto.enforce_auth()
@@ -207,7 +182,7 @@ def test_put_only_key_exports_a_full_day_with_a_retry_that_resumes(world: World,
     assert plan.puts[-1] == f"{PREFIX}/subscribers/date={day.isoformat()}/_SUCCESS"
 
     # Read back with the auditor's key: every row once, chains complete, _SUCCESS after its parts.
-    s3 = client_as(iam_moto, auditor)
+    s3 = iam_moto.client_as(auditor)
     audit = audit_export(world.store, world.source_engine, s3, export.id, put_order=plan.puts)
     audit.assert_clean(allow_extra=True)  # rows removed after they landed stay in their files
     assert audit.found == audit.expected + audit.extra and audit.extra == min(
@@ -221,7 +196,7 @@ def test_put_only_key_exports_a_full_day_with_a_retry_that_resumes(world: World,
         assert state.position_ms == DAY0 + DAY_MS and state.failures == 0 and state.last_error is None
 
     # And the exporter's key could not have done anything else.
-    as_exporter = client_as(iam_moto, exporter)
+    as_exporter = iam_moto.client_as(exporter)
     some_key = f"{PREFIX}/{stale}"
     assert denied(lambda: as_exporter.list_objects_v2(Bucket=BUCKET, Prefix=PREFIX)) == "AccessDenied"
     assert denied(lambda: as_exporter.get_object(Bucket=BUCKET, Key=some_key)) == "AccessDenied"

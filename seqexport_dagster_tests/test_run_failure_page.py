@@ -106,7 +106,7 @@ def test_a_bug_of_ours_still_shows_its_stack_trace_on_the_run(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("a bug of ours")
 
-    monkeypatch.setattr(assets, "summarize", broken)
+    monkeypatch.setattr(assets, "summary_observation", broken)
     outcome = h.tick()
     (result,) = outcome.results
     assert not result.success

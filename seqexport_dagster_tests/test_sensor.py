@@ -12,8 +12,9 @@ from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.defs.sensors import (
     MAX_STATUS_PER_TICK,
     Cursor,
-    attention_first,
+    short_id,
     status_events,
+    status_key,
 )
 from seqexport_dagster.defs.status_refresh import REFRESH_EVERY_TICKS, SLOTS, refresh_due, slot_of
 from seqexport_dagster.delivery import planner
@@ -56,12 +57,13 @@ def test_registers_exports_and_waits_for_the_lag(h):
     h.world.clock.now_ms = DAY0 + HOUR_MS + 2 * MINUTE_MS - 1
     result = h.sensor_result()
     assert not result.run_requests
-    assert [list(r.partition_keys) for r in result.dynamic_partitions_requests] == [[export.id]]
+    # Its status partition names its account (issue 42).
+    assert [list(r.partition_keys) for r in result.dynamic_partitions_requests] == [[f"acme/{export.id}"]]
 
     h.world.clock.now_ms = DAY0 + HOUR_MS + 2 * MINUTE_MS
     outcome = h.tick()
-    assert outcome.registered == [export.id]
-    assert h.instance.get_dynamic_partitions("exports") == [export.id]
+    assert outcome.registered == [f"acme/{export.id}"]
+    assert h.instance.get_dynamic_partitions("exports") == [f"acme/{export.id}"]
     (request,) = outcome.requested
     assert request.partition_key == "2026-09-30"
     assert sorted(k.path[-1] for k in request.asset_selection) == sorted(EVENTS)
@@ -297,7 +299,7 @@ def test_paused_and_deleted_exports_are_not_scheduled_but_keep_their_partitions(
     h.world.store.set_status(paused.id, "paused", h.world.clock())
     h.world.store.set_status(deleted.id, "deleted", h.world.clock())
     assert not h.tick(execute=False).requested
-    assert sorted(h.instance.get_dynamic_partitions("exports")) == sorted([paused.id, deleted.id])
+    assert sorted(h.instance.get_dynamic_partitions("exports")) == sorted([f"acme/{paused.id}", f"acme/{deleted.id}"])
 
 
 def test_the_check_and_the_status_asset_name_the_failing_export_and_its_error(h):
@@ -322,7 +324,7 @@ def test_the_check_and_the_status_asset_name_the_failing_export_and_its_error(h)
     # The export started failing: one status run, for its partition, fails (red) saying why.
     (status_run,) = second.status_results
     assert not status_run.success and not second.results
-    assert status_run.dagster_run.tags["dagster/partition"] == bad.id
+    assert status_run.dagster_run.tags["dagster/partition"] == f"globex/{bad.id}"
     assert status_run.dagster_run.tags["account/globex"] == "yes"
     (failure,) = [e for e in status_run.all_events if e.event_type_value == "STEP_FAILURE"]
     cause = failure.step_failure_data.error
@@ -342,17 +344,24 @@ def test_the_check_and_the_status_asset_name_the_failing_export_and_its_error(h)
     # export_status's own check names the failing export with its account, on the asset's page.
     (own,) = [e for e in events if isinstance(e, dg.AssetCheckEvaluation) and e.asset_key.path[-1] == "export_status"]
     assert not own.passed and f"{bad.id} (account globex, 1 failure(s)): email_events: cannot write" in own.description
+    # Registered by the first tick, each export's partition is recorded by the second with a
+    # materialization (green from the start); the failing one then turns red by its status run.
     status = {
         e.partition: e.metadata
         for e in events
-        if isinstance(e, dg.AssetObservation) and e.asset_key.path[-1] == "export_status"
+        if isinstance(e, dg.AssetMaterialization) and e.asset_key.path[-1] == "export_status"
     }
-    assert good.id not in status, "health unchanged: not recorded again (its refresh is a run's, hourly)"
-    meta = {k: v.value for k, v in status[bad.id].items()}
+    assert set(status) == {f"acme/{good.id}", f"globex/{bad.id}"}
+    assert "on schedule" in status[f"acme/{good.id}"]["behind email_events"].value
+    meta = {k: v.value for k, v in status[f"globex/{bad.id}"].items()}
     assert meta["account"] == "globex" and meta["health"] == "failing" and meta["failures"] == 1
     assert "email_events: " in meta["last_error"] and "cannot write" in meta["last_error"]
     assert meta["next_retry"] == "2026-09-30T03:02:00.000Z" and meta["position"] == "2026-09-30T00:00:00.000Z"
     assert meta["behind_minutes"] == 122  # now − position, as `seqexport status` shows it
+    # Per dataset, in words, with the time it was taken (issue 42).
+    assert meta["behind email_events"] == (
+        "failing (attempt 1); 2 h 02 min behind at 02:02Z (updated as it doubles); delivered through 2026-09-30T00:00Z"
+    )
     assert meta["runs_tag"] == f"shard/{planner.shard_of(bad.id)}=yes"
     # Unchanged exports are not re-recorded on every tick; a fixed one passes the check again.
     assert not [e for e in h.tick(execute=False).asset_events if isinstance(e, dg.AssetObservation)]
@@ -364,8 +373,9 @@ def test_the_check_and_the_status_asset_name_the_failing_export_and_its_error(h)
     assert any(isinstance(e, dg.AssetCheckEvaluation) for e in fixed.asset_events)
     # Its status run materializes its partition: green again, with its status.
     assert [r.success for r in fixed.status_results] == [True]
-    (green,) = h.materializations("export_status")
-    assert green.asset_materialization.partition == bad.id
+    greens = [m for m in h.materializations("export_status") if m.asset_materialization.partition == f"globex/{bad.id}"]
+    green = max(greens, key=lambda m: m.timestamp)
+    assert len(greens) == 2  # its first record, and this one
     assert green.asset_materialization.metadata["health"].value == "ok"
 
 
@@ -425,15 +435,15 @@ def test_status_output_per_tick_is_bounded_at_10000_exports_and_each_is_refreshe
     cursor = Cursor()
     runs: set[str] = set()
     for _ in range(20):
-        observations, requests = status_events(records, cursor, DAY0, new=set(), changed=set())
+        observations, requests, _ = status_events(records, cursor, DAY0, new=set(), changed=set())
         assert len(observations) <= MAX_STATUS_PER_TICK and len(requests) <= MAX_STATUS_RUNS_PER_TICK
         runs |= {r.partition_key for r in requests}
         cursor.tick += 1
     # The 250 changes are all recorded (each with its status run: red) in spite of the caps.
-    assert runs == {f"exp_{i:06d}" for i in range(0, 10_000, 40)}
+    assert runs == {f"acct{i % 97}/exp_{i:06d}" for i in range(0, 10_000, 40)}
     assert len(cursor.unwell) == 250 and len(cursor.dump()) < 10_000
     # Nothing changed: the next tick records nothing, and launches nothing.
-    assert status_events(records, cursor, DAY0, new=set(), changed=set()) == ([], [])
+    assert status_events(records, cursor, DAY0, new=set(), changed=set()) == ([], [], [])
     # Over 6 hours of ticks (30 s), 6 refresh runs, one a slice, cover each export exactly once.
     slots = [refresh_due(t) for t in range(SLOTS * REFRESH_EVERY_TICKS)]
     assert sorted(s for s in slots if s is not None) == list(range(SLOTS)) and slots[0] is None
@@ -451,7 +461,26 @@ def test_the_cursor_leads_with_its_words_and_reads_the_previous_versions_json() 
     old = '{"why": "1 run(s) requested", "through": {"email_events": "2026-09-29"}, "since_ms": 5, "tick": 3, "failing": "ab"}'
     assert Cursor.parse(old) == Cursor({"email_events": "2026-09-29"}, 5, 3, "ab")
     assert Cursor.parse("not json | {broken") == Cursor()
-    why = "nothing due: 2 dataset(s) of active exports are up to date; in backoff: exp_a email_events retries at t"
-    assert attention_first(why + "; paused: exp_b") == (
-        "in backoff: exp_a email_events retries at t; paused: exp_b; nothing due: 2 dataset(s) of active exports are up to date"
-    )
+
+
+def test_bare_id_partitions_are_renamed_by_account_and_a_failing_export_stays_red(h):
+    """Issue 42's upgrade: partitions named by bare export ids (the previous version's) are replaced
+    by ``<account>/<export id>``; the new partition is recorded the next tick, green, or red through
+    a status run for an export failing across the rename, whatever the sensor's cursor remembers."""
+    good = h.world.local_export(datasets=("email_events",), folder="good")
+    (h.world.root / "blocked").write_text("a file where the bucket folder should be")
+    bad = h.world.local_export(account_id="globex", datasets=("email_events",), folder="blocked")
+    h.instance.add_dynamic_partitions("exports", [good.id, bad.id])
+    h.world.clock.now_ms = DAY0 + 2 * HOUR_MS + 2 * MINUTE_MS
+    first = h.tick()
+    assert sorted(first.registered) == sorted([f"acme/{good.id}", f"globex/{bad.id}"])
+    assert sorted(h.instance.get_dynamic_partitions("exports")) == sorted(first.registered)
+    # The previous version's cursor already knew the export was failing.
+    cursor = Cursor.parse(h.cursor)
+    cursor.unwell[short_id(bad.id)] = status_key(h.world.store.get_export(bad.id), h.world.clock())
+    h.cursor = cursor.dump()
+    second = h.tick()
+    recorded = {e.partition for e in second.asset_events if isinstance(e, dg.AssetMaterialization)}
+    assert recorded == set(first.registered)
+    (red,) = second.status_results
+    assert not red.success and red.dagster_run.tags["dagster/partition"] == f"globex/{bad.id}"

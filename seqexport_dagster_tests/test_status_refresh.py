@@ -12,6 +12,7 @@ import pytest
 
 from seqexport_dagster.contract.window import MINUTE_MS
 from seqexport_dagster.defs.maintenance import delete_old_runs
+from seqexport_dagster.defs.partitions import export_id_of
 from seqexport_dagster.defs.sensors import Cursor
 from seqexport_dagster.defs.status_refresh import REFRESH_EVERY_TICKS, REFRESH_JOB, SLOT_TAG, SLOTS, slot_of
 from seqexport_dagster_tests.support.dagster_harness import Harness, harness
@@ -42,11 +43,15 @@ def test_unchanged_status_is_refreshed_by_hourly_runs_and_deleted_with_them(h: H
     deleted = h.world.local_export("gone", frequency="24h", folder="gone")
     h.world.store.set_status(deleted.id, "deleted", h.world.clock())
     first = h.tick()
-    # The first tick records every new export once, outside any run (a change: it is new).
-    runless = status_observations(h)
-    assert {r.event_log_entry.run_id for r in runless} == {""}
-    assert sorted(r.partition_key for r in runless if r.partition_key != deleted.id) == sorted(e.id for e in exports)
-    assert not first.refresh_results
+    assert not first.refresh_results and not status_observations(h)
+    # The first tick registers every export's partition, the next records each once with a
+    # materialization, outside any run (green from the start: issue 42); nothing is observed.
+    second = h.tick()
+    runless = list(h.instance.fetch_materializations(STATUS, limit=10_000).records)
+    assert {r.event_log_entry.run_id for r in runless} == {""} and not status_observations(h)
+    named = [f"{e.account_id}/{e.id}" for e in exports]
+    assert sorted(r.partition_key for r in runless if r.partition_key != f"gone/{deleted.id}") == sorted(named)
+    assert not second.refresh_results
     # Ticks without a change record nothing, until a refresh is due.
     assert not [e for e in h.tick(execute=False).asset_events if isinstance(e, dg.AssetObservation)]
     refreshed: Counter[str] = Counter()
@@ -59,20 +64,20 @@ def test_unchanged_status_is_refreshed_by_hourly_runs_and_deleted_with_them(h: H
         assert run.dagster_run.tags[SLOT_TAG] == str(slot) and not outcome.results
         events = [e for e in run.all_events if e.event_type_value == "ASSET_OBSERVATION"]
         partitions = [e.event_specific_data.asset_observation.partition for e in events]
-        assert all(slot_of(p) == slot for p in partitions)
+        assert all(slot_of(export_id_of(p)) == slot for p in partitions)
         refreshed.update(partitions)
         if partitions:  # 12 exports in 6 slices: a slice may be empty
             run_ids.append(run.run_id)
     # Six runs, one a slice: every export that is not deleted once, paused ones included.
-    assert refreshed == Counter({e.id: 1 for e in exports}), "each export refreshed exactly once in 6 hours"
+    assert refreshed == Counter({p: 1 for p in named}), "each export refreshed exactly once in 6 hours"
     in_runs = [r for r in status_observations(h) if r.event_log_entry.run_id]
     assert {r.event_log_entry.run_id for r in in_runs} == set(run_ids)
     latest = {r.partition_key: r.asset_observation.metadata for r in in_runs}  # type: ignore[union-attr]
-    assert latest[paused.id]["status"].value == "paused" and latest[exports[0].id]["health"].value == "ok"
+    assert latest[named[-1]]["status"].value == "paused" and latest[named[0]]["health"].value == "ok"
     # The maintenance job's run retention deletes the refreshes with their runs; the changes stay.
     assert delete_old_runs(h.instance, 1, now_s=time.time() + 2 * 86_400) >= SLOTS
-    left = status_observations(h)
-    assert {r.event_log_entry.run_id for r in left} == {""} and len(left) == len(runless)
+    assert not status_observations(h)
+    assert len(list(h.instance.fetch_materializations(STATUS, limit=10_000).records)) == len(runless)
 
 
 def test_a_refresh_run_with_a_slot_out_of_range_fails_naming_the_field(h: Harness) -> None:

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
-from seqexport_dagster.defs.assets import REPLACE_TAG
 from seqexport_dagster.defs.resources import ExporterResource
+from seqexport_dagster.delivery.day_run import REPLACE_TAG
 from seqexport_dagster.delivery.runner import Runner
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.config import DestinationConfig

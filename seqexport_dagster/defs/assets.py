@@ -1,7 +1,9 @@
 """The dataset assets (by UTC day), the per-export status asset and the per-dataset health check.
 
 One op, ``deliveries``, materializes the four dataset assets (`can_subset`: a run selects the
-datasets it writes). Its body is wiring over one core call, `BatchRunner.run`:
+datasets it writes). Its body is one core call, `delivery.day_run.deliver_day` (the run's policy:
+which exports, how, reconciliation, run tags, the run log; the simulator calls it too), and the
+Dagster events of its result (`run_events`):
 - a run carries a day (the partition) and a batch of exports (run config ``exports``; empty: every
   active export, which is what a date-range backfill launched from the UI delivers);
 - the run records a few events, not one per window (issue 23): per dataset, one observation on
@@ -18,69 +20,49 @@ datasets it writes). Its body is wiring over one core call, `BatchRunner.run`:
   whose description is the customer message and the next retry; a run whose exports were all
   paused or deleted ends canceled, as Dagster's terminate does (`batch.run_verdict`);
 - every (export, dataset) the run takes on is in the run log with its trigger (scheduled, export
-  now, backfill, manual: `run_trigger`), day and end state, for `seqexport history`;
+  now, backfill, manual: `day_run.run_trigger`), day and end state, for `seqexport history`;
 - a day's cell turns green when every active export has finished it, always inside a run that
   targeted the day, so Dagster's partition status and the cell agree (`defs.day_cells`): the
   sensor's small "cells" runs for scheduled work; a backfill or manual run for its day whenever the
   day is complete after it (even if the run then fails); a run that appended late rows, for the
-  days they went to, with the new counters.
+  days they went to, with the new counters; a run that delivered a day a failed run left red,
+  with why it is no longer red (`day_cells.red_day_cells`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final, NoReturn
 
 import dagster as dg
 from pydantic import Field
 
-from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
+from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import day_of, parse_date_key
-from seqexport_dagster.defs.day_cells import CELLS, cell_events
+from seqexport_dagster.defs.day_cells import CELLS, ERROR_TAG, cell_events, red_day_cells
 from seqexport_dagster.defs.health import DATASET_CHECK, check_evaluation
 from seqexport_dagster.defs.resources import ExporterResource
 from seqexport_dagster.defs.run_failure import shown_without_stack
-from seqexport_dagster.defs.run_tags import named_tags
-from seqexport_dagster.delivery import reconcile as reconciliation
 from seqexport_dagster.delivery.batch import DEFAULT_DEADLINE_S, DEFAULT_WORKERS, BatchReport, run_verdict
-from seqexport_dagster.delivery.reconcile import Reconciled, reconcile
-from seqexport_dagster.delivery.run_summary import LISTED, DatasetSummary, failures, summarize
-from seqexport_dagster.delivery.runner import Runner
+from seqexport_dagster.delivery.day_run import (
+    TRIGGER_TAG,
+    DayResult,
+    DayRun,
+    deliver_day,
+)
+from seqexport_dagster.delivery.reconcile import Reconciled
+from seqexport_dagster.delivery.run_summary import LISTED, DatasetSummary, failures
 from seqexport_dagster.errors import ExportFailed, sanitize_error
-from seqexport_dagster.store import ACTIVE, ControlPlane, run_log
-from seqexport_dagster.store.run_log import RunLog
+from seqexport_dagster.store import ControlPlane, run_log
 
-#: Tag the scheduler sensor sets. Runs without it (UI launches, backfills) deliver what the day lacks.
-TRIGGER_TAG: Final = "seqexport/trigger"
-SCHEDULED: Final = "scheduler"
-#: An operator's explicit choice on a backfill (tag value "true"): replace the day's files instead of
-#: delivering only what is missing. Needs a key that may overwrite; fails clearly where it may not.
-REPLACE_TAG: Final = "seqexport/replace"
-#: A backfill that sends every recorded file of the day again, create-only (a bucket lost files).
-REDELIVER_TAG: Final = "seqexport/redeliver"
 GROUP: Final = "exports"
 OP_NAME: Final = "deliveries"
-#: How many of the run's exports are an "export now" (the ids are in the run config, ``export_now``).
-EXPORT_NOW_TAG: Final = "seqexport/export-now"
-#: Dagster's own tag on the runs of a backfill.
-BACKFILL_TAG: Final = "dagster/backfill"
-#: On a run that failed: the first failed export's customer message and when it is retried.
-ERROR_TAG: Final = "seqexport/error"
+#: On a run that failed: the first failed export's customer message (`day_cells.ERROR_TAG`) and when it is retried.
 RETRY_TAG: Final = "seqexport/retry"
 #: Dagster's run-retry tags, set on a run we fail on purpose: the scheduler retries it (backoff), so
 #: run_retries must not, and must not log that it does not ("Not retrying since ...").
 NO_RUN_RETRY: Final = {"dagster/max_retries": "0", "dagster/retry_on_asset_or_op_failure": "true"}
-
-
-def run_trigger(tags: Mapping[str, str], export_now: Iterable[str] = ()) -> Callable[[str], str]:
-    """How the run was started, per export: the run log's trigger words (``export_now``: the run
-    config's ids of exports whose work is an "export now")."""
-    if tags.get(TRIGGER_TAG) == SCHEDULED:
-        now = set(export_now)
-        return lambda export_id: run_log.EXPORT_NOW if export_id in now else run_log.SCHEDULED
-    fixed = run_log.BACKFILL if BACKFILL_TAG in tags else run_log.MANUAL
-    return lambda export_id: fixed
 
 
 class DeliveryConfig(dg.Config):
@@ -128,83 +110,70 @@ def summary_observation(
 def deliver(
     context: dg.AssetExecutionContext, config: DeliveryConfig, exporter: ExporterResource
 ) -> Iterator[dg.AssetMaterialization | dg.AssetCheckResult | dg.AssetObservation]:
-    day = parse_date_key(context.partition_key)
     datasets = [key.path[-1] for key in context.selected_asset_keys]
-    scheduled = context.run.tags.get(TRIGGER_TAG) == SCHEDULED
-    replace = not scheduled and context.run.tags.get(REPLACE_TAG, "").lower() == "true"
-    redeliver = not scheduled and context.run.tags.get(REDELIVER_TAG, "").lower() == "true"
     store = exporter.control_plane.store()
-    records = store.list_exports()
-    accounts = {e.id: e.account_id for e in records}
-    export_ids = config.exports or [e.id for e in records if e.status == ACTIVE]
-    lateness = exporter.operator.reconcile_lateness_ms()
-    events = [d for d in datasets if d in EVENT_DATASETS]
-    reconciled: list[tuple[str, Reconciled]] = []
-
-    def after_export(runner: Runner, export_id: str) -> list[tuple[str, Reconciled]]:
-        """Scheduled runs repair late and erased rows of recent windows, under the export's lease."""
-        if not (scheduled and lateness and events):
-            return []
-        results = reconcile(
-            runner,
-            export_id,
-            lateness_ms=lateness,
-            datasets=events,
-            run_id=context.run.run_id,
-            thin=reconciliation.THIN_SCHEDULED_RECHECK,
-        )
-        return [(export_id, r) for r in results if r.report is not None]
-
-    def on_note(note: object) -> None:
-        reconciled.append(note)  # type: ignore[arg-type]  # after_export's items, relayed as they are
-
     if not datasets:  # only the checks were selected
         yield from health_results(context, store)
         return
     if context.run.tags.get(TRIGGER_TAG) == CELLS:  # the sensor's record of completed days
-        yield from cell_events(store.engine, records, [(d, day) for d in datasets])
+        yield from cell_events(
+            store.engine, store.list_exports(), [(d, parse_date_key(context.partition_key)) for d in datasets]
+        )
         return
+    run = DayRun(
+        context.run.run_id,
+        parse_date_key(context.partition_key),
+        datasets,
+        context.run.tags,
+        config.exports,
+        config.export_now,
+        config.workers,
+        config.deadline_seconds,
+    )
 
     def holder_ended(run_id: str) -> bool:
         """A lease held by a run that has ended (its worker died, run monitoring failed it)."""
-        run = context.instance.get_run_by_id(run_id)
-        return run is not None and run.is_finished
+        ended = context.instance.get_run_by_id(run_id)
+        return ended is not None and ended.is_finished
 
-    if not scheduled:
-        # A run launched by hand or by a backfill names its exports and accounts as the scheduler's do.
-        context.instance.add_run_tags(context.run.run_id, named_tags((e, accounts.get(e, "-")) for e in export_ids))
-    batch = exporter.batch(
-        holder=context.run.run_id,
-        workers=config.workers,
-        deadline_s=config.deadline_seconds,
-        holder_ended=holder_ended,
+    result = deliver_day(
+        run,
+        store=store,
+        batch=lambda workers, deadline_s: exporter.batch(
+            holder=run.run_id, workers=workers, deadline_s=deadline_s, holder_ended=holder_ended
+        ),
+        lateness_ms=exporter.operator.reconcile_lateness_ms(),
+        clock=exporter.clock.now_ms,
+        add_tags=lambda tags: context.instance.add_run_tags(run.run_id, tags),
+        interrupted=lambda exc: isinstance(exc, KeyboardInterrupt | dg.DagsterExecutionInterruptedError),
     )
-    try:
-        report = batch.run(export_ids, [day], datasets, run_id=context.run.run_id, rewrite=not scheduled,
-                           replace=replace, redeliver=redeliver, after_export=after_export, on_note=on_note,
-                           trigger=run_trigger(context.run.tags, config.export_now))  # fmt: skip
-    except BaseException as exc:
-        # Terminated from the UI or the CLI (Dagster interrupts the step), or our own bug: close
-        # the run log's open entries with the run's end state.
-        interrupted = isinstance(exc, KeyboardInterrupt | dg.DagsterExecutionInterruptedError)
-        status, why = (
-            (run_log.CANCELED, "the run was canceled in Dagster before it finished")
-            if interrupted
-            else (run_log.FAILED, f"internal error ({type(exc).__name__})")
+    yield from run_events(context, store, run, result)
+
+
+def run_events(
+    context: dg.AssetExecutionContext, store: ControlPlane, run: DayRun, result: DayResult
+) -> Iterator[dg.AssetMaterialization | dg.AssetCheckResult | dg.AssetObservation]:
+    """What the run shows in Dagster: its log lines, one observation per dataset, the day cells it
+    records, the checks a launch selected, and its end (failed or canceled, `batch.run_verdict`)."""
+    backfill = not run.scheduled
+    log_outcomes(context, result.report, result.summaries, backfill=backfill)
+    for summary in result.summaries.values():
+        yield summary_observation(context.partition_key, summary, result.accounts, backfill=backfill)
+    cells = recorded_cells(store, result.summaries, run.day, run.scheduled, result.reconciled)
+    yield from cells
+    # A day a failed run left red, delivered since by this run, says why it is no longer red.
+    whole = {c.asset_key.path[-1] for c in cells if c.partition == context.partition_key}
+    delivered = [d for d, s in result.summaries.items() if d not in whole and len(s.exports) > s.failed_exports]
+    if delivered:
+        yield from red_day_cells(
+            context.instance, store.list_exports(), delivered, run.day, run.run_id, context.job_name
         )
-        RunLog(store.engine).close_run(context.run.run_id, status, exporter.clock.now_ms(), why)
-        raise
-    summaries = summarize(report, datasets, accounts, reconciled)
-    log_outcomes(context, report, summaries, backfill=not scheduled)
-    for summary in summaries.values():
-        yield summary_observation(context.partition_key, summary, accounts, backfill=not scheduled)
-    yield from recorded_cells(store, summaries, day, scheduled, reconciled)
     yield from health_results(context, store)
-    verdict = run_verdict(report)
+    verdict = run_verdict(result.report)
     if verdict == run_log.FAILED:
-        fail_run(context, report, accounts)
+        fail_run(context, result.report, result.accounts)
     if verdict == run_log.CANCELED:
-        cancel_run(context, report)
+        cancel_run(context, result.report)
 
 
 def health_results(context: dg.AssetExecutionContext, store: ControlPlane) -> Iterator[dg.AssetCheckResult]:

@@ -19,7 +19,9 @@ Dagster's own view of the partition (Materialized, Failed, Materializing, and th
   before the run fails if it does: a failed re-delivery of a complete day leaves it green with true
   counters, and the run red; a day that is not complete gets no cell, so nothing claims it is;
 - a scheduled run that appended late rows to a complete day records that day again, with its new
-  counters.
+  counters;
+- a run that delivers a day that a failed run left red records the day with why it is no longer
+  red, whether the day is complete, and who still fails on it (`red_day_cells`, issue 42).
 """
 
 from __future__ import annotations
@@ -33,11 +35,15 @@ import sqlalchemy as sa
 
 from seqexport_dagster.contract.window import day_of
 from seqexport_dagster.delivery import planner
+from seqexport_dagster.management.health import failing_exports
 from seqexport_dagster.store import ACTIVE, ExportRecord
 from seqexport_dagster.store.fleet import day_totals
 
 #: The trigger tag's value on the sensor's runs that record completed days.
 CELLS: Final = "cells"
+#: Dagster's tag on a run of one partition, and ours with a failed run's customer message.
+PARTITION_TAG: Final = "dagster/partition"
+ERROR_TAG: Final = "seqexport/error"
 #: Days recorded per dataset and tick at most (a first tick after an upgrade catches up over a few).
 MAX_DAYS_PER_TICK: Final = 31
 
@@ -119,3 +125,69 @@ def cell_requests(job_name: str, days: dict[dt.date, list[str]], tags: dict[str,
         )
         for day, datasets in sorted(days.items())
     ]
+
+
+def finished_day(records: Iterable[ExportRecord], dataset: str, day: dt.date) -> tuple[int, int]:
+    """How many active exports with ``dataset`` on ``day`` have finished it, and how many there are."""
+    having = [
+        e
+        for e in records
+        if e.status == ACTIVE and any(s.dataset == dataset and day_of(s.added_at) <= day for s in e.datasets)
+    ]
+    done = [e for e in having if (planner.dataset_complete_through([e], dataset) or dt.date.min) >= day]
+    return len(done), len(having)
+
+
+def red_day_cells(
+    instance: dg.DagsterInstance,
+    records: list[ExportRecord],
+    delivered: Iterable[str],
+    day: dt.date,
+    run_id: str,
+    job_name: str,
+) -> list[dg.AssetMaterialization]:
+    """A day a failed run left red, which this run has since delivered for some export, is recorded
+    with why it is no longer red (issue 42: it stayed red under a later successful run, with no
+    banner and no metadata). Not a complete cell: ``complete`` says how many active exports have
+    finished the day, ``still_failing`` who fails on it now, and the complete cell replaces this
+    one when the day completes (`cell_requests`). Red is read as Dagster decides it: the day's
+    latest failed run that targeted the dataset ended after the dataset's latest materialization
+    of the day (this run's own planned materialization makes the partition's status "in progress",
+    so the status cannot be asked). One run query, and one event query a dataset after a failure."""
+    key = day.isoformat()
+    failed = instance.get_run_records(
+        filters=dg.RunsFilter(job_name=job_name, statuses=[dg.DagsterRunStatus.FAILURE], tags={PARTITION_TAG: key}),
+        limit=1,
+    )
+    if not failed or failed[0].end_time is None:
+        return []
+    run = failed[0].dagster_run
+    out = []
+    for dataset in delivered:
+        asset = dg.AssetKey(dataset)
+        if run.asset_selection is not None and asset not in run.asset_selection:
+            continue
+        latest = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=asset, asset_partitions=[key]), limit=1
+        ).records
+        if latest and latest[0].timestamp >= failed[0].end_time:
+            continue
+        before = f"run {run.run_id[:8]} of this day failed ({run.tags.get(ERROR_TAG, 'see the run')})"
+        done, having = finished_day(records, dataset, day)
+        failing = [f"{f.account_id}/{f.export_id}" for f in failing_exports(records, dataset)]
+        out.append(
+            dg.AssetMaterialization(
+                asset_key=dataset,
+                partition=key,
+                description=f"Not red: {before}; run {run_id[:8]} delivered this day since.",
+                metadata={
+                    "why_not_red": f"{before}; run {run_id[:8]} delivered this day since",
+                    "complete": (
+                        "yes" if done == having else f"no: {done} of {having} active exports have finished this day"
+                    ),
+                    "still_failing": ", ".join(failing[:10]) + (f" +{len(failing) - 10}" if len(failing) > 10 else "")
+                    or "-",
+                },
+            )
+        )
+    return out

@@ -7,13 +7,17 @@ observations and check evaluations without a run, but no failure, and the asset-
 would read check results is not in open source (`dagster_asset_health_queries_supported` is False).
 So, on a change of health only, the scheduler sensor launches a small run of `STATUS_JOB` for that
 one export's partition:
-- failing: the run fails with `errors.ExportFailed`, its message the export's last error, account,
-  failure count and next retry (no stack trace, on the step nor on the run: `defs.run_failure`); the partition turns red and its page says why;
+- failing: the run records the status as an observation (the partition page shows it over the
+  partition's last materialization), then fails with `errors.ExportFailed`, its message the
+  export's last error, account, failure count and next retry (no stack trace, on the step nor on
+  the run: `defs.run_failure`); the partition turns red and its page says why;
 - healthy again (or paused, deleted): the run materializes the partition with the status metadata:
   green.
-An export that has never failed has no run and stays grey. Between changes the sensor records the
-status as observations, at a bounded rate (`defs.sensors.status_events`). Runs are few: one per
-change of health, at most `MAX_STATUS_RUNS_PER_TICK` a tick.
+Each partition, ``<account>/<export id>``, is recorded with a materialization of its status the
+tick after it is registered (`health.first_status`), so a healthy export is green from the start,
+never "Missing". Between changes the sensor records the status as observations, at a bounded rate
+(`defs.sensors.status_events`). Runs are few: one per change of health, at most
+`MAX_STATUS_RUNS_PER_TICK` a tick.
 """
 
 from __future__ import annotations
@@ -24,8 +28,14 @@ import dagster as dg
 
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import iso_ms
-from seqexport_dagster.defs.health import STATUS_ASSET, STATUS_CHECK, status_check_evaluation, status_metadata
-from seqexport_dagster.defs.partitions import exports_partitions
+from seqexport_dagster.defs.health import (
+    STATUS_ASSET,
+    STATUS_CHECK,
+    status_check_evaluation,
+    status_event,
+    status_metadata,
+)
+from seqexport_dagster.defs.partitions import export_id_of, exports_partitions
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
 from seqexport_dagster.defs.run_failure import shown_without_stack
 from seqexport_dagster.errors import ExportFailed
@@ -37,10 +47,12 @@ MAX_STATUS_RUNS_PER_TICK: Final = 20
 
 
 def record_status(context: dg.AssetExecutionContext, control_plane: ControlPlaneResource, clock: ClockResource) -> Any:
-    export = control_plane.store().get_export(context.partition_key)
+    export = control_plane.store().get_export(export_id_of(context.partition_key))
     now = clock.now_ms()
     health = export_health(export, now)
     if health.health == FAILING:
+        # Before the failure: the partition page overlays its last materialization with this.
+        context.log_event(status_event(export, now))
         retry = f"retries at {iso_ms(health.next_retry_at)}" if health.next_retry_at is not None else "retries soon"
         raise shown_without_stack(
             ExportFailed(

@@ -9,8 +9,9 @@ from typing import Any, Final
 import dagster as dg
 
 from seqexport_dagster.contract.window import iso_ms
+from seqexport_dagster.defs.partitions import status_partition
 from seqexport_dagster.delivery.planner import shard_of
-from seqexport_dagster.management.health import export_health, failing_exports
+from seqexport_dagster.management.health import datasets_behind, export_health, failing_exports
 from seqexport_dagster.store import ExportRecord
 
 STATUS_ASSET: Final = "export_status"
@@ -22,18 +23,23 @@ LISTED: Final = 50
 
 
 def status_metadata(export: ExportRecord, now_ms: int) -> dict[str, Any]:
+    """What an export's partition page shows: its account, health, each dataset's delay (``behind
+    <dataset>``, in words, with the time it was taken), last error and next retry. The page shows
+    the latest materialization's entries overlaid by those of every later observation, so the
+    newest value of each entry is shown whichever event carried it."""
     h = export_health(export, now_ms)
-    return {
+    return {  # what an operator reads first, first: the page keeps this order
         "account": h.account_id,
-        "status": h.status,
         "health": h.health,
+        **{f"behind {b.dataset}": b.text for b in datasets_behind(export, now_ms)},
+        "last_error": f"{h.last_error_dataset}: {h.last_error}" if h.last_error else "-",
+        "next_retry": iso_ms(h.next_retry_at) if h.next_retry_at is not None else "-",
+        "failures": h.failures,
+        "last_error_at": iso_ms(h.last_error_at) if h.last_error_at is not None else "-",
+        "status": h.status,
         "position": iso_ms(h.position_ms) if h.position_ms is not None else "-",
         "behind_minutes": h.behind_ms // 60_000 if h.behind_ms is not None else "-",
         "snapshot_late_minutes": h.snapshot_late_ms // 60_000 if h.snapshot_late_ms is not None else "-",
-        "failures": h.failures,
-        "next_retry": iso_ms(h.next_retry_at) if h.next_retry_at is not None else "-",
-        "last_error": f"{h.last_error_dataset}: {h.last_error}" if h.last_error else "-",
-        "last_error_at": iso_ms(h.last_error_at) if h.last_error_at is not None else "-",
         "as_of": iso_ms(now_ms),
         # The Runs page's filter for this export's scheduled runs (tags are bounded: `defs.sensors`).
         "runs_tag": f"shard/{shard_of(export.id)}=yes",
@@ -47,7 +53,21 @@ def status_event(export: ExportRecord, now_ms: int) -> dg.AssetObservation:
     h = export_health(export, now_ms)
     return dg.AssetObservation(
         asset_key=STATUS_ASSET,
-        partition=export.id,
+        partition=status_partition(export.account_id, export.id),
+        metadata=status_metadata(export, now_ms),
+        description=f"{export.id} (account {h.account_id}): {h.health}",
+    )
+
+
+def first_status(export: ExportRecord, now_ms: int) -> dg.AssetMaterialization:
+    """The materialization that registers an export's partition (issue 42): green from the start,
+    and every later observation shows on its page (the page overlays a materialization's entries
+    with those of later observations, and shows nothing without one). An export failing already
+    turns red at once: its status run fails after this (`defs.export_status`)."""
+    h = export_health(export, now_ms)
+    return dg.AssetMaterialization(
+        asset_key=STATUS_ASSET,
+        partition=status_partition(export.account_id, export.id),
         metadata=status_metadata(export, now_ms),
         description=f"{export.id} (account {h.account_id}): {h.health}",
     )

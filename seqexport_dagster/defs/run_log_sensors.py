@@ -10,9 +10,10 @@ from typing import Any, Final
 
 import dagster as dg
 
-from seqexport_dagster.defs.assets import OP_NAME, run_trigger
+from seqexport_dagster.defs.assets import OP_NAME
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
 from seqexport_dagster.defs.sensors import run_exports
+from seqexport_dagster.delivery.day_run import run_trigger
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.store import run_log
 from seqexport_dagster.store.run_log import RunLog

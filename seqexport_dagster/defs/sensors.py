@@ -34,33 +34,30 @@ import dagster as dg
 from dagster import SensorEvaluationContext
 
 from seqexport_dagster.contract.schema import DATASETS
-from seqexport_dagster.defs.assets import (
-    EXPORT_NOW_TAG,
-    NO_RUN_RETRY,
-    OP_NAME,
-    SCHEDULED,
-    TRIGGER_TAG,
-)
+from seqexport_dagster.defs.assets import NO_RUN_RETRY, OP_NAME
 from seqexport_dagster.defs.day_cells import CELLS, cell_requests, completed_days
 from seqexport_dagster.defs.export_status import MAX_STATUS_RUNS_PER_TICK, STATUS_JOB, status_job
 from seqexport_dagster.defs.health import (
     check_evaluation,
     failing_digest,
+    first_status,
     status_check_evaluation,
     status_event,
 )
-from seqexport_dagster.defs.partitions import EXPORTS
+from seqexport_dagster.defs.partitions import EXPORTS, status_partition
 from seqexport_dagster.defs.resources import ClockResource, ControlPlaneResource
-from seqexport_dagster.defs.run_tags import (
+from seqexport_dagster.defs.status_refresh import REFRESH_JOB, SLOT_TAG, refresh_due, refresh_job
+from seqexport_dagster.delivery import planner
+from seqexport_dagster.delivery.day_run import EXPORT_NOW_TAG, SCHEDULED, TRIGGER_TAG
+from seqexport_dagster.delivery.idle import idle_headline
+from seqexport_dagster.delivery.run_tags import (
     EXPORT_TAG_PREFIX,
     TAG_VALUE,
     account_tag,
     export_tag,
     named_tags,
 )
-from seqexport_dagster.defs.status_refresh import REFRESH_JOB, SLOT_TAG, refresh_due, refresh_job
-from seqexport_dagster.delivery import planner
-from seqexport_dagster.delivery.idle import idle_reason
+from seqexport_dagster.management.health import behind_band
 from seqexport_dagster.store import ACTIVE, DELETED, ExportRecord
 from seqexport_dagster.store.fleet import changed_since, fleet_exports, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
@@ -149,6 +146,8 @@ class Cursor:
     failing: str = ""
     why: str = ""
     unwell: dict[str, str] = field(default_factory=dict)
+    #: Exports (short hashes) whose partition the last tick registered: recorded this tick (`status_events`).
+    pending: list[str] = field(default_factory=list)
 
     @classmethod
     def parse(cls, text: str | None) -> Cursor:
@@ -164,6 +163,7 @@ class Cursor:
                 int(data.get("tick", 0)),
                 str(data.get("failing", "")),
                 unwell={str(k): str(v) for k, v in dict(data.get("unwell", {})).items()},
+                pending=[str(p) for p in data.get("pending", [])],
             )
         except (ValueError, TypeError, AttributeError):
             return cls()
@@ -176,38 +176,36 @@ class Cursor:
                 "tick": self.tick,
                 "failing": self.failing,
                 "unwell": self.unwell,
+                **({"pending": self.pending} if self.pending else {}),
             },
             separators=(",", ":"),
         )
         return f"{self.why}{WHY_SEPARATOR}{state}"
 
 
-def attention_first(why: str) -> str:
-    """The tick list shows only the cursor's first 25 characters or so: what needs an operator
-    (exports in backoff, paused) comes before "nothing due" there; the skip reason is unchanged."""
-    parts = why.split("; ")
-    return "; ".join(sorted(parts, key=lambda part: not part.startswith(("in backoff: ", "paused: "))))
-
-
 def short_id(export_id: str) -> str:
     return f"{zlib.crc32(export_id.encode()):08x}"
 
 
-def status_key(export: ExportRecord) -> str:
-    """What a change of health is: ok, failing (with its failure count), paused, deleted."""
+def status_key(export: ExportRecord, now_ms: int) -> str:
+    """What a change of health is: ok, failing (with its failure count), paused, deleted, and a
+    dataset's delay leaving its band (`management.health.behind_band`: off schedule, its delay
+    doubling, its position moving while off schedule)."""
     failures = max((s.failures for s in export.datasets), default=0) if export.status == ACTIVE else 0
-    return f"{export.status}:{failures}"
+    band = behind_band(export, now_ms) if export.status == ACTIVE else ""
+    return f"{export.status}:{failures}" + (f"|{band}" if band else "")
 
 
 def is_failing(key: str) -> bool:
-    return key.startswith(f"{ACTIVE}:") and key != OK_KEY
+    health = key.split("|", 1)[0]
+    return health.startswith(f"{ACTIVE}:") and health != OK_KEY
 
 
 def status_run(export: ExportRecord, failing: bool, tick: int) -> dg.RunRequest:
     """One export's change of health on ``export_status`` (`defs.export_status`): red or green."""
     return dg.RunRequest(
         job_name=STATUS_JOB,
-        partition_key=export.id,
+        partition_key=status_partition(export.account_id, export.id),
         run_key=f"status|{export.id}|{'failing' if failing else 'ok'}|{tick}",
         tags={
             **NO_RUN_RETRY,
@@ -229,8 +227,14 @@ def refresh_run(slot: int, tick: int) -> dg.RunRequest:
 
 
 def status_events(
-    records: list[ExportRecord], cursor: Cursor, now_ms: int, *, new: set[str], changed: set[str]
-) -> tuple[list[dg.AssetObservation], list[dg.RunRequest]]:
+    records: list[ExportRecord],
+    cursor: Cursor,
+    now_ms: int,
+    *,
+    new: set[str],
+    changed: set[str],
+    unregistered: frozenset[str] | set[str] = frozenset(),
+) -> tuple[list[dg.AssetObservation | dg.AssetMaterialization], list[dg.RunRequest], list[ExportRecord]]:
     """At most `MAX_STATUS_PER_TICK` status observations and `MAX_STATUS_RUNS_PER_TICK` status runs,
     whatever the number of exports (issue 29): every export whose health changed since it was last
     recorded (ok, failing and its failure count, paused, deleted) or that is new; a deleted export
@@ -238,10 +242,19 @@ def status_events(
     or green again). A change left over by a cap stays a change (the cursor still holds the old
     health) and is recorded on the next tick. Unchanged exports are refreshed by the hourly run of
     `defs.status_refresh`, not here: a runless event is never deleted (issue 23).
+
+    A new export (``new``: its ``<account>/<export id>`` partition was registered by the last tick)
+    is recorded with a materialization (`health.first_status`): its partition is green from the
+    start. Registered the tick before, never in the same tick: the daemon stores a tick's asset
+    events before it adds its partitions, and a status cache built in between would drop a
+    materialization of a partition that does not exist yet. Exports in ``unregistered`` wait.
+    Returned last: the new exports recorded this tick (the others stay pending, within the caps).
     """
     changes: list[ExportRecord] = []
     for export in records:
-        key = status_key(export)
+        if export.id in unregistered:
+            continue
+        key = status_key(export, now_ms)
         if export.status == DELETED:
             if export.id in changed or export.id in new:
                 changes.append(export)
@@ -253,9 +266,12 @@ def status_events(
     for export in changes:
         if len(chosen) >= MAX_STATUS_PER_TICK:
             break
-        key = status_key(export)
+        key = status_key(export, now_ms)
         failing = is_failing(key)
-        if failing != is_failing(cursor.unwell.get(short_id(export.id), OK_KEY)):
+        # A new partition has no run yet: a failing export's needs its red one, whatever the cursor
+        # remembers (an export failing across the rename of its bare-id partition).
+        before = OK_KEY if export.id in new else cursor.unwell.get(short_id(export.id), OK_KEY)
+        if failing != is_failing(before):
             if len(runs) >= MAX_STATUS_RUNS_PER_TICK:
                 continue
             runs.append(status_run(export, failing, cursor.tick))
@@ -264,7 +280,10 @@ def status_events(
             cursor.unwell.pop(short_id(export.id), None)
         else:
             cursor.unwell[short_id(export.id)] = key
-    return [status_event(export, now_ms) for export in chosen], runs
+    events: list[dg.AssetObservation | dg.AssetMaterialization] = [
+        first_status(e, now_ms) if e.id in new else status_event(e, now_ms) for e in chosen
+    ]
+    return events, runs, [e for e in chosen if e.id in new]
 
 
 def evaluate(
@@ -275,8 +294,13 @@ def evaluate(
     cursor = Cursor.parse(cursor_text)
     records = fleet_exports(engine)
     known = set(instance.get_dynamic_partitions(EXPORTS))
-    # History stays browsable: partitions of deleted exports are kept, never removed.
-    new = [e.id for e in records if e.id not in known]
+    # History stays browsable: partitions of deleted exports are kept, never removed; a bare-id key
+    # from before issue 42 is replaced by its export's named key (its old events stay in the log).
+    unregistered = [e for e in records if status_partition(e.account_id, e.id) not in known]
+    fresh = unregistered[:MAX_STATUS_PER_TICK]
+    waiting = {e.id for e in unregistered}
+    pending = set(cursor.pending)
+    new = {e.id for e in records if short_id(e.id) in pending and e.id not in waiting}
     busy = busy_exports(instance) | set(Leases(engine).held(now_ms))
     items = planner.due_work(records, now_ms, busy=busy, unfinished=unfinished_attempts(engine))
     requests = [run_request(b) for b in planner.batch(items)]
@@ -285,7 +309,11 @@ def evaluate(
     # Completed days are recorded by small runs of their own (`defs.day_cells`), after the deliveries.
     cells = cell_requests(EXPORT_JOB, completed_days(records, cursor.through), {**NO_RUN_RETRY, TRIGGER_TAG: CELLS})
     changed, watermark = changed_since(engine, cursor.since_ms if cursor.since_ms is not None else -1)
-    observations, status_runs = status_events(records, cursor, now_ms, new=set(new), changed=changed)
+    observations, status_runs, recorded = status_events(
+        records, cursor, now_ms, new=new, changed=changed, unregistered=waiting
+    )
+    left = {short_id(e) for e in new} - {short_id(e.id) for e in recorded}
+    cursor.pending = sorted(left | {short_id(e.id) for e in fresh})
     events += observations
     requests += status_runs
     slot = refresh_due(cursor.tick)
@@ -295,17 +323,26 @@ def evaluate(
         events += [check_evaluation(records, dataset) for dataset in DATASETS]
         events.append(status_check_evaluation(records, DATASETS))
     cursor.failing, cursor.since_ms, cursor.tick = digest, watermark, cursor.tick + 1
-    # Issue 17: a tick that requests nothing says why (nothing due, paused, retries at <time> (attempt n)).
+    # Issue 17: a tick that requests nothing says why (nothing due, paused, retries at <time> (attempt n));
+    # issue 42: in a short line that names accounts, which the tick list shows whole.
     requests += cells
-    idle = None if requests else idle_reason(records, now_ms, busy=busy)
+    idle = None if requests else idle_headline(records, now_ms, busy=busy)
     # The hourly refresh is bookkeeping: the cursor still says why no export was due.
-    cursor.why = attention_first(idle) if idle else f"{len(requests)} run(s) requested"
+    cursor.why = idle if idle else f"{len(requests)} run(s) requested"
     requests += refresh
     why = None if requests else idle
+    partitions: list[dg.AddDynamicPartitionsRequest | dg.DeleteDynamicPartitionsRequest] = []
+    if fresh:
+        partitions.append(
+            dg.AddDynamicPartitionsRequest(EXPORTS, [status_partition(e.account_id, e.id) for e in fresh])
+        )
+        bare = [e.id for e in fresh if e.id in known]
+        if bare:
+            partitions.append(dg.DeleteDynamicPartitionsRequest(EXPORTS, bare))
     return dg.SensorResult(
         run_requests=requests,
         skip_reason=why,
-        dynamic_partitions_requests=[dg.AddDynamicPartitionsRequest(EXPORTS, new)] if new else [],
+        dynamic_partitions_requests=partitions,
         asset_events=events,
         cursor=cursor.dump(),
     )

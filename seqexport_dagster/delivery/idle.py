@@ -1,21 +1,18 @@
 """Why the scheduler requested nothing this tick, in words an operator can act on (issue 17).
 
 Pure, like `seqexport_dagster.delivery.planner`: the sensor shows the result as the tick's skip reason, so
-the Dagster UI says "paused", "retries at <time> (attempt n)" or "nothing due" instead of only
-"0 runs requested".
+the Dagster UI says who is in backoff and until when, who is paused, and when the next window is
+due, instead of only "0 runs requested". `seqexport status` has each export's full detail.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from typing import Final
 
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import DAY_MS, Window, floor_to_grid, frequency_ms, iso_ms
 from seqexport_dagster.delivery.planner import waiting_for_backoff
 from seqexport_dagster.store import ACTIVE, PAUSED, DatasetState, ExportRecord
-
-SHOWN: Final = 5
 
 
 def next_scheduled(record: ExportRecord, state: DatasetState) -> tuple[Window, int]:
@@ -34,41 +31,50 @@ def retry_note(state: DatasetState) -> str:
     return f"retries at {when} (attempt {state.failures + 1})"
 
 
-def _some(items: list[str]) -> str:
-    more = f" and {len(items) - SHOWN} more" if len(items) > SHOWN else ""
-    return ", ".join(items[:SHOWN]) + more
+def _when(ms: int, now_ms: int) -> str:
+    """``03:15Z`` today, ``12-07 03:15Z`` on another day."""
+    text = iso_ms(ms)
+    return text[11:16] + "Z" if text[:10] == iso_ms(now_ms)[:10] else f"{text[5:10]} {text[11:16]}Z"
 
 
-def idle_reason(exports: Iterable[ExportRecord], now_ms: int, *, busy: Collection[str] = ()) -> str:
-    """One line for a tick that requested no run."""
+def _accounts(accounts: list[str], shown: int = 3) -> str:
+    unique = sorted(set(accounts))
+    more = f" +{len(unique) - shown}" if len(unique) > shown else ""
+    return ", ".join(unique[:shown]) + more
+
+
+def idle_headline(exports: Iterable[ExportRecord], now_ms: int, *, busy: Collection[str] = ()) -> str:
+    """Why a tick requested nothing, in one short line that names accounts, what needs an operator
+    first (issue 42: Dagster's tick list cut a long reason in the middle, and it named no account).
+    ``backoff: acme (retry 03:15Z); paused: globex; next due 03:00Z``."""
     records = list(exports)
-    paused = [e.id for e in records if e.status == PAUSED]
-    running = [e.id for e in records if e.status == ACTIVE and e.id in busy]
     backoff: list[str] = []
-    waiting = 0
+    retry: int | None = None
     next_due: int | None = None
     for e in records:
         if e.status != ACTIVE or e.id in busy:
             continue
         for s in e.datasets:
             if waiting_for_backoff(e, s, now_ms):
-                backoff.append(f"{e.id} {s.dataset} {retry_note(s)}")
+                backoff.append(e.account_id)
+                at = s.next_retry_at if s.next_retry_at is not None else now_ms
+                retry = at if retry is None else min(retry, at)
                 continue
-            waiting += 1
             due = next_scheduled(e, s)[1]
             next_due = due if next_due is None else min(next_due, due)
     parts = []
-    if waiting:
-        when = f"; next window due at {iso_ms(next_due)}" if next_due is not None else ""
-        parts.append(f"nothing due: {waiting} dataset(s) of active exports are up to date{when}")
-    elif not records:
-        parts.append("nothing due: no exports")
-    else:
-        parts.append("nothing due")
     if backoff:
-        parts.append(f"in backoff: {_some(backoff)}")
+        parts.append(f"backoff: {_accounts(backoff)} (retry {_when(retry or now_ms, now_ms)})")
+    paused = [e.account_id for e in records if e.status == PAUSED]
     if paused:
-        parts.append(f"paused: {_some(paused)}")
+        parts.append(f"paused: {_accounts(paused)}")
+    running = [e.account_id for e in records if e.status == ACTIVE and e.id in busy]
     if running:
-        parts.append(f"already running: {_some(running)}")
+        parts.append(f"running: {_accounts(running)}")
+    if next_due is not None:
+        parts.append(f"next due {_when(next_due, now_ms)}")
+    elif not records:
+        parts.append("no exports")
+    elif not parts:
+        parts.append("nothing due")
     return "; ".join(parts)

@@ -17,11 +17,11 @@ from typing import Any
 
 import dagster as dg
 
-from seqexport_dagster.defs.assets import TRIGGER_TAG
 from seqexport_dagster.defs.day_cells import CELLS
 from seqexport_dagster.defs.export_status import STATUS_JOB
 from seqexport_dagster.defs.sensors import EXPORT_JOB, scheduler_sensor
 from seqexport_dagster.defs.status_refresh import REFRESH_JOB
+from seqexport_dagster.delivery.day_run import TRIGGER_TAG
 
 RUN_KEY_TAG = "dagster/run_key"
 SENSOR_TAG = "dagster/sensor_name"
@@ -85,6 +85,9 @@ def tick(
         if isinstance(change, dg.AddDynamicPartitionsRequest):
             instance.add_dynamic_partitions(change.partitions_def_name, list(change.partition_keys))
             outcome.registered += list(change.partition_keys)
+        elif isinstance(change, dg.DeleteDynamicPartitionsRequest):
+            for key in change.partition_keys:
+                instance.delete_dynamic_partition(change.partitions_def_name, key)
     used = used_run_keys(instance, [r.run_key for r in result.run_requests or [] if r.run_key])
     outcome.requested = [r for r in result.run_requests or [] if r.run_key not in used]
     if not execute:

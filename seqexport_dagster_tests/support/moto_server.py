@@ -7,6 +7,7 @@ share a process with the tests (or with another server that should stay permissi
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -73,6 +74,17 @@ class MotoServer:
         with _no_proxy_opener().open(request, timeout=10):
             pass
 
+    def client_as(self, key: tuple[str, str]) -> Any:
+        """An S3 client signing with ``key`` (an IAM user's), one attempt per call."""
+        client = boto3.session.Session(aws_access_key_id=key[0], aws_secret_access_key=key[1]).client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"}, proxies={}, retries={"total_max_attempts": 1}),
+        )
+        self._clients.append(client)
+        return client
+
     def stop(self) -> None:
         for client in self._clients:
             client.close()
@@ -109,3 +121,23 @@ def start(iam: bool = False, timeout: float = 30.0) -> MotoServer:
                 server.stop()
                 raise RuntimeError(f"moto server did not answer on port {port} within {timeout}s") from None
             time.sleep(0.1)
+
+
+def policy(actions: str, resource: str) -> str:
+    """An IAM policy document allowing ``actions`` on ``resource``."""
+    return json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": resource}]}
+    )
+
+
+def make_user(iam: Any, name: str, document: str) -> tuple[str, str]:
+    """An IAM user with an inline policy, and its access key (id, secret)."""
+    iam.create_user(UserName=name)
+    iam.put_user_policy(UserName=name, PolicyName=f"{name}-policy", PolicyDocument=document)
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    return key["AccessKeyId"], key["SecretAccessKey"]
+
+
+def put_only_user(iam: Any, name: str, bucket: str, prefix: str) -> tuple[str, str]:
+    """The customer docs' least-privilege key: ``s3:PutObject`` on ``<bucket>/<prefix>/*``, nothing else."""
+    return make_user(iam, name, policy("s3:PutObject", f"arn:aws:s3:::{bucket}/{prefix}/*"))

@@ -16,7 +16,8 @@ a number of times (or until removed, or with a probability), and does one thing:
 ``call``    run a callback (take a database away, kill a worker), then forward;
 ``lost``    forward, then reset the client's connection: the object lands, the answer is lost.
 
-Write-once: the proxy remembers every key a PUT created and counts each PUT without a create-only
+Write-once: the proxy remembers every key a PUT created (and forgets one a DELETE through it
+removed: the bucket's owner may delete, the writer's key never does) and counts each PUT without a create-only
 precondition to a key that exists (``overwrites``: write-once delivery must keep it at 0). With
 ``write_once=True`` it also behaves as GCS's Storage Object Creator role (or S3 Object Lock, or a
 create-only bucket policy) does: such a PUT gets 403 AccessDenied, and one that carries the
@@ -304,6 +305,9 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "PUT" and 200 <= status < 300:
             with proxy._lock:
                 proxy.existing.add(path)
+        if method == "DELETE" and 200 <= status < 300:  # the bucket's owner removed it: creatable again
+            with proxy._lock:
+                proxy.existing.discard(path)
         proxy._record(method, path, status, fault, self.headers)
         if fault is not None and fault.kind == "lost":
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

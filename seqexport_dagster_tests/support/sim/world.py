@@ -2,9 +2,9 @@
 
 The loop does what the scheduler sensor and its runs do, with the same functions: every tick it
 reads the exports, asks `planner.due_work` (busy: live writer leases; unfinished attempts from
-`store.fleet`), cuts `planner.batch`, and runs each batch through `BatchRunner.run` with the
-scheduled runs' reconciliation (`reconcile.reconcile` with the operator's lateness) as
-``after_export``, exactly as `defs.assets.deliver` wires them. Operations go through `api.Exports`
+`store.fleet`), cuts `planner.batch`, and runs each batch through `day_run.deliver_day`, the
+scheduled run's policy that `defs.assets.deliver` calls (`BatchRunner.run` with reconciliation at
+the operator's lateness as ``after_export``, and the run log). Operations go through `api.Exports`
 and `backfill.backfill` (what the CLI and HTTP API call); a backfill with replace through
 `BatchRunner.run(rewrite=True, replace=True)` (a UI backfill tagged ``seqexport/replace``).
 
@@ -44,13 +44,12 @@ from typing import Any
 from unittest import mock
 
 from seqexport_dagster.contract.file_format import FORMATS, JSONL_GZ, PARQUET
-from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
+from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, day_of, frequency_ms
 from seqexport_dagster.delivery import planner
-from seqexport_dagster.delivery import reconcile as reconciliation
 from seqexport_dagster.delivery.backfill import backfill
 from seqexport_dagster.delivery.batch import BatchRunner, ExportOutcome
-from seqexport_dagster.delivery.reconcile import reconcile
+from seqexport_dagster.delivery.day_run import SCHEDULED, TRIGGER_TAG, DayRun, deliver_day
 from seqexport_dagster.delivery.runner import Runner
 from seqexport_dagster.destination.azure_sas import account_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy
@@ -58,7 +57,7 @@ from seqexport_dagster.errors import ExportError
 from seqexport_dagster.management.api import Exports
 from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.source.tables import create_source_tables
-from seqexport_dagster.store import ACTIVE, DELETED, PAUSED, ControlPlane, run_log
+from seqexport_dagster.store import ACTIVE, DELETED, PAUSED, ControlPlane
 from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.fleet import unfinished_attempts
@@ -357,28 +356,16 @@ class World:
         holder = f"run-{self.runs:06d}"
         now_items = {i.export_id for i in b.items if i.export_now}
         self.faults.crash_armed = self.rng.random() < 0.15
-        events = [d for d in b.datasets if d in EVENT_DATASETS]
-
-        def after_export(runner: Runner, export_id: str) -> list[object]:
-            if events:
-                # As a scheduled run does (`defs.assets`): thinned with age only if production thins.
-                reconcile(
-                    runner,
-                    export_id,
-                    lateness_ms=self.lateness_ms,
-                    datasets=events,
-                    run_id=holder,
-                    sleep=self._no_wait,
-                    thin=reconciliation.THIN_SCHEDULED_RECHECK,
-                )
-            return []
-
-        def trigger(export_id: str) -> str:
-            return run_log.EXPORT_NOW if export_id in now_items else run_log.SCHEDULED
-
-        report = self.batch_runner(holder).run(
-            b.export_ids, [b.day], b.datasets, run_id=holder, rewrite=False, after_export=after_export, trigger=trigger
-        )
+        # The scheduled run's policy (which exports, reconciliation, run log) as a Dagster run decides
+        # it (`delivery.day_run`, called by `defs.assets.deliver`).
+        report = deliver_day(
+            DayRun(holder, b.day, b.datasets, {TRIGGER_TAG: SCHEDULED}, b.export_ids, tuple(sorted(now_items))),
+            store=self.store,
+            batch=lambda workers, deadline_s: self.batch_runner(holder),
+            lateness_ms=self.lateness_ms,
+            clock=self.clock,
+            reconcile_sleep=self._no_wait,
+        ).report
         self.faults.crash_armed = False
         if self.faults.dead:
             self.faults.dead = False

@@ -1,6 +1,6 @@
 """Run tags naming a run's exports and accounts, bounded whatever the number of exports (issue 23),
 on every run that delivers: the scheduler's (`defs.sensors.run_tags`), and a run launched by hand
-or by a backfill, which the run tags itself when it starts (`defs.assets`), so the Runs page
+or by a backfill, which the run tags itself when it starts (`delivery.day_run`), so the Runs page
 filters any account's runs the same way (issue 25)."""
 
 from __future__ import annotations
