@@ -80,6 +80,29 @@ class SourceReader:
         )
         return self._stream(sql, (account_id, *_bounds(window), *params), snapshot=False)
 
+    def window_record_batches(
+        self, dataset: str, account_id: str, window: Window, *, after: tuple[str, ...] | None = None
+    ) -> Iterator[Any]:
+        """`window_batches`, as ``pyarrow.RecordBatch`` es where the source reads into Arrow natively
+        (PostgreSQL, through ADBC: `arrow_read`), else as row batches; the Parquet writer takes both."""
+        if self.dialect != "postgresql":
+            return self.window_batches(dataset, account_id, window, after=after)
+        from seqexport_dagster.source.arrow_read import literal, record_batches
+
+        ds = DATASETS[dataset]
+        if ds.is_snapshot:
+            raise ValueError(f"{dataset} is a snapshot, not a windowed dataset")
+        low, high = (literal(v) for v in _bounds(window))
+        where = ""
+        if after is not None:
+            where = f" AND (recorded_at, id) > ({', '.join(literal(v) for v in after)})"
+        sql = (
+            f"SELECT {select_list(ds, self.dialect)} FROM {ds.name} "
+            f"WHERE account_id = {literal(account_id)} AND recorded_at > {low} AND recorded_at <= {high}{where} "
+            f"ORDER BY recorded_at, id"
+        )
+        return record_batches(self.engine, sql)
+
     def snapshot_batches(
         self, account_id: str, *, after: tuple[str, ...] | None = None, until: tuple[str, ...] | None = None
     ) -> Iterator[list[Row]]:
