@@ -32,7 +32,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from seqexport_dagster.contract.schema import Dataset, Field
-from seqexport_dagster.delivery.arrow_check import ArrowChecker
 from seqexport_dagster.delivery.values import RowChecker
 from seqexport_dagster.delivery.writer import PART_LIMIT, Part, SortKey
 from seqexport_dagster.errors import InvalidInput
@@ -180,7 +179,7 @@ class ParquetPartWriter:
         self._id_at = names.index("id")
         self._key_at = key_at = [names.index(name) for name in ds.order_by]
         self._key: Callable[[Sequence[Any]], SortKey] = lambda row: tuple(row[i] for i in key_at)
-        self._arrow_check: ArrowChecker | None = None
+        self._arrow_check: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None
 
     def _batch(self, rows: Sequence[Sequence[Any]]) -> pa.RecordBatch:
         columns = list(zip(*rows, strict=True))
@@ -205,6 +204,9 @@ class ParquetPartWriter:
         """`parts` from Arrow batches: checked per column (`arrow_check`), sliced into the same row
         groups as rows are (a fixed count from the start of each part), never as Python rows."""
         if self._arrow_check is None:
+            # Imported here: pyarrow.compute costs ~9 MB resident, and rows from SQLite never need it.
+            from seqexport_dagster.delivery.arrow_check import ArrowChecker
+
             self._arrow_check = ArrowChecker(self.dataset, self.schema, self._columns, self._batch)
         check = self._arrow_check
         number = first
