@@ -21,6 +21,7 @@ source tuples and ~3 MB of Arrow columns for email events) plus the part's compr
 
 from __future__ import annotations
 
+import io
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache
@@ -115,7 +116,9 @@ class _PartFile:
     """One part being written: row groups streamed into an in-memory Parquet file."""
 
     def __init__(self, schema: pa.Schema) -> None:
-        self.sink = pa.BufferOutputStream()
+        # A BytesIO, not ``pa.BufferOutputStream``: that one grows by doubling and ``bytes()`` of its
+        # buffer is one more copy of the part (measured: 5 MB more peak on email events, same bytes).
+        self.sink = io.BytesIO()
         self.writer = pq.ParquetWriter(
             self.sink,
             schema,
@@ -133,7 +136,7 @@ class _PartFile:
 
     def close(self) -> bytes:
         self.writer.close()
-        return bytes(self.sink.getvalue())
+        return self.sink.getvalue()
 
 
 def use_system_allocator() -> None:
