@@ -164,3 +164,22 @@ def test_a_postgresql_parquet_window_is_read_as_arrow_and_re_cut_from_rows_to_th
     assert not [
         b for b in reader.window_record_batches("custom_events", "acme", WINDOW, after=("9999", "x$q$'")) if b.num_rows
     ]
+
+
+def test_an_unreachable_source_is_a_retryable_error_that_never_shows_the_password() -> None:
+    from seqexport_dagster.errors import RetryableError
+    from seqexport_dagster.source.arrow_read import record_batches
+
+    engine = sa.create_engine("postgresql+psycopg2://reader:s3cret-pw@127.0.0.1:1/nowhere")
+    with pytest.raises(RetryableError) as raised:
+        list(record_batches(engine, "SELECT 1"))
+    assert "source database error" in str(raised.value) and "s3cret-pw" not in str(raised.value)
+
+
+@pytest.mark.parametrize("value", ["plain", "it's", "x$q", "$q$", "a$", "$", "", "$q0$$q$", "back\\slash"])
+def test_a_literal_is_read_back_verbatim(value: str) -> None:
+    from seqexport_dagster.source.arrow_read import literal
+
+    tag = literal(value).split("$")[1]
+    assert literal(value) == f"${tag}${value}${tag}$"
+    assert (value + f"${tag}$").find(f"${tag}$") == len(value), "the closing tag is the first one"
