@@ -117,10 +117,13 @@ def measure(p: dict[str, Any]) -> dict[str, Any]:
         home = tmp / "dagster_home"
         home.mkdir()
         config = yaml.safe_load((ROOT / "deploy" / "dagster.yaml").read_text())
-        queue = config["run_coordinator"]["config"]
-        queue["max_concurrent_runs"] = n
+        # Dagster's `concurrency:` and `run_queue:` blocks (the repo left the legacy run_coordinator).
+        config.setdefault("concurrency", {}).setdefault("runs", {})["max_concurrent_runs"] = n
+        queue = config.setdefault("run_queue", {})
         if threads:
             queue |= {"dequeue_use_threads": True, "dequeue_num_workers": int(p.get("workers", 4))}
+        else:
+            queue |= {"dequeue_use_threads": False}
         (home / "dagster.yaml").write_text(yaml.safe_dump(config))
         env = daemon_env(home, control, source, keys)
         daemon_bin = shutil.which("dagster-daemon", path=str(Path(sys.executable).parent)) or "dagster-daemon"
@@ -194,7 +197,7 @@ def measure(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def summary(r: dict[str, Any]) -> str:
-    mode = "dequeue_use_threads (4 workers)" if r["threads"] else "repo dagster.yaml (sequential dequeue)"
+    mode = "dequeue_use_threads (4 workers)" if r["threads"] else "sequential dequeue (dequeue_use_threads off)"
     return (
         f"{mode}: {r['exports']} due exports in {r['runs']} batched runs (submitted within {r['sensor_submit_s']:.1f} s); "
         f"first picked {r['first_pick_s']:.1f} s after the first run's creation, last picked "

@@ -558,7 +558,7 @@ def launch_section(rep: Report, runs: int, tmp: str, *, quick: bool) -> None:
         return
     for threads in (False, True):
         r = child("launch", module="benchmarks.launch", runs=runs, threads=threads, tmp=tmp)
-        mode = "dequeue_use_threads" if threads else "repo dagster.yaml"
+        mode = "dequeue_use_threads" if threads else "sequential dequeue"
         rep.raw[f"launch_{mode}"] = r
         rep.ratio(f"exports done per second by the daemon ({mode}, {r['exports']} exports in {r['runs']} runs)",
                   r["exports_per_s"], unit="exports/s")  # fmt: skip
