@@ -17,6 +17,10 @@ beyond what the driver already made, and never through ``pa.array``, which impor
 streamed into the part's file. Output is deterministic: the same rows give byte-identical files (a part
 of unknown outcome is re-sent with the same content). Memory is bounded by one row group (~5 MB of
 source tuples and ~3 MB of Arrow columns for email events) plus the part's compressed body.
+
+From PostgreSQL the rows arrive as Arrow record batches instead (`source/arrow_read.py`, ADBC): they are
+checked per column (`arrow_check.py`) and sliced into the same row groups, with no Python object per
+value, and the file's bytes are the same as from rows (test_arrow_parquet.py).
 """
 
 from __future__ import annotations

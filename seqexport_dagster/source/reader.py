@@ -5,6 +5,9 @@ and by ``id`` for subscribers, in batches, so memory is bounded by the batch siz
 window. Timestamps are stored in the contract's text form and JSON fields arrive as text, so the writer
 does no per-field work in Python.
 
+Parquet exports from PostgreSQL read windows as Arrow record batches instead
+(`window_record_batches`, through ADBC: `arrow_read.py`); everything else reads tuples here.
+
 We go below SQLAlchemy's ORM/Core row layer to the DBAPI cursor on purpose: it is the hot path and
 Row objects cost more than the whole serialization (DESIGN §9).
 
