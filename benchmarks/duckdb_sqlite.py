@@ -1,4 +1,4 @@
-"""DuckDB exporting the same rows straight from the SQLite file, as a user would:
+"""DuckDB exporting the same rows straight from the SQLite file (or PostgreSQL, ``pg_dsn``), as a user would:
 ``ATTACH 'source.db' (TYPE sqlite)`` then ``COPY (SELECT ...) TO 'x.jsonl.gz' (FORMAT JSON, COMPRESSION GZIP)``
 (or ``(FORMAT PARQUET, COMPRESSION ZSTD)`` with ``"format": "parquet"``).
 
@@ -16,17 +16,24 @@ import time
 from pathlib import Path
 
 import duckdb
-import duckdb_extension_sqlite_scanner as extension
 
 from benchmarks.procinfo import peak_rss_mb
 
 
+def _extension(module: str, name: str) -> str:
+    package = __import__(module)
+    return str(Path(package.__file__).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension")
+
+
 def main(params: dict[str, object]) -> dict[str, object]:
-    root = Path(extension.__file__).parent / "extensions" / f"v{duckdb.__version__}"
     db = duckdb.connect()
-    db.execute(f"LOAD '{root / 'sqlite_scanner.duckdb_extension'}'")
     db.execute(f"SET threads = {int(str(params.get('threads', 1)))}")
-    db.execute(f"ATTACH '{params['source_path']}' AS src (TYPE sqlite, READ_ONLY)")
+    if params.get("pg_dsn"):  # PostgreSQL through DuckDB's postgres extension (binary COPY)
+        db.execute(f"LOAD '{_extension('duckdb_extension_postgres_scanner', 'postgres_scanner')}'")
+        db.execute(f"ATTACH '{params['pg_dsn']}' AS src (TYPE postgres, READ_ONLY)")
+    else:
+        db.execute(f"LOAD '{_extension('duckdb_extension_sqlite_scanner', 'sqlite_scanner')}'")
+        db.execute(f"ATTACH '{params['source_path']}' AS src (TYPE sqlite, READ_ONLY)")
     columns = ", ".join(str(c) for c in params["columns"])  # type: ignore[attr-defined]
     where = "account_id = ? AND recorded_at > ? AND recorded_at <= ?"
     with tempfile.TemporaryDirectory(dir=str(params.get("tmp") or "") or None) as tmp:

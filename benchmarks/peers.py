@@ -11,7 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-DUCKDB_PEER = ("duckdb==1.5.5", "duckdb-extension-sqlite-scanner==1.5.5")
+DUCKDB_PEER = (
+    "duckdb==1.5.5",
+    "duckdb-extension-sqlite-scanner==1.5.5",
+    "duckdb-extension-postgres-scanner==1.5.5",  # DuckDB reading PostgreSQL (benchmarks/compare.py)
+)
 #: APSW brings its own SQLite, which must never share a process with the engine's (reader.py).
 APSW_PEER = ("apsw==3.54.1.0",)
 

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = (
     "engine", "postgres", "s3", "rss", "cores", "control", "batching", "partitions", "launch", "snapshot", "profile",
     "parquet",
+    "compare",
     "reconcile",
     "metadata",
     "daemon",
@@ -269,17 +270,26 @@ def parquet_section(
     rep.ratio("Parquet engine CPU per row / JSONL engine CPU per row", cost / (jsonl["cpu"] / jsonl["rows"]))
     rep.ratio("Parquet bytes / JSONL gzip bytes (same rows)", ours["bytes"] / jsonl["bytes"])
     rep.ratio("Parquet bytes / DuckDB's Parquet bytes", ours["bytes"] / duck_sql["bytes"])
-    peaks = []
-    for window in sizes:
-        w_to, w_rows = src.windows[window]
-        r = rep.add(
-            f"Parquet engine RSS: window of {w_rows:,} rows",
-            child("engine", format="parquet", **(common | {"to_ms": w_to})),
-        )
-        peaks.append(r["peak_rss_mb"])
-    rep.ratio("Parquet engine peak RSS, largest window (MB)", peaks[-1], "target <= 150 MB", unit="MB")
+    # Peak RSS by window size, both formats: the rss section.
     rep.note(f"Parquet median runs: ours {spread(ours)} rows/cpu-s, DuckDB from SQLite {spread(duck_sql)}; "
              f"pandas peak RSS {pand['peak_rss_mb']:.0f} MB vs ours {ours['peak_rss_mb']:.0f} MB")  # fmt: skip
+
+
+def compare_section(rep: Report, src: data.Source, size: int, tmp: str, pg_name: str, *, rounds: int,
+                    data_dir: Path, out: Path) -> None:  # fmt: skip
+    """Issue 46: engine, DuckDB, floor and pyarrow on window-sized SQLite and PostgreSQL sources
+    (benchmarks/compare.py), ``rounds`` rotated rounds."""
+    from benchmarks import compare
+
+    print(f"C. side by side on window-sized sources, SQLite and PostgreSQL, {rounds} rounds")
+    found = compare.compare(src, size, tmp, pg_name=pg_name, rounds=rounds, data_dir=data_dir, child=child,
+                            peer_child=peer_child)  # fmt: skip
+    rep.raw["compare"] = found
+    for line in compare.table(found):
+        if line:
+            print(f"  {line}")
+    rep.note("Side by side (benchmarks/compare.py):\n\n" + "\n".join(compare.table(found)))
+    compare.save(found, out)
 
 
 def postgres_section(rep: Report, src: data.Source, size: int, tmp: str, pg_name: str) -> None:
@@ -314,7 +324,7 @@ def s3_section(rep: Report, src: data.Source, size: int, tmp: str) -> None:
 
 
 def rss_section(rep: Report, src: data.Source, sizes: list[int], tmp: str) -> None:
-    print("4. peak RSS of the engine by window size (fresh process each)")
+    print("4. peak RSS of the engine by window size, gzip JSONL and Parquet (fresh process each)")
     peaks = []
     main = rep.raw.get("engine: Runner.write_window -> local parts")
     for size in sizes:
@@ -326,6 +336,14 @@ def rss_section(rep: Report, src: data.Source, sizes: list[int], tmp: str) -> No
         rep.note(f"window {rows:,}: peak RSS {r['peak_rss_mb']:.0f} MB, of which {r['rss_before_mb']:.0f} MB "
                  "before the window (interpreter, SQLAlchemy, psycopg2, cryptography; no Dagster, no Alembic)")  # fmt: skip
     rep.ratio("peak RSS largest / smallest window", peaks[-1] / peaks[0], "flat, <= 100 MB")
+    rep.ratio("JSONL engine peak RSS, largest window (MB)", peaks[-1], "target <= 100 MB", unit="MB")
+    parquet = []
+    for size in sizes:
+        to_ms, rows = src.windows[size]
+        r = rep.add(f"Parquet engine RSS: window of {rows:,} rows",
+                    child("engine", source_url=src.url, to_ms=to_ms, tmp=tmp, format="parquet"))  # fmt: skip
+        parquet.append(r["peak_rss_mb"])
+    rep.ratio("Parquet engine peak RSS, largest window (MB)", parquet[-1], "target <= 150 MB", unit="MB")
 
 
 def side_by_side(task: str, params: dict[str, Any], halves: list[dict[str, Any]]) -> dict[str, Any]:
@@ -534,16 +552,16 @@ def daemon_section(rep: Report, sizes: str, *, quick: bool) -> None:
 
 def launch_section(rep: Report, runs: int, tmp: str, *, quick: bool) -> None:
     """The real dagster-daemon launching the runs of one sensor tick (benchmarks/launch.py)."""
-    print(f"6b. dagster-daemon launching {runs} runs requested by one sensor tick")
+    print(f"6b. dagster-daemon launching the batched runs of {runs} exports due at one sensor tick")
     if quick:
         rep.note("TODO (--quick): runs launched per second by the daemon not measured in this run (~4 min).")
         return
     for threads in (False, True):
         r = child("launch", module="benchmarks.launch", runs=runs, threads=threads, tmp=tmp)
-        mode = "dequeue_use_threads" if threads else "repo dagster.yaml"
+        mode = "dequeue_use_threads" if threads else "sequential dequeue"
         rep.raw[f"launch_{mode}"] = r
-        rep.ratio(f"runs launched per second by the daemon ({mode}, {r['runs']} runs)", r["launched_per_s"],
-                  unit="runs/s")  # fmt: skip
+        rep.ratio(f"exports done per second by the daemon ({mode}, {r['exports']} exports in {r['runs']} runs)",
+                  r["exports_per_s"], unit="exports/s")  # fmt: skip
         rep.ratio(f"run-worker CPU per daemon-launched run ({mode})", r["worker_cpu_s"], unit="CPU-s")
         rep.note(f"launch: {r['summary']}")
 
@@ -681,6 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partition-sizes", default="300,1000,3000", help="export counts for the partitions section")
     parser.add_argument("--repeat", type=int, default=3,
                         help="interleaved runs of the engine, the floor and DuckDB; the median is kept")  # fmt: skip
+    parser.add_argument("--compare-rounds", type=int, default=5, help="rounds of the compare section (issue 46)")
     parser.add_argument("--quick", action="store_true",
                         help="skip the slow extras (DuckDB on 2 threads, the Dagster run worker, the profile)")  # fmt: skip
     parser.add_argument("--scratch", action="store_true",
@@ -699,40 +718,40 @@ def main(argv: list[str] | None = None) -> int:
     profile = args.data_dir / "profile.json"
     with tempfile.TemporaryDirectory(prefix="seqexport-bench-", dir=args.data_dir) as tmp:
         migrated_control_plane(Path(tmp) / CONTROL_TEMPLATE)
+        sections: dict[str, Any] = {
+            "engine": lambda: engine_section(rep, src, args.rows, tmp, quick=args.quick, repeat=args.repeat,
+                                             data_dir=args.data_dir),
+            "postgres": lambda: postgres_section(rep, src, args.rows, tmp, pg_name),
+            "s3": lambda: s3_section(rep, src, args.rows, tmp),
+            "rss": lambda: rss_section(rep, src, data.window_sizes(args.rows), tmp),
+            "cores": lambda: cores_section(rep, src, args.rows, tmp, repeat=args.repeat, quick=args.quick),
+            "control": lambda: control_section(rep, [int(n) for n in args.ticks.split(",")], tmp, quick=args.quick),
+            "batching": lambda: batching_section(rep, tmp, quick=args.quick),
+            "partitions": lambda: partitions_section(rep, args.partition_sizes, tmp, quick=args.quick),
+            "launch": lambda: launch_section(rep, args.launch_runs, tmp, quick=args.quick),
+            "snapshot": lambda: snapshot_section(rep, src, tmp),
+            "parquet": lambda: parquet_section(rep, src, args.rows, data.window_sizes(args.rows), tmp,
+                                               repeat=args.repeat, data_dir=args.data_dir),
+            "compare": lambda: compare_section(rep, src, args.rows, tmp, pg_name, rounds=args.compare_rounds,
+                                               data_dir=args.data_dir,
+                                               out=args.results.with_name("RESULTS_compare.json")),
+            "reconcile": lambda: reconcile_section(rep, quick=args.quick),
+            "metadata": lambda: (metadata_section(rep, tmp, quick=args.quick), event_log_section(rep, tmp, quick=args.quick)),
+            "daemon": lambda: daemon_section(rep, args.daemon_ticks, quick=args.quick),
+            "profile": lambda: None if args.quick else profile_section(rep, src, args.rows, tmp, profile),
+        }  # fmt: skip
         try:
-            if "engine" in only:
-                engine_section(rep, src, args.rows, tmp, quick=args.quick, repeat=args.repeat, data_dir=args.data_dir)
-            if "postgres" in only:
-                postgres_section(rep, src, args.rows, tmp, pg_name)
-            if "s3" in only:
-                s3_section(rep, src, args.rows, tmp)
-            if "rss" in only:
-                rss_section(rep, src, data.window_sizes(args.rows), tmp)
-            if "cores" in only:
-                cores_section(rep, src, args.rows, tmp, repeat=args.repeat, quick=args.quick)
-            if "control" in only:
-                control_section(rep, [int(n) for n in args.ticks.split(",")], tmp, quick=args.quick)
-            if "batching" in only:
-                batching_section(rep, tmp, quick=args.quick)
-            if "partitions" in only:
-                partitions_section(rep, args.partition_sizes, tmp, quick=args.quick)
-            if "launch" in only:
-                launch_section(rep, args.launch_runs, tmp, quick=args.quick)
-            if "snapshot" in only:
-                snapshot_section(rep, src, tmp)
-            if "parquet" in only:
-                parquet_section(
-                    rep, src, args.rows, data.window_sizes(args.rows), tmp, repeat=args.repeat, data_dir=args.data_dir
-                )
-            if "reconcile" in only:
-                reconcile_section(rep, quick=args.quick)
-            if "metadata" in only:
-                metadata_section(rep, tmp, quick=args.quick)
-                event_log_section(rep, tmp, quick=args.quick)
-            if "daemon" in only:
-                daemon_section(rep, args.daemon_ticks, quick=args.quick)
-            if "profile" in only and not args.quick:
-                profile_section(rep, src, args.rows, tmp, profile)
+            # Every section runs to the end whatever another did: a failure is recorded, shown in
+            # RESULTS.md, and makes the exit status non-zero (test_benchmarks_smoke.py checks both).
+            for name in SECTIONS:
+                if name not in only:
+                    continue
+                try:
+                    sections[name]()
+                    rep.raw.setdefault("sections", {})[name] = "ran"
+                except Exception as exc:  # one section's failure must not hide the others
+                    rep.raw.setdefault("sections", {})[name] = f"failed: {type(exc).__name__}"
+                    rep.note(f"SECTION {name} FAILED: {type(exc).__name__}: {str(exc)[-1500:]}")
         finally:
             if args.scratch and "postgres" in only:
                 data.drop_postgres(pg_name)
@@ -740,4 +759,8 @@ def main(argv: list[str] | None = None) -> int:
     write_results(args.results, rep, info, args, profile if "profile" in only and not args.quick else None)
     (args.results.with_suffix(".json")).write_text(json.dumps({"machine": info, "raw": rep.raw}, indent=1, default=str))
     print(f"results written to {args.results} ({info['elapsed']})")
+    failed = [n for n, state in rep.raw.get("sections", {}).items() if state != "ran"]
+    if failed:
+        print(f"sections that failed: {', '.join(failed)} (see the notes in {args.results})", file=sys.stderr)
+        return 1
     return 0

@@ -19,12 +19,26 @@ def test_benchmark_runner_tiny_mode(tmp_path: Path) -> None:
     results = tmp_path / "RESULTS.md"
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--rows", "3000", "--subscribers", "2000", "--ticks", "20",
-         "--data-dir", str(tmp_path / "data"), "--results", str(results), "--scratch", "--quick", "--repeat", "2"],
+         "--data-dir", str(tmp_path / "data"), "--results", str(results), "--scratch", "--quick", "--repeat", "2", "--compare-rounds", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,  # ~100 s alone; 300 ran out under load
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
 
     raw = json.loads(results.with_suffix(".json").read_text())["raw"]
+    # Every section ran to its end (a failing one is recorded, and the exit status above is not 0).
+    from benchmarks.run import SECTIONS
+
+    assert raw["sections"] == dict.fromkeys(SECTIONS, "ran")
+    compared = raw["compare"]["runs"]
+    assert set(compared) == {"sqlite", "postgresql"}
+    for source, tasks in compared.items():
+        assert {name: [r["rows"] for r in runs] for name, runs in tasks.items()} == {
+            name: [3000]
+            for name in ("engine_jsonl", "engine_parquet", "duckdb_json", "duckdb_parquet", "floor", "pyarrow")
+        }, source
+    # The same rows give the same bytes from either source, in either format.
+    assert compared["sqlite"]["engine_parquet"][0]["bytes"] == compared["postgresql"]["engine_parquet"][0]["bytes"]
+    assert compared["sqlite"]["engine_jsonl"][0]["bytes"] == compared["postgresql"]["engine_jsonl"][0]["bytes"]
     meta = json.loads((tmp_path / "data" / "source_3000_2000.json").read_text())
     window_rows = meta["windows"]["3000"][1]
     assert window_rows == 3000

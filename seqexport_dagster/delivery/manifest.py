@@ -159,7 +159,7 @@ def write_manifest(
     The chain start is where the chain stands when the name is first sent; a backfill may commit
     an earlier window before a re-send, so a re-send carries the start recorded with the first
     (`ControlPlane.manifest_chain`), and an operator's replace, which overwrites, the start of now."""
-    parts = manifest_parts(store.window_parts(export_id, dataset, window, location))
+    parts = manifest_parts(store.window_parts(export_id, dataset, window, location, ids=False))
     if not parts:
         return None
     through = parts[-1].part

@@ -462,7 +462,7 @@ class Runner:
     ) -> FileFormat:
         """That of the window's parts at the attempt's location (or ``elsewhere``), else the export's: a
         retry, a late part or a replace never splits a window across formats (`file_format.window_format`)."""
-        ledger = self.store.window_parts(attempt.export.id, dataset, window, attempt.location)
+        ledger = self.store.window_parts(attempt.export.id, dataset, window, attempt.location, ids=False)
         keys = [p.key for p in (*ledger, *elsewhere)]
         return window_format(keys, attempt.export.format)  # _SUCCESS has no format
 

@@ -81,7 +81,7 @@ _raws = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _tag_lists = msgspec.json.Decoder(list[list[str]]).decode
 
 
-def _json_column(values: list[Any], kind: str) -> list[Any] | None:
+def json_column(values: list[Any], kind: str) -> list[Any] | None:
     """A column of JSON texts, each re-encoded compactly, in two C calls over the whole column: the
     texts joined into one JSON array, compacted by ``format``, split back into exactly as many values
     (a text holding more than one value, such as ``{},"id":"x"``, changes the count). ``None`` when
@@ -154,7 +154,7 @@ class RowChecker:
             return batch
         columns: dict[int, list[Any]] = {}
         for i, f in self._json:
-            column = _json_column([row[i] for row in batch], f.type)
+            column = json_column([row[i] for row in batch], f.type)
             if column is None:  # name the first bad value
                 for row in batch:
                     if row[i] is not None:

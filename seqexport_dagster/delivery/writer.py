@@ -87,6 +87,11 @@ _LINE_BREAKS: Final = ((b"\xc2\x85", b"\\u0085"), (b"\xe2\x80\xa8", b"\\u2028"),
 def one_line_each(lines: bytes) -> bytes:
     """JSON lines with every unicode line break inside a string escaped (lossless: the UTF-8 bytes of
     these characters occur only inside strings, and ``\\uXXXX`` is the same character to a parser)."""
+    # One-byte searches first (memchr, ~20 GB/s): every encoding of the three starts with \xc2 or
+    # \xe2, and most batches hold neither byte (ASCII, accents are \xc3, emoji \xf0). The two-byte
+    # searches run at ~1 GB/s: alone they cost ~0.7 CPU-s per million email events (issue 46).
+    if b"\xe2" not in lines and b"\xc2" not in lines:
+        return lines
     if b"\xc2\x85" not in lines and b"\xe2\x80" not in lines:
         return lines
     for raw, escaped in _LINE_BREAKS:

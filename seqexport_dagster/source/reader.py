@@ -5,6 +5,9 @@ and by ``id`` for subscribers, in batches, so memory is bounded by the batch siz
 window. Timestamps are stored in the contract's text form and JSON fields arrive as text, so the writer
 does no per-field work in Python.
 
+Parquet exports from PostgreSQL read windows as Arrow record batches instead
+(`window_record_batches`, through ADBC: `arrow_read.py`); everything else reads tuples here.
+
 We go below SQLAlchemy's ORM/Core row layer to the DBAPI cursor on purpose: it is the hot path and
 Row objects cost more than the whole serialization (DESIGN §9).
 
@@ -79,6 +82,29 @@ class SourceReader:
             f"ORDER BY recorded_at, id"
         )
         return self._stream(sql, (account_id, *_bounds(window), *params), snapshot=False)
+
+    def window_record_batches(
+        self, dataset: str, account_id: str, window: Window, *, after: tuple[str, ...] | None = None
+    ) -> Iterator[Any]:
+        """`window_batches`, as ``pyarrow.RecordBatch`` es where the source reads into Arrow natively
+        (PostgreSQL, through ADBC: `arrow_read`), else as row batches; the Parquet writer takes both."""
+        if self.dialect != "postgresql":
+            return self.window_batches(dataset, account_id, window, after=after)
+        from seqexport_dagster.source.arrow_read import literal, record_batches
+
+        ds = DATASETS[dataset]
+        if ds.is_snapshot:
+            raise ValueError(f"{dataset} is a snapshot, not a windowed dataset")
+        low, high = (literal(v) for v in _bounds(window))
+        where = ""
+        if after is not None:
+            where = f" AND (recorded_at, id) > ({', '.join(literal(v) for v in after)})"
+        sql = (
+            f"SELECT {select_list(ds, self.dialect)} FROM {ds.name} "
+            f"WHERE account_id = {literal(account_id)} AND recorded_at > {low} AND recorded_at <= {high}{where} "
+            f"ORDER BY recorded_at, id"
+        )
+        return record_batches(self.engine, sql)
 
     def snapshot_batches(
         self, account_id: str, *, after: tuple[str, ...] | None = None, until: tuple[str, ...] | None = None

@@ -84,10 +84,15 @@ class LedgerStore:
         )
 
     @translate_errors
-    def window_parts(self, export_id: str, dataset: str, window: Window, location: str) -> list[PartRecord]:
-        """The part ledger of one window at one location, by part number."""
+    def window_parts(
+        self, export_id: str, dataset: str, window: Window, location: str, *, ids: bool = True
+    ) -> list[PartRecord]:
+        """The part ledger of one window at one location, by part number. ``ids=False`` leaves out
+        the parts' ids (``PartRecord.ids`` is None): a 5M-row window's ids are ~17 MB packed, and the
+        manifest loaded them all at the end of every window (issue 46: the peak RSS grew with it)."""
+        query = _WINDOW_PARTS if ids else _WINDOW_PARTS_NO_IDS
         with self.engine.connect() as conn:
-            rows = conn.execute(_WINDOW_PARTS, _part_params(export_id, dataset, window, location)).all()
+            rows = conn.execute(query, _part_params(export_id, dataset, window, location)).all()
         return [part_record_of(r) for r in rows]
 
     @translate_errors
@@ -466,6 +471,11 @@ _PART_OF_WINDOW = sa.and_(
     parts.c.location == sa.bindparam("b_location"),
 )
 _WINDOW_PARTS = sa.select(*part_record_columns).where(_PART_OF_WINDOW).order_by(parts.c.part)
+_WINDOW_PARTS_NO_IDS = (
+    sa.select(*(sa.null().label("ids") if c.name == "ids" else c for c in part_record_columns))
+    .where(_PART_OF_WINDOW)
+    .order_by(parts.c.part)
+)
 _MARK_LANDED = (
     parts.update()
     .where(_PART_OF_WINDOW, parts.c.part == sa.bindparam("b_part"))
