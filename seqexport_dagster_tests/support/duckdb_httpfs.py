@@ -24,9 +24,10 @@ _SCRIPT = r"""
 import json, pathlib, sys
 import duckdb
 job = json.load(sys.stdin)
-extension = next(pathlib.Path(job["folder"]).glob("duckdb_extension_httpfs/extensions/*/httpfs.duckdb_extension"))
 con = duckdb.connect()
-con.execute(f"LOAD '{extension}'")
+for name in job["extensions"]:
+    extension = next(pathlib.Path(job["folder"]).glob(f"duckdb_extension_{name}/extensions/*/{name}.duckdb_extension"))
+    con.execute(f"LOAD '{extension}'")
 out = {"version": duckdb.__version__, "results": []}
 for sql in job["setup"]:
     con.execute(sql)
@@ -36,8 +37,11 @@ json.dump(out, sys.stdout)
 """
 
 
-def run(setup: list[str], queries: list[str], *, timeout_s: float = 120) -> dict[str, Any]:
-    """Run ``setup`` statements, then ``queries``; each query's rows come back with values as text."""
+def run(
+    setup: list[str], queries: list[str], *, timeout_s: float = 120, extensions: tuple[str, ...] = ("httpfs",)
+) -> dict[str, Any]:
+    """Run ``setup`` statements, then ``queries``; each query's rows come back with values as text.
+    ``extensions``: the packaged extensions to load (``delta`` too for a Delta table, issue 44)."""
     if not (FOLDER / "duckdb").is_dir():
         raise RuntimeError(
             f"DuckDB with httpfs is not installed in {FOLDER}: run `make test` (or "
@@ -45,7 +49,7 @@ def run(setup: list[str], queries: list[str], *, timeout_s: float = 120) -> dict
         )
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     env["PYTHONPATH"] = str(FOLDER)
-    job = json.dumps({"folder": str(FOLDER), "setup": setup, "queries": queries})
+    job = json.dumps({"folder": str(FOLDER), "setup": setup, "queries": queries, "extensions": list(extensions)})
     done = subprocess.run(
         [sys.executable, "-c", _SCRIPT], input=job, capture_output=True, text=True, env=env, timeout=timeout_s
     )
