@@ -47,6 +47,8 @@ class SimExport:
     backfilled_after_move: bool = False
     #: (since ms, format): the export's file format from each time on (create, then every change).
     formats: list[tuple[int, str]] = field(default_factory=list)
+    #: "delta": the export keeps a Delta table per dataset (issue 44; `table_oracle`).
+    table: str | None = None
 
     @property
     def place(self) -> Place:

@@ -23,6 +23,8 @@
 8. Formats: every part of a window (a snapshot day) at a location has one format, and it is one
    the export had between the window's first attempt and its first part's landing: a change
    takes effect at the next window, a window already started keeps its format.
+10. Tables (issue 44): every Delta table read with delta-rs holds no row twice, and at the end every
+   owed row is in one (`table_oracle`).
 9. Delete: from the delete on, nothing reaches the export's locations and no attempt starts; what
    it had delivered stays (rule 4), and it owes the rows of its windows up to its position at the
    delete (rule 1), as docs/cli.md and docs/customers.md promise ("files stay").
@@ -53,6 +55,7 @@ from seqexport_dagster.store.tables import parts, windows
 from seqexport_dagster_tests.support.sim.bucket import MemoryBucket
 from seqexport_dagster_tests.support.sim.loaders import Loaded, SnowpipeLoader, WindowLoader, ids_of, relative
 from seqexport_dagster_tests.support.sim.model import Place, SimExport
+from seqexport_dagster_tests.support.sim.table_oracle import TableOracle
 from seqexport_dagster_tests.support.sim.webhook_oracle import WebhookOracle
 from seqexport_dagster_tests.support.sim.wide import ValueCheck, value_violations
 from seqexport_dagster_tests.support.sim.world import World
@@ -85,6 +88,7 @@ class Oracles:
     verified_parts: Counter[str] = field(default_factory=Counter)
     known: Counter[str] = field(default_factory=Counter)
     webhooks: WebhookOracle = field(default_factory=WebhookOracle)
+    tables: TableOracle = field(default_factory=TableOracle)
     #: bucket -> key -> when the first send reached it; and how many of its writes were read.
     first_writes: dict[str, dict[str, int]] = field(default_factory=dict)
     writes_read: Counter[str] = field(default_factory=Counter)
@@ -104,6 +108,8 @@ class Oracles:
             found += history_vs_bucket(world, e)
             found += file_formats(e, world, self.landed(world, e))
             found += after_delete(world, e)
+            if e.table:
+                found += [Violation(k, e.name, d, r) for k, d, r in self.tables.check(world, e, final=final)]
             if verify:
                 found += self.verify(world, e, final=final)
         found += backoff(world)
@@ -121,6 +127,8 @@ class Oracles:
                 ("window loader", self.windows.by_export[e.name]),
             ):
                 found += missing(e, loader, loaded, owed, world)
+            if e.table:
+                found += [Violation(k, e.name, d, r) for k, d, r in self.tables.missing(e, owed)]
         found += errors_after_quiet(world)
         if world.wide:  # every row a customer loads equals its source row; none forged (issue 39)
             found += [

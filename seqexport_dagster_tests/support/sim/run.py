@@ -47,6 +47,10 @@ class SimResult:
     storms: int = 0
     skipped_ticks: int = 0
     hostile_rows: int = 0
+    #: Issue 44: exports that kept a Delta table; tables and rows the table oracle read with delta-rs.
+    tabled: int = 0
+    tables_read: int = 0
+    table_rows_read: int = 0
 
     @property
     def ok(self) -> bool:
@@ -57,7 +61,8 @@ class SimResult:
             f"seed {self.seed}: {self.export_days:.1f} export-days, {self.rows} rows ({self.rows_checked} checked), "
             f"{self.runs} runs, {self.crashes} crashes, {sum(self.faults.values())} faults, "
             f"{sum(self.ops.values())} operations, {self.formats['parquet']} of {sum(self.formats.values())} exports "
-            f"in Parquet, {self.cpu_s:.1f} CPU-s: "
+            f"in Parquet, {self.tabled} with a Delta table ({self.tables_read} table reads, "
+            f"{self.table_rows_read} rows), {self.cpu_s:.1f} CPU-s: "
         )
         if self.ok:
             return head + "ok"
@@ -136,6 +141,9 @@ def simulate(
         result.faults = Counter(world.faults.injected)
         result.formats = Counter(e.formats[0][1] for e in world.exports.values())
         result.verified_parts = Counter(oracles.verified_parts)
+        result.tabled = sum(1 for e in world.exports.values() if e.table)
+        result.tables_read, result.table_rows_read = oracles.tables.tables_read, oracles.tables.rows_read
+        oracles.tables.dispose()
         if world.schedule is not None and world.storms is not None:
             result.schedule, result.outages = world.schedule.regime, world.schedule.outages
             result.skipped_ticks, result.storms = world.schedule.skipped, world.storms.count
