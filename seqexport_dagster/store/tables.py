@@ -358,11 +358,7 @@ webhook_attempts = sa.Table(
     sa.Index("ix_webhook_attempts_delivery", "delivery_id", "attempt"),
 )
 
-# Issue 44 (migration 0017_delta_tables): the Delta Lake log of each (export, dataset, location), as
-# the exporter wrote it. The bucket is never read (PutObject only), so the next version and the
-# table's files are known from here. A version is claimed by inserting its row (unique: two writers
-# racing for it, one wins and the other retries at the next); its body is kept until it landed, so a
-# commit of unknown outcome is sent again with the same bytes (a 412 then means it had landed).
+# Issue 44 (migration 0017): each (export, dataset, location)'s Delta log as written (`store.table_log`).
 table_commits = sa.Table(
     "table_commits",
     metadata,
@@ -371,7 +367,6 @@ table_commits = sa.Table(
     sa.Column("dataset", sa.String(32), nullable=False),
     sa.Column("location", sa.String(32), nullable=False),
     sa.Column("version", sa.BigInteger, nullable=False),
-    # The txn version: the ledger attempt (windows.id) that committed it, increasing per table.
     sa.Column("txn", sa.BigInteger, nullable=False),
     sa.Column("key", sa.String(1024), nullable=False),
     sa.Column("body", sa.LargeBinary),
@@ -381,8 +376,7 @@ table_commits = sa.Table(
     sa.UniqueConstraint("export_id", "dataset", "location", "version", name="uq_table_commits_version"),
 )
 
-# The table's data files: one row per path ever added at that place, with what its latest ``add``
-# said (size, rows, MD5) and whether a ``remove`` followed. A checkpoint is written from these rows.
+# The table's files: per path, what its latest ``add`` said and whether a ``remove`` followed.
 table_files = sa.Table(
     "table_files",
     metadata,
