@@ -4,7 +4,8 @@ For each export that keeps a table, at each of its places, each dataset's table 
 its ``_delta_log/``) is copied out of the in-memory bucket into a folder (only objects new or changed
 since the last copy) and read with ``deltalake``, as a customer's reader would:
 - no event row is in a table twice (a snapshot table: no subscriber twice in one day's partition);
-- at the end, every event row the export owes (`oracles.expected_rows`) is in one of its tables.
+- at the end, every event row the export owes (`oracles.expected_rows`) is in one of its tables,
+  and DuckDB's ``delta`` extension reads as many rows from every table as delta-rs.
 Exactly once holds per place, as for the loaders: a move starts a new table at the new place.
 
 Inside an operator's replace that has not finished, the log may name a part by its old size while
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster_tests.support import duckdb_httpfs
 from seqexport_dagster_tests.support.sim.model import SimExport
 
 LOG = "/_delta_log/"
@@ -38,6 +40,9 @@ class TableOracle:
     #: export -> (dataset, id) -> tables it was read from (the last reads).
     found: dict[str, dict[tuple[str, str], set[str]]] = field(default_factory=lambda: defaultdict(dict))
     known: Counter[str] = field(default_factory=Counter)
+    #: folder -> rows delta-rs read there at the last check; DuckDB must read as many (`duckdb_agrees`).
+    counts: dict[str, int] = field(default_factory=dict)
+    duckdb_tables: int = 0
 
     def check(self, world: Any, e: SimExport, *, final: bool) -> list[tuple[str, str, str | None]]:
         """(invariant, detail, row) of every violation in ``e``'s tables now."""
@@ -63,6 +68,7 @@ class TableOracle:
                     out.append(("table unreadable", f"{where}: {type(exc).__name__}: {str(exc)[:120]}", None))
                     continue
                 self.tables_read += 1
+                self.counts[str(folder)] = table.num_rows
                 ids = [str(i) for i in table.column("id").to_pylist()]
                 days = [str(d) for d in table.column("date").to_pylist()]
                 self.rows_read += len(ids)
@@ -87,6 +93,20 @@ class TableOracle:
             ("row not in table", f"{dataset} {rid} owed, in no table of the export", rid)
             for (dataset, rid) in sorted(owed)
             if (dataset, rid) not in found
+        ]
+
+    def duckdb_agrees(self) -> list[tuple[str, str, str | None]]:
+        """At the end: DuckDB's ``delta`` extension reads every table (one process for all of them)
+        and finds the rows delta-rs found."""
+        if not self.counts:
+            return []
+        folders = sorted(self.counts)
+        out = duckdb_httpfs.run([], [f"SELECT count(*) FROM delta_scan('{f}')" for f in folders], extensions=("delta",))
+        self.duckdb_tables += len(folders)
+        return [
+            ("table readers disagree", f"{f}: delta-rs read {self.counts[f]} rows, DuckDB {rows[0][0]}", None)
+            for f, rows in zip(folders, out["results"], strict=True)
+            if int(rows[0][0]) != self.counts[f]
         ]
 
     def _copy(self, bucket: Any, head: str) -> Path:
