@@ -29,6 +29,7 @@ from seqexport_dagster.management.verify import LocalBucket, verify_bucket
 from seqexport_dagster.management.verify.table import verify_tables
 from seqexport_dagster_tests.support import duckdb_httpfs
 from seqexport_dagster_tests.support.bucket_audit import audit_export
+from seqexport_dagster_tests.support.cli_harness import run_sqlite_fixture  # noqa: F401 - the `run_sqlite` fixture
 from seqexport_dagster_tests.support.faults import proxy as fp
 from seqexport_dagster_tests.support.faults.scene import s3_export, s3_runner
 from seqexport_dagster_tests.support.world import DAY0, World
@@ -215,3 +216,15 @@ def test_delta_rs_and_duckdb_read_the_table_from_moto_and_agree_with_the_source(
     assert verify_tables(copy, ledger=(world.store, export.id)) == []
 
     assert set(EVENT_DATASETS) >= {"email_events", "custom_events"}
+
+
+def test_the_cli_sets_the_table_and_names_the_field_when_it_cannot(run_sqlite: Any) -> None:
+    run = run_sqlite
+    created = run.create_local("tb", "--datasets", "custom_events", "--format", "parquet", "--table", "delta")
+    assert run.world.store.get_export(created["id"]).table == "delta"
+    refused = run("format", created["id"], "jsonl.gz", "--json")
+    assert refused.code != 0 and "table" in refused.json["error"]["message"]
+    run.ok("table", created["id"], "none")
+    assert run.world.store.get_export(created["id"]).table is None
+    bad = run("table", created["id"], "iceberg", "--json")
+    assert bad.code != 0 and "table" in bad.json["error"]["message"]
