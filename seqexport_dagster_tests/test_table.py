@@ -46,7 +46,7 @@ def table_ids(root: Path) -> list[str]:
 
 def duckdb_counts(roots: list[Path]) -> list[list[str]]:
     queries = [f"SELECT count(*), count(DISTINCT id) FROM delta_scan('{r}')" for r in roots]
-    out = duckdb_httpfs.run([], queries, extensions=("delta",))
+    out = duckdb_httpfs.run(["SET enable_progress_bar = false"], queries, extensions=("delta",))
     return [rows[0] for rows in out["results"]]
 
 
@@ -211,6 +211,27 @@ def test_delta_rs_and_duckdb_read_the_table_from_moto_and_agree_with_the_source(
         assert len(ids) == len(set(ids)) and set(ids) == expected, dataset
         assert int(count) == int(distinct) == len(expected), dataset
     assert not (local / "sequenzy" / "email_events" / "_delta_log" / "_last_checkpoint").exists()
+    # Straight from the S3 server too: each reader lists the log itself (no _last_checkpoint).
+    s3_root = f"s3://{bucket}/sequenzy/email_events"
+    options = {
+        "AWS_ENDPOINT_URL": moto.endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+    }
+    direct = DeltaTable(s3_root, storage_options=options).to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+    assert sorted(map(str, direct)) == sorted(table_ids(roots[0]))
+    secret = (
+        "CREATE SECRET moto (TYPE s3, KEY_ID 'testing', SECRET 'testing', REGION 'us-east-1', "
+        f"ENDPOINT '127.0.0.1:{moto.port}', URL_STYLE 'path', USE_SSL false)"
+    )
+    out = duckdb_httpfs.run(
+        ["SET enable_progress_bar = false", secret],
+        [f"SELECT count(*), count(DISTINCT id) FROM delta_scan('{s3_root}')"],
+        extensions=("httpfs", "delta"),
+    )
+    assert out["results"][0][0] == [str(len(direct))] * 2
     copy = LocalBucket(local / "sequenzy")
     assert len([o for o in copy.list() if "/_delta_log/" in o.key]) >= 3
     assert verify_tables(copy, ledger=(world.store, export.id)) == []

@@ -101,7 +101,11 @@ class TableOracle:
         if not self.counts:
             return []
         folders = sorted(self.counts)
-        out = duckdb_httpfs.run([], [f"SELECT count(*) FROM delta_scan('{f}')" for f in folders], extensions=("delta",))
+        out = duckdb_httpfs.run(
+            ["SET enable_progress_bar = false"],
+            [f"SELECT count(*) FROM delta_scan('{f}')" for f in folders],
+            extensions=("delta",),
+        )
         self.duckdb_tables += len(folders)
         return [
             ("table readers disagree", f"{f}: delta-rs read {self.counts[f]} rows, DuckDB {rows[0][0]}", None)
