@@ -50,7 +50,7 @@ from seqexport_dagster.delivery.attempt import Attempt, Sent, Tally
 from seqexport_dagster.delivery.delivered import late_ids
 from seqexport_dagster.delivery.delta_log import CHECKPOINT_INTERVAL
 from seqexport_dagster.delivery.manifest import write_manifest
-from seqexport_dagster.delivery.table import commit_window_parts
+from seqexport_dagster.delivery.table import commit_window_parts, remove_window_files
 from seqexport_dagster.delivery.writer import PART_LIMIT
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, open_destination
 from seqexport_dagster.errors import DestinationChanged, ExportError, RunInterrupted, UntypeableValue, internal_error
@@ -329,6 +329,8 @@ class Runner:
                 and not replace
                 and self.store.replace_unfinished(export_id, dataset, window, attempt.location)
             )
+            if replace:
+                self._unlist_before_replace(attempt, dataset, window, window_id)
             tally = attempt.deliver(
                 window_id,
                 dataset,
@@ -390,6 +392,8 @@ class Runner:
             else:
                 # A redelivered day goes out as recorded (``committed``: no new rows after its parts;
                 # the marker follows them again, create-only).
+                if replace:
+                    self._unlist_before_replace(attempt, SNAPSHOT_DATASET, window, window_id)
                 tally = attempt.deliver(
                     window_id,
                     SNAPSHOT_DATASET,
@@ -489,6 +493,24 @@ class Runner:
             window_id=window_id,
             now_ms=self.clock(),
             checkpoint_interval=self.checkpoint_interval,
+        )
+
+    def _unlist_before_replace(self, attempt: Attempt, dataset: str, window: Window, window_id: int) -> None:
+        """With a table, an operator's replace first takes the window's parts out of it (`table`),
+        once the key proved it may overwrite (a refused replace leaves the table as it was)."""
+        if attempt.export.table is None:
+            return
+        attempt.check_may_overwrite()
+        remove_window_files(
+            self.store,
+            attempt.write_manifest,
+            export=attempt.export,
+            location=attempt.location,
+            prefix=attempt.config.prefix,
+            dataset=dataset,
+            window=window,
+            window_id=window_id,
+            now_ms=self.clock(),
         )
 
     def _abandon(self, window_id: int, why: str) -> None:

@@ -83,31 +83,27 @@ def _table_file(c: FileChange | TableFileRecord) -> TableFile:
     return TableFile(c.path, _date_of(c.path), c.bytes, c.rows, c.from_ms, c.to_ms)
 
 
-def commit_window_parts(
+def _flush(store: ControlPlane, put: Put, export_id: str, dataset: str, location: str) -> None:
+    """Send what an earlier attempt left unsent or of unknown outcome, with its recorded bytes."""
+    for pending in store.unlanded_table_commits(export_id, dataset, location):
+        assert pending.body is not None
+        put(pending.key, pending.body, False)  # EXISTED: our own commit of an earlier attempt landed
+        store.mark_table_commit_landed(export_id, dataset, location, pending.version)
+
+
+def _commit(
     store: ControlPlane,
     put: Put,
+    changes: list[FileChange],
     *,
     export: ExportRecord,
     location: str,
     prefix: str,
     dataset: str,
-    window: Window,
     window_id: int,
     now_ms: int,
-    checkpoint_interval: int = delta_log.CHECKPOINT_INTERVAL,
-) -> int | None:
-    """Commit what the table lacks of the window at this place; the version written, or None."""
-    if export.table != delta_log.DELTA:
-        return None
-    for pending in store.unlanded_table_commits(export.id, dataset, location):
-        assert pending.body is not None
-        put(pending.key, pending.body, False)  # EXISTED: our own commit of an earlier attempt landed
-        store.mark_table_commit_landed(export.id, dataset, location, pending.version)
-    ledger = store.window_parts(export.id, dataset, window, location)
-    held = store.table_files(export.id, dataset, location, from_ms=window.from_ms, to_ms=window.to_ms)
-    changes = table_changes(prefix, dataset, window, ledger, held)
-    if not changes:
-        return None
+    checkpoint_interval: int,
+) -> int:
     table = delta_log.table_id(export.id, dataset, location)
 
     def body_of(version: int) -> bytes:
@@ -148,3 +144,79 @@ def commit_window_parts(
         )
         put(delta_log.checkpoint_key(prefix, dataset, commit.version), body, False)
     return commit.version
+
+
+def commit_window_parts(
+    store: ControlPlane,
+    put: Put,
+    *,
+    export: ExportRecord,
+    location: str,
+    prefix: str,
+    dataset: str,
+    window: Window,
+    window_id: int,
+    now_ms: int,
+    checkpoint_interval: int = delta_log.CHECKPOINT_INTERVAL,
+) -> int | None:
+    """Commit what the table lacks of the window at this place; the version written, or None."""
+    if export.table != delta_log.DELTA:
+        return None
+    _flush(store, put, export.id, dataset, location)
+    ledger = store.window_parts(export.id, dataset, window, location)
+    held = store.table_files(export.id, dataset, location, from_ms=window.from_ms, to_ms=window.to_ms)
+    changes = table_changes(prefix, dataset, window, ledger, held)
+    if not changes:
+        return None
+    return _commit(
+        store,
+        put,
+        changes,
+        export=export,
+        location=location,
+        prefix=prefix,
+        dataset=dataset,
+        window_id=window_id,
+        now_ms=now_ms,
+        checkpoint_interval=checkpoint_interval,
+    )
+
+
+def remove_window_files(
+    store: ControlPlane,
+    put: Put,
+    *,
+    export: ExportRecord,
+    location: str,
+    prefix: str,
+    dataset: str,
+    window: Window,
+    window_id: int,
+    now_ms: int,
+) -> int | None:
+    """Before an operator's replace overwrites the window's parts here: a commit that ``remove``s
+    them, so no reader ever reads an overwritten file by the size of its old ``add`` (sim seed
+    30000003: a replace left unfinished at a place the export then left made that table unreadable).
+    The replace's own commit adds the new parts back; one that never finishes leaves the window out
+    of this place's table, which stays readable."""
+    if export.table != delta_log.DELTA:
+        return None
+    _flush(store, put, export.id, dataset, location)
+    held = store.table_files(export.id, dataset, location, from_ms=window.from_ms, to_ms=window.to_ms)
+    changes = [
+        FileChange(f.path, f.from_ms, f.to_ms, f.bytes, f.rows, f.md5, removed=True) for f in held if not f.removed
+    ]
+    if not changes:
+        return None
+    return _commit(
+        store,
+        put,
+        changes,
+        export=export,
+        location=location,
+        prefix=prefix,
+        dataset=dataset,
+        window_id=window_id,
+        now_ms=now_ms,
+        checkpoint_interval=0,
+    )

@@ -128,7 +128,7 @@ class Oracles:
             ):
                 found += missing(e, loader, loaded, owed, world)
             if e.table:
-                found += [Violation(k, e.name, d, r) for k, d, r in self.tables.missing(e, owed)]
+                found += [Violation(k, e.name, d, r) for k, d, r in self.tables.missing(world, e, owed)]
         found += [Violation(k, "-", d, r) for k, d, r in self.tables.duckdb_agrees()]
         found += errors_after_quiet(world)
         if world.wide:  # every row a customer loads equals its source row; none forged (issue 39)

@@ -87,13 +87,19 @@ class TableOracle:
         self.found[e.name] = seen
         return out
 
-    def missing(self, e: SimExport, owed: dict[tuple[str, str], int]) -> list[tuple[str, str, str | None]]:
+    def missing(self, world: Any, e: SimExport, owed: dict[tuple[str, str], int]) -> list[tuple[str, str, str | None]]:
         found = self.found.get(e.name, {})
-        return [
-            ("row not in table", f"{dataset} {rid} owed, in no table of the export", rid)
-            for (dataset, rid) in sorted(owed)
-            if (dataset, rid) not in found
-        ]
+        out: list[tuple[str, str, str | None]] = []
+        for (dataset, rid), recorded_ms in sorted(owed.items()):
+            if (dataset, rid) in found:
+                continue
+            if _left_in_a_replace(world, e, dataset, recorded_ms):
+                # docs/customers.md: a replace takes the window out of the table before it overwrites;
+                # one left unfinished at a place the export then left never puts it back there.
+                self.known["row of a replace left unfinished at an earlier place"] += 1
+                continue
+            out.append(("row not in table", f"{dataset} {rid} owed, in no table of the export", rid))
+        return out
 
     def duckdb_agrees(self) -> list[tuple[str, str, str | None]]:
         """At the end: DuckDB's ``delta`` extension reads every table (one process for all of them)
@@ -130,3 +136,14 @@ class TableOracle:
 
     def dispose(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _left_in_a_replace(world: Any, e: SimExport, dataset: str, recorded_ms: int) -> bool:
+    current = e.places[-1].location
+    windows = {a.window for a in world.store.ledger(e.export_id, dataset=dataset) if a.window.contains(recorded_ms)}
+    return any(
+        world.store.replace_unfinished(e.export_id, dataset, w, p.location)
+        for w in windows
+        for p in e.places
+        if p.location != current
+    )
