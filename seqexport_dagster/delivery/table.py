@@ -6,9 +6,10 @@ runner calls `commit_window_parts` for every window it writes, after the window'
 before the window commits (`runner.Runner.write_window`, `write_snapshot`), and this module commits
 the difference between the window's landed parts and what the table already holds of it:
 - new parts (a window's parts, late parts numbered on) are ``add``ed;
-- a part an operator's replace overwrote with other content is ``add``ed again under its path (the
-  protocol: the newest ``add`` of a path replaces what earlier ones said, so it is in the table once);
-  one the replace left empty (a part number its new cut no longer needs) is ``remove``d;
+- an operator's replace first ``remove``s the window's parts (`remove_window_files`, before its
+  first overwrite), and its commit ``add``s the new ones; a part whose content changed otherwise is
+  ``add``ed again under its path (the newest ``add`` of a path wins, so it is in the table once);
+  one left empty (a part number a new cut no longer needs) is ``remove``d;
 - empty parts (a window without rows writes one, DESIGN §4) carry no row and stay out of the table.
 
 Order, and why: a commit left by an earlier attempt whose outcome is unknown is sent first, with its
