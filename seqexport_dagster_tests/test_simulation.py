@@ -409,6 +409,13 @@ def test_ci_seeds_write_parquet_and_verify_reads_it() -> None:
     assert verified["parquet"] > 0 and verified["jsonl.gz"] > 0, verified
 
 
+def test_ci_seeds_keep_delta_tables_and_the_table_oracle_reads_them() -> None:
+    """Issue 44 in the simulator: some CI seeds' Parquet exports keep a Delta table, read by delta-rs."""
+    results = [ci_result(seed) for seed in CI_SEEDS]
+    assert sum(r.tabled for r in results) > 0
+    assert sum(r.tables_read for r in results) > 0 and sum(r.table_rows_read for r in results) > 0
+
+
 def test_a_seed_is_reproducible() -> None:
     first, second = simulate(3, days=1), simulate(3, days=1)
     assert (first.rows, first.runs, first.ops, first.faults, first.export_days, first.formats) == (

@@ -104,6 +104,9 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
         "--format", default="jsonl.gz", help="file format: jsonl.gz (gzip JSON Lines, default) or parquet (zstd)"
     )
     p.add_argument(
+        "--table", default=None, help="delta: also keep a Delta Lake table per dataset (needs --format parquet)"
+    )
+    p.add_argument(
         "--lag-minutes", default="2", help="trail real time by this much so late writes are included (default 2)"
     )
 
@@ -145,6 +148,8 @@ def _add_commands(sub: argparse._SubParsersAction[_Parser], common: _Parser) -> 
     command("export-now", commands.export_now, "run now instead of waiting for the schedule; says why not if it cannot")
     p = command("frequency", commands.frequency, "change how often windows are written; the chain stays gap-free")
     p.add_argument("frequency", metavar="FREQUENCY", help="15m, 1h, 6h or 24h")
+    p = command("table", commands.table, "keep a Delta Lake table per dataset (delta) or not (none)")
+    p.add_argument("table", metavar="TABLE", help="delta or none")
     p = command("format", commands.file_format, "change the file format of new windows; no window is split")
     p.add_argument("format", metavar="FORMAT", help="jsonl.gz or parquet")
     command("init", commands.init, "create (or migrate) the control plane named by the configuration", export_id=False)

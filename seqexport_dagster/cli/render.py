@@ -152,6 +152,7 @@ def describe(out: Output, e: ExportRecord) -> None:
         ("encryption", describe_sse(e.sse, e.kms_key_id)),
         ("frequency", f"{e.frequency} (lag {duration(e.lag_ms)})"),
         ("format", e.format),
+        *([("table", f"{e.table} (a Delta Lake log per dataset)")] if e.table else []),
         ("datasets", ", ".join(d.dataset for d in e.datasets)),
     ]
     width = max(len(k) for k, _ in rows)

@@ -17,7 +17,9 @@ operations for one window, and why:
    ledger and sent as additional parts, numbered on (`late_ids`; reconciliation calls it).
 5. Write the window's manifest (`seqexport_dagster.delivery.manifest`) once all its parts landed, create-only,
    under a name of its own for each set of parts (late parts get a new one).
-6. Commit: ledger row and position in one transaction. Nothing before this point is visible as
+6. With ``--table delta``, commit what the dataset's Delta table lacks of the window (`table`), after
+   the manifest, through the same create-only write.
+7. Commit: ledger row and position in one transaction. Nothing before this point is visible as
    progress, so a crash anywhere above is repaired by the next attempt resuming from the ledger.
 
 Only an operator's explicit replace (``replace=True``) overwrites: it rewrites a window from part
@@ -46,7 +48,9 @@ from seqexport_dagster.contract.window import DAY_MS, Window, day_start, day_sta
 from seqexport_dagster.delivery import planner
 from seqexport_dagster.delivery.attempt import Attempt, Sent, Tally
 from seqexport_dagster.delivery.delivered import late_ids
+from seqexport_dagster.delivery.delta_log import CHECKPOINT_INTERVAL
 from seqexport_dagster.delivery.manifest import write_manifest
+from seqexport_dagster.delivery.table import commit_window_parts, remove_window_files
 from seqexport_dagster.delivery.writer import PART_LIMIT
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, open_destination
 from seqexport_dagster.errors import DestinationChanged, ExportError, RunInterrupted, UntypeableValue, internal_error
@@ -129,6 +133,7 @@ class Runner:
         max_restarts: int = 5,
         count_retryable: bool = True,
         before_file: Callable[[str], None] | None = None,
+        checkpoint_interval: int = CHECKPOINT_INTERVAL,
     ) -> None:
         self.store = store
         self.source = source
@@ -142,6 +147,8 @@ class Runner:
         self.count_retryable = count_retryable
         #: Called before every file with the export id; raises to stop (a lost writer lease).
         self.before_file = before_file
+        #: A Delta checkpoint every this many versions of a table (0: none; `delta_log`).
+        self.checkpoint_interval = checkpoint_interval
         #: Places (location and destination version) whose key this runner saw overwrite a probe
         #: (`Attempt.check_may_overwrite`): a replace of many windows probes once, not per window.
         self.may_overwrite: set[str] = set()
@@ -322,6 +329,8 @@ class Runner:
                 and not replace
                 and self.store.replace_unfinished(export_id, dataset, window, attempt.location)
             )
+            if replace:
+                self._unlist_before_replace(attempt, dataset, window, window_id)
             tally = attempt.deliver(
                 window_id,
                 dataset,
@@ -350,6 +359,7 @@ class Runner:
                     window=window,
                     replace=replace,
                 )
+            self._commit_table(attempt, dataset, window, window_id)
             advanced = self.store.commit_window(
                 window_id, rows=tally.rows, part_count=tally.parts, size=tally.bytes, now_ms=self.clock()
             )
@@ -382,6 +392,8 @@ class Runner:
             else:
                 # A redelivered day goes out as recorded (``committed``: no new rows after its parts;
                 # the marker follows them again, create-only).
+                if replace:
+                    self._unlist_before_replace(attempt, SNAPSHOT_DATASET, window, window_id)
                 tally = attempt.deliver(
                     window_id,
                     SNAPSHOT_DATASET,
@@ -393,6 +405,7 @@ class Runner:
                     redeliver=redeliver,
                 )
             attempt.mark_success(window_id, success, replace=replace)
+            self._commit_table(attempt, SNAPSHOT_DATASET, window, window_id)
             self.store.commit_window(
                 window_id,
                 rows=tally.rows,
@@ -465,6 +478,40 @@ class Runner:
         ledger = self.store.window_parts(attempt.export.id, dataset, window, attempt.location, ids=False)
         keys = [p.key for p in (*ledger, *elsewhere)]
         return window_format(keys, attempt.export.format)  # _SUCCESS has no format
+
+    def _commit_table(self, attempt: Attempt, dataset: str, window: Window, window_id: int) -> None:
+        """The dataset's Delta table (``--table delta``) takes what it lacks of the window, after
+        the manifest and before the commit, through the attempt's own create-only write (`table`)."""
+        commit_window_parts(
+            self.store,
+            attempt.write_manifest,
+            export=attempt.export,
+            location=attempt.location,
+            prefix=attempt.config.prefix,
+            dataset=dataset,
+            window=window,
+            window_id=window_id,
+            now_ms=self.clock(),
+            checkpoint_interval=self.checkpoint_interval,
+        )
+
+    def _unlist_before_replace(self, attempt: Attempt, dataset: str, window: Window, window_id: int) -> None:
+        """With a table, an operator's replace first takes the window's parts out of it (`table`),
+        once the key proved it may overwrite (a refused replace leaves the table as it was)."""
+        if attempt.export.table is None:
+            return
+        attempt.check_may_overwrite()
+        remove_window_files(
+            self.store,
+            attempt.write_manifest,
+            export=attempt.export,
+            location=attempt.location,
+            prefix=attempt.config.prefix,
+            dataset=dataset,
+            window=window,
+            window_id=window_id,
+            now_ms=self.clock(),
+        )
 
     def _abandon(self, window_id: int, why: str) -> None:
         self.store.fail_window(window_id, error=why, now_ms=self.clock(), canceled=True)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Final
 from seqexport_dagster.clock import wall_clock_ms
 from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, parse_format
 from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS, parse_datasets
+from seqexport_dagster.contract.table_format import parse_table, require_parquet
 from seqexport_dagster.contract.validation import validate_account, validate_export_id, validate_lag_ms
 from seqexport_dagster.contract.window import (
     DAY_MS,
@@ -150,8 +151,12 @@ class Exports:
         external_id: str | None = None,
         progress: Progress = quiet,
         file_format: str = DEFAULT_FORMAT,
+        table: str | None = None,
     ) -> ExportRecord:
         """Create an export: validate everything, write the connection test file, then save.
+
+        ``table`` (``delta``, with ``file_format="parquet"``) keeps a Delta Lake log per dataset
+        beside the parts (`delivery.table`).
 
         ``sse`` is ``AES256`` or ``aws:kms`` (with ``kms_key_id``), sent on every PutObject; left out,
         the bucket's default encryption applies. ``role_arn`` (Amazon S3) replaces the keys: the
@@ -166,6 +171,8 @@ class Exports:
         frequency_ms(frequency)
         validate_lag_ms(lag_ms)
         fmt = parse_format(file_format)
+        table_format = parse_table(table)
+        require_parquet(table_format, fmt)
         unchecked = DestinationConfig(
             provider=validate_provider(provider, self.policy),
             bucket=bucket,
@@ -189,6 +196,7 @@ class Exports:
             lag_ms=lag_ms,
             now_ms=self.clock(),
             file_format=fmt,
+            table=table_format,
         )
         take_role(self.store.engine, account_id, config, record.id)
         progress(f"saved export {record.id}")
@@ -390,6 +398,19 @@ class Exports:
             return record
         return self.store.set_frequency(record.id, frequency, self.clock())
 
+    def change_table(self, export_id: str, table: str | None) -> ExportRecord:
+        """Keep a Delta Lake table per dataset (``delta``, Parquet exports only) or stop (``none``).
+
+        On: each dataset's table takes the windows committed from now on (windows written before
+        are not added). Off: the log stays as written; turned on again, the table continues it.
+        """
+        table_format = parse_table(table)
+        record = self._live(export_id, "changing the table")
+        require_parquet(table_format, record.format)
+        if record.table == table_format:
+            return record
+        return self.store.set_table(record.id, table_format, self.clock())
+
     def change_format(self, export_id: str, file_format: str) -> ExportRecord:
         """Change the file format of new windows: ``jsonl.gz`` or ``parquet``.
 
@@ -399,6 +420,7 @@ class Exports:
         """
         fmt = parse_format(file_format)
         record = self._live(export_id, "changing the format")
+        require_parquet(record.table, fmt)
         if record.format == fmt:
             return record
         return self.store.set_format(record.id, fmt, self.clock())

@@ -107,6 +107,10 @@ class ScopedExports:
         self._own(export_id)
         return self.exports.change_frequency(export_id, frequency)
 
+    def change_table(self, export_id: str, table: str | None) -> ExportRecord:
+        self._own(export_id)
+        return self.exports.change_table(export_id, table)
+
     def change_format(self, export_id: str, file_format: str) -> ExportRecord:
         self._own(export_id)
         return self.exports.change_format(export_id, file_format)

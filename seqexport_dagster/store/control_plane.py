@@ -13,9 +13,10 @@ from pathlib import Path
 from seqexport_dagster.store.database import secure_sqlite_file, translate_errors
 from seqexport_dagster.store.exports import ExportStore
 from seqexport_dagster.store.late_parts import LatePartsStore
+from seqexport_dagster.store.table_log import TableLogStore
 
 
-class ControlPlane(ExportStore, LatePartsStore):
+class ControlPlane(ExportStore, LatePartsStore, TableLogStore):
     """`ControlPlane(engine, box)`: exports and ledger together, as runs, the API and the CLI use them."""
 
     @translate_errors

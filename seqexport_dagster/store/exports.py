@@ -84,6 +84,7 @@ class ExportStore:
         now_ms: int,
         export_id: str | None = None,
         file_format: FileFormat = DEFAULT_FORMAT,
+        table: str | None = None,
     ) -> ExportRecord:
         export_id = export_id or new_export_id()
         with self.engine.begin() as conn:
@@ -93,6 +94,7 @@ class ExportStore:
                     account_id=account_id,
                     frequency=frequency,
                     format=file_format,
+                    table_format=table,
                     lag_ms=lag_ms,
                     status=ACTIVE,
                     created_at=now_ms,
@@ -189,6 +191,7 @@ class ExportStore:
                 external_id=r.external_id,
                 datasets=tuple(sorted(states[r.id], key=lambda s: order[s.dataset])),
                 format=parse_format(r.format),
+                table=r.table_format,
             )
             for r in rows
         ]
@@ -293,6 +296,13 @@ class ExportStore:
         """Windows started before keep their format (`file_format.window_format`); new ones use this."""
         with self.engine.begin() as conn:
             self._update_export(conn, export_id, now_ms, format=file_format)
+        return self.get_export(export_id)
+
+    @translate_errors
+    def set_table(self, export_id: str, table: str | None, now_ms: int) -> ExportRecord:
+        """A table (``delta``) from each dataset's next commit on, or none: the log written stays."""
+        with self.engine.begin() as conn:
+            self._update_export(conn, export_id, now_ms, table_format=table)
         return self.get_export(export_id)
 
     @translate_errors

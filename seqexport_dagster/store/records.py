@@ -115,6 +115,8 @@ class ExportRecord:
     external_id: str | None = None
     #: The file format of new windows (`file_format`); a window keeps the format it started in.
     format: FileFormat = DEFAULT_FORMAT
+    #: "delta": a Delta Lake log per dataset beside the Parquet parts (`delivery.table`); None: files only.
+    table: str | None = None
 
     @property
     def location(self) -> str:

@@ -41,6 +41,8 @@ exports = sa.Table(
     # A role to assume instead of keys, with the external id Sequenzy generated for this export.
     sa.Column("role_arn", sa.String(2048)),
     sa.Column("external_id", sa.String(64)),
+    # Issue 44 (migration 0017_delta_tables): "delta" keeps a Delta Lake log per dataset; None: files only.
+    sa.Column("table_format", sa.String(16)),
 )
 
 # External ids handed out by a role setup (issue 26, migration 0010_peers); ``export_id`` once an
@@ -354,4 +356,42 @@ webhook_attempts = sa.Table(
     sa.Column("error", sa.String(512)),
     sa.Column("duration_ms", sa.Integer, nullable=False, server_default="0"),
     sa.Index("ix_webhook_attempts_delivery", "delivery_id", "attempt"),
+)
+
+# Issue 44 (migration 0017): each (export, dataset, location)'s Delta log as written (`store.table_log`).
+table_commits = sa.Table(
+    "table_commits",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("export_id", sa.String(40), nullable=False),
+    sa.Column("dataset", sa.String(32), nullable=False),
+    sa.Column("location", sa.String(32), nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("txn", sa.BigInteger, nullable=False),
+    sa.Column("key", sa.String(1024), nullable=False),
+    sa.Column("body", sa.LargeBinary),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("landed", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("export_id", "dataset", "location", "version", name="uq_table_commits_version"),
+)
+
+# The table's files: per path, what its latest ``add`` said and whether a ``remove`` followed.
+table_files = sa.Table(
+    "table_files",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("export_id", sa.String(40), nullable=False),
+    sa.Column("dataset", sa.String(32), nullable=False),
+    sa.Column("location", sa.String(32), nullable=False),
+    sa.Column("from_ms", sa.BigInteger, nullable=False),
+    sa.Column("to_ms", sa.BigInteger, nullable=False),
+    sa.Column("path", sa.String(1024), nullable=False),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("rows", sa.BigInteger, nullable=False),
+    sa.Column("md5", sa.String(32)),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("removed", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.UniqueConstraint("export_id", "dataset", "location", "path", name="uq_table_files_path"),
+    sa.Index("ix_table_files_window", "export_id", "dataset", "location", "from_ms", "to_ms"),
 )

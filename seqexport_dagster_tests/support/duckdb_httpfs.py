@@ -41,7 +41,8 @@ def run(
     setup: list[str], queries: list[str], *, timeout_s: float = 120, extensions: tuple[str, ...] = ("httpfs",)
 ) -> dict[str, Any]:
     """Run ``setup`` statements, then ``queries``; each query's rows come back with values as text.
-    ``extensions``: the packaged extensions loaded first (``azure`` for the Azure Blob statements)."""
+    ``extensions``: the packaged extensions loaded first (``azure`` for the Azure Blob statements,
+    ``delta`` for a Delta table, issue 44)."""
     if not (FOLDER / "duckdb").is_dir():
         raise RuntimeError(
             f"DuckDB with httpfs is not installed in {FOLDER}: run `make test` (or "

@@ -34,6 +34,7 @@ from seqexport_dagster.management.verify.manifests import manifest_problems
 from seqexport_dagster.management.verify.parquet_rows import parquet_rows
 from seqexport_dagster.management.verify.report import DatasetSummary, Problem, VerifyReport
 from seqexport_dagster.management.verify.row import row_problem
+from seqexport_dagster.management.verify.table import is_log_object, verify_tables
 from seqexport_dagster.progress import Advance, no_progress
 
 if TYPE_CHECKING:
@@ -370,7 +371,9 @@ def verify_bucket(
     report = VerifyReport(bucket.source)
     checker = _Checker(report, part_limit, bucket.limits)
     progress("listing objects", 0, None)
-    objects = sorted(bucket.list(), key=lambda o: o.key)
+    listed_all = sorted(bucket.list(), key=lambda o: o.key)
+    # Delta logs (``<dataset>/_delta_log/``, issue 44) are checked by `verify.table`, not as parts.
+    objects = [o for o in listed_all if not is_log_object(o.key)]
     events, snapshot_parts, successes = _classify(checker, objects)
     _count_progress(checker, progress, events, snapshot_parts)
     for name in DATASETS:
@@ -386,6 +389,8 @@ def verify_bucket(
         bucket, listed, checker.part_rows, checker.part_md5, until_ms=until_ms, listed=len(objects), workers=workers
     )
     report.problems.extend(found)
+    if len(objects) < len(listed_all):
+        report.problems.extend(verify_tables(bucket, objects=listed_all, part_rows=checker.part_rows, ledger=ledger))
     if not objects:
         checker.problem("no_data", "-", report.source, f"no dataset folder ({', '.join(DATASETS)}) found")
     if ledger is not None:

@@ -25,7 +25,9 @@
    takes effect at the next window, a window already started keeps its format.
 9. Late rows arrive within the documented bound (`delay_oracle`): by the end of the first complete
    scheduled pass of their dataset that starts once they are due, whatever the schedule of runs.
-10. Delete: from the delete on, nothing reaches the export's locations and no attempt starts; what
+10. Tables (issue 44): every Delta table read with delta-rs holds no row twice, and at the end every
+   owed row is in one (`table_oracle`).
+11. Delete: from the delete on, nothing reaches the export's locations and no attempt starts; what
    it had delivered stays (rule 4), and it owes the rows of its windows up to its position at the
    delete (rule 1), as docs/cli.md and docs/customers.md promise ("files stay").
 """
@@ -56,6 +58,7 @@ from seqexport_dagster_tests.support.sim.bucket import MemoryBucket
 from seqexport_dagster_tests.support.sim.delay_oracle import DelayCheck, late_delays
 from seqexport_dagster_tests.support.sim.loaders import Loaded, SnowpipeLoader, WindowLoader, ids_of, relative
 from seqexport_dagster_tests.support.sim.model import Place, SimExport
+from seqexport_dagster_tests.support.sim.table_oracle import TableOracle
 from seqexport_dagster_tests.support.sim.webhook_oracle import WebhookOracle
 from seqexport_dagster_tests.support.sim.wide import ValueCheck, value_violations
 from seqexport_dagster_tests.support.sim.world import World
@@ -89,6 +92,7 @@ class Oracles:
     known: Counter[str] = field(default_factory=Counter)
     webhooks: WebhookOracle = field(default_factory=WebhookOracle)
     delays: DelayCheck = field(default_factory=DelayCheck)
+    tables: TableOracle = field(default_factory=TableOracle)
     #: bucket -> key -> when the first send reached it; and how many of its writes were read.
     first_writes: dict[str, dict[str, int]] = field(default_factory=dict)
     writes_read: Counter[str] = field(default_factory=Counter)
@@ -108,6 +112,8 @@ class Oracles:
             found += history_vs_bucket(world, e)
             found += file_formats(e, world, self.landed(world, e))
             found += after_delete(world, e)
+            if e.table:
+                found += [Violation(k, e.name, d, r) for k, d, r in self.tables.check(world, e, final=final)]
             if verify:
                 found += self.verify(world, e, final=final)
         found += backoff(world)
@@ -130,6 +136,9 @@ class Oracles:
                 Violation("late beyond bound", e.name, detail, rid)
                 for detail, rid in late_delays(world, e, self.snowpipe.by_export[e.name], owed, landed, self.delays)
             ]
+            if e.table:
+                found += [Violation(k, e.name, d, r) for k, d, r in self.tables.missing(world, e, owed)]
+        found += [Violation(k, "-", d, r) for k, d, r in self.tables.duckdb_agrees()]
         found += errors_after_quiet(world)
         if world.wide:  # every row a customer loads equals its source row; none forged (issue 39)
             found += [

@@ -54,6 +54,11 @@ class SimResult:
     late_timed: int = 0
     late_worst_ms: int = 0
     late_untimed: Counter[str] = field(default_factory=Counter)
+    #: Issue 44: exports that kept a Delta table; tables and rows the table oracle read with delta-rs.
+    tabled: int = 0
+    tables_read: int = 0
+    table_rows_read: int = 0
+    duckdb_tables: int = 0
 
     @property
     def ok(self) -> bool:
@@ -64,7 +69,8 @@ class SimResult:
             f"seed {self.seed}: {self.export_days:.1f} export-days, {self.rows} rows ({self.rows_checked} checked), "
             f"{self.runs} runs, {self.crashes} crashes, {sum(self.faults.values())} faults, "
             f"{sum(self.ops.values())} operations, {self.formats['parquet']} of {sum(self.formats.values())} exports "
-            f"in Parquet, {self.cpu_s:.1f} CPU-s: "
+            f"in Parquet, {self.tabled} with a Delta table ({self.tables_read} delta-rs reads, "
+            f"{self.table_rows_read} rows; {self.duckdb_tables} DuckDB reads), {self.cpu_s:.1f} CPU-s: "
         )
         if self.ok:
             return head + "ok"
@@ -146,6 +152,10 @@ def simulate(
         result.verified_parts = Counter(oracles.verified_parts)
         result.late_timed, result.late_worst_ms = oracles.delays.timed, oracles.delays.worst_delay_ms
         result.late_untimed = Counter(oracles.delays.untimed)
+        result.tabled = sum(1 for e in world.exports.values() if e.table)
+        result.tables_read, result.table_rows_read = oracles.tables.tables_read, oracles.tables.rows_read
+        result.duckdb_tables = oracles.tables.duckdb_tables
+        oracles.tables.dispose()
         if world.schedule is not None and world.storms is not None:
             result.schedule, result.outages = world.schedule.regime, world.schedule.outages
             result.skipped_ticks, result.storms = world.schedule.skipped, world.storms.count

@@ -102,6 +102,8 @@ MORE_OPERATIONS = ("change format", "delete")
 #: Per loop step (4 to 16 simulated minutes): about 1.1 format changes and 0.35 deletes a day.
 FORMAT_CHANGE_RATE = 0.008
 DELETE_RATE = 0.0025
+#: Of the Parquet exports created, the share that keep a Delta table (issue 44).
+TABLE_SHARE = 0.5
 #: Of the exports created, the share written in Parquet (when both formats are drawn from).
 PARQUET_SHARE = 0.4
 #: Of the exports whose first bucket has an Azure twin, the share that are Azure exports.
@@ -145,6 +147,7 @@ class World:
         self.rng = random.Random(seed)
         rng = self.rng
         self.format_rng = random.Random(f"{seed}/format")
+        self.table_rng = random.Random(f"{seed}/table")
         self.delete_rng = random.Random(f"{seed}/delete")
         self.azure_rng = random.Random(f"{seed}/azure") if azure else None
         self.formats = tuple(formats)
@@ -299,6 +302,9 @@ class World:
             }
         )
         fmt = self._draw_format()
+        # Issue 44: a share of the Parquet exports keep a Delta table (a stream of its own: the
+        # rest of a seed's history is drawn as before).
+        table = "delta" if fmt == PARQUET and self.table_rng.random() < TABLE_SHARE else None
         try:
             with self._export_ids():
                 record = self.api.create(
@@ -309,16 +315,21 @@ class World:
                     frequency=self.rng.choice(self.frequencies),
                     file_format=fmt,
                     **credentials,
+                    table=table,
                 )
         except ExportError as exc:
             self.log(name, "create", f"refused: {exc.message}")
             return
         sim = SimExport(name, record.id, record.account_id, key_id, [place])
+        sim.table = record.table
         sim.stints = [Stint(s.dataset, s.added_at) for s in record.datasets]
         sim.formats = [(record.created_at, record.format)]
         sim.frequencies = [(record.created_at, record.frequency)]
         self.exports[name] = sim
-        self.log(name, f"create {place.source} {record.frequency} {record.format} {','.join(sorted(datasets))}")
+        table_note = f" table={record.table}" if record.table else ""
+        self.log(
+            name, f"create {place.source} {record.frequency} {record.format}{table_note} {','.join(sorted(datasets))}"
+        )
 
     def _draw_format(self) -> str:
         if len(self.formats) == 1:

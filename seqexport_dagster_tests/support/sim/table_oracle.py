@@ -1,0 +1,170 @@
+"""The table oracle (issue 44): every Delta table, read with delta-rs after every simulated day.
+
+For each export that keeps a table, at each of its places, each dataset's table (``<dataset>/`` with
+its ``_delta_log/``) is copied out of the in-memory bucket into a folder (only objects new or changed
+since the last copy) and read with ``deltalake``, as a customer's reader would:
+- no event row is in a table twice (a snapshot table: no subscriber twice in one day's partition);
+- at the end, every event row the export owes (`oracles.expected_rows`) is in one of its tables,
+  and DuckDB's ``delta`` extension reads as many rows from every table as delta-rs.
+Exactly once holds per place, as for the loaders: a move starts a new table at the new place.
+
+Inside an operator's replace that has not finished, the log may name a part by its old size while
+the store already holds the new bytes (the replace commits the new ``add`` when it is whole), so a
+read that fails, or a row twice in a replaced day, is held only at the end (as `oracles` holds a
+duplicate inside an unfinished replace).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster_tests.support import duckdb_httpfs
+from seqexport_dagster_tests.support.sim.model import SimExport
+
+LOG = "/_delta_log/"
+
+
+@dataclass
+class TableOracle:
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sim-tables-")))
+    copied: dict[str, str] = field(default_factory=dict)
+    tables_read: int = 0
+    rows_read: int = 0
+    #: export -> (dataset, id) -> tables it was read from (the last reads).
+    found: dict[str, dict[tuple[str, str], set[str]]] = field(default_factory=lambda: defaultdict(dict))
+    known: Counter[str] = field(default_factory=Counter)
+    #: folder -> rows delta-rs read there at the last check; DuckDB must read as many (`duckdb_agrees`).
+    counts: dict[str, int] = field(default_factory=dict)
+    duckdb_tables: int = 0
+
+    def check(self, world: Any, e: SimExport, *, final: bool) -> list[tuple[str, str, str | None]]:
+        """(invariant, detail, row) of every violation in ``e``'s tables now."""
+        from deltalake import DeltaTable  # imported here: only worlds with a table pay for it
+
+        out: list[tuple[str, str, str | None]] = []
+        seen: dict[tuple[str, str], set[str]] = {}
+        for place in e.places:
+            bucket = world.buckets.get(place.bucket)
+            head = place.prefix + "/" if place.prefix else ""
+            datasets = sorted(
+                {k[len(head) :].split("/", 1)[0] for k in bucket.objects if k.startswith(head) and LOG in k}
+            )
+            for dataset in datasets:
+                folder = self._copy(bucket, head + dataset + "/")
+                where = f"{place.source}/{dataset}"
+                try:
+                    table = DeltaTable(str(folder)).to_pyarrow_table(columns=["id", "date"])
+                except Exception as exc:
+                    if not final and e.replaced_days:
+                        self.known["table unreadable inside a replace"] += 1
+                        continue
+                    out.append(("table unreadable", f"{where}: {type(exc).__name__}: {str(exc)[:120]}", None))
+                    continue
+                self.tables_read += 1
+                self.counts[str(folder)] = table.num_rows
+                ids = [str(i) for i in table.column("id").to_pylist()]
+                days = [str(d) for d in table.column("date").to_pylist()]
+                self.rows_read += len(ids)
+                snapshot = DATASETS[dataset].is_snapshot
+                keys = list(zip(days, ids, strict=True)) if snapshot else [("", i) for i in ids]
+                for (day, rid), n in Counter(keys).items():
+                    if n < 2:
+                        continue
+                    if not final and (not snapshot and e.replaced_days or day in e.replaced_days):
+                        self.known["row twice in a table inside a replace"] += 1
+                        continue
+                    out.append(("table row twice", f"{where}: {dataset} {rid} {day} read {n} times", rid))
+                if not snapshot:
+                    for rid in ids:
+                        seen.setdefault((dataset, rid), set()).add(where)
+        self.found[e.name] = seen
+        return out
+
+    def missing(self, world: Any, e: SimExport, owed: dict[tuple[str, str], int]) -> list[tuple[str, str, str | None]]:
+        found = self.found.get(e.name, {})
+        out: list[tuple[str, str, str | None]] = []
+        for (dataset, rid), recorded_ms in sorted(owed.items()):
+            if (dataset, rid) in found:
+                continue
+            if _left_in_a_replace(world, e, dataset, recorded_ms):
+                # docs/customers.md: a replace takes the window out of the table before it overwrites;
+                # one left unfinished at a place the export then left never puts it back there.
+                self.known["row of a replace left unfinished at an earlier place"] += 1
+                continue
+            if _cut_off_by_a_move(world, e, dataset, recorded_ms):
+                # Known limit (docs/customers.md, "Moves"): a late part landed at a place, its
+                # window's attempt failed before the table commit, and the export moved away: the
+                # row is in that place's files, and reconciliation counts it delivered (sim seed 4).
+                self.known["late part left out of an earlier place's table by a move"] += 1
+                continue
+            out.append(("row not in table", f"{dataset} {rid} owed, in no table of the export", rid))
+        return out
+
+    def duckdb_agrees(self) -> list[tuple[str, str, str | None]]:
+        """At the end: DuckDB's ``delta`` extension reads every table (one process for all of them)
+        and finds the rows delta-rs found."""
+        if not self.counts:
+            return []
+        folders = sorted(self.counts)
+        out = duckdb_httpfs.run(
+            ["SET enable_progress_bar = false"],
+            [f"SELECT count(*) FROM delta_scan('{f}')" for f in folders],
+            extensions=("delta",),
+        )
+        self.duckdb_tables += len(folders)
+        return [
+            ("table readers disagree", f"{f}: delta-rs read {self.counts[f]} rows, DuckDB {rows[0][0]}", None)
+            for f, rows in zip(folders, out["results"], strict=True)
+            if int(rows[0][0]) != self.counts[f]
+        ]
+
+    def _copy(self, bucket: Any, head: str) -> Path:
+        folder = self.root / bucket.name / head
+        for key, body in list(bucket.objects.items()):
+            if not key.startswith(head):
+                continue
+            digest = hashlib.md5(body, usedforsecurity=False).hexdigest()
+            mark = f"{bucket.name}/{key}"
+            if self.copied.get(mark) == digest:
+                continue
+            path = self.root / bucket.name / key
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(body)
+            self.copied[mark] = digest
+        return folder
+
+    def dispose(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _left_in_a_replace(world: Any, e: SimExport, dataset: str, recorded_ms: int) -> bool:
+    current = e.places[-1].location
+    windows = {a.window for a in world.store.ledger(e.export_id, dataset=dataset) if a.window.contains(recorded_ms)}
+    return any(
+        world.store.replace_unfinished(e.export_id, dataset, w, p.location)
+        for w in windows
+        for p in e.places
+        if p.location != current
+    )
+
+
+def _cut_off_by_a_move(world: Any, e: SimExport, dataset: str, recorded_ms: int) -> bool:
+    current = e.places[-1].location
+    windows = {a.window for a in world.store.ledger(e.export_id, dataset=dataset) if a.window.contains(recorded_ms)}
+    for w in windows:
+        for place in e.places:
+            if place.location == current:
+                continue
+            parts = world.store.window_parts(e.export_id, dataset, w, place.location)
+            live = {f.path for f in world.store.table_files(e.export_id, dataset, place.location) if not f.removed}
+            head = f"{place.prefix}/{dataset}/" if place.prefix else f"{dataset}/"
+            if any(p.landed and p.rows and p.key.removeprefix(head) not in live for p in parts):
+                return True
+    return False
