@@ -35,12 +35,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import day_start_ms
 from seqexport_dagster.delivery import planner
 from seqexport_dagster.delivery.idle import retry_note
 from seqexport_dagster.delivery.runner import DayReport, Runner, WindowReport
 from seqexport_dagster.errors import ExportError, LeaseLost, NotFound, RunInterrupted
 from seqexport_dagster.store import ACTIVE, ControlPlane, run_log
 from seqexport_dagster.store.lease import Leases
+from seqexport_dagster.store.records import snapshot_window
 from seqexport_dagster.store.run_log import RunLog, RunNotes
 
 DONE, FAILED, BUSY, INACTIVE, INTERRUPTED, TIMED_OUT = "done", "failed", "busy", "inactive", "interrupted", "timed out"
@@ -437,6 +440,8 @@ class BatchRunner:
                 if exc.retryable and not final:
                     self.sleep(self.retry_delays_s[attempt])
                     continue
+                if rewrite or replace:
+                    self._owe_snapshot_day(export_id, dataset, day, exc.message)
                 self._failed(outcome, export_id, dataset, exc.message)
                 return
             except Exception as exc:  # the runner recorded it in the ledger; keep the type only
@@ -445,6 +450,25 @@ class BatchRunner:
             outcome.reports.append(report)
             self._finish(export_id, dataset, run_log.SUCCEEDED)
             return
+
+    def _owe_snapshot_day(self, export_id: str, dataset: str, day: dt.date, message: str) -> None:
+        """A backfill or replace of a past snapshot day failed: make sure the dataset's last error
+        names that day, so that it is due again after the backoff (`planner.owed_snapshot_day`).
+
+        The runner counts only the last try's failure, and that try may fail in the control plane
+        before its attempt is in the ledger (long run #11 seed 30001097: the day's part landed at a
+        new place, its ``_SUCCESS`` hit a 503 on an uncounted try, the last try met a database
+        outage; nothing named the day, which stayed without ``_SUCCESS`` there). Best effort: a
+        control plane still down leaves it as before."""
+        if not DATASETS[dataset].is_snapshot:
+            return
+        window = snapshot_window(day_start_ms(day))
+        try:
+            state = self.store.get_export(export_id).dataset_state(dataset)
+            if state is not None and window.to_ms <= state.position_ms and state.last_error_window != window:
+                self.store.record_failure(export_id, dataset, window, message, self.clock())
+        except ExportError:
+            pass
 
     def _failed(self, outcome: ExportOutcome, export_id: str, dataset: str, message: str) -> None:
         outcome.errors.append((dataset, message))
