@@ -61,7 +61,7 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # met a 503 on a try that does not count, and the batch's last try met a control-plane outage
     # before its attempt was in the ledger. Nothing named the day, so nothing owed it: no `_SUCCESS`
     # there ever (verify: missing_success). A failed backfill or replace of a past snapshot day now
-    # names it in the dataset's error (`BatchRunner._owe_snapshot_day`), and the retry finishes it.
+    # names it in the dataset's error (`BatchRunner._retry_note`), and the retry finishes it.
     30001097: {"days": 3, "wide": 1},
     # Long run #10 seed 20001161 (widened world), the oracle's: a backfill replace failed part-way in a
     # fault storm after overwriting a late part with the empty file of a part number its new cut no
