@@ -56,6 +56,13 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # of that day then rewrote the part (now empty) and part 0000 (now with the row), and the loaders,
     # reading once a day, saw only the rewritten names. The oracle now counts the earlier body.
     30000044: {"days": 3, "wide": 1},
+    # Long run #11 seed 30001097 (widened world), the product's: after a move to a create-only store
+    # without preconditions, a backfill of a past snapshot day landed part 0000 there; its `_SUCCESS`
+    # met a 503 on a try that does not count, and the batch's last try met a control-plane outage
+    # before its attempt was in the ledger. Nothing named the day, so nothing owed it: no `_SUCCESS`
+    # there ever (verify: missing_success). A failed backfill or replace of a past snapshot day now
+    # names it in the dataset's error (`BatchRunner._retry_note`), and the retry finishes it.
+    30001097: {"days": 3, "wide": 1},
     # Long run #10 seed 20001161 (widened world), the oracle's: a backfill replace failed part-way in a
     # fault storm after overwriting a late part with the empty file of a part number its new cut no
     # longer needed; the mid-run verify took the window's manifest (written for the late part) for

@@ -26,17 +26,21 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, day_start_ms
 from seqexport_dagster.delivery import planner
+from seqexport_dagster.delivery.batch import FAILED, BatchRunner
+from seqexport_dagster.delivery.runner import DayReport, Runner
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.destination.base import content_md5
 from seqexport_dagster.destination.config import DestinationConfig
 from seqexport_dagster.errors import AccessDenied, ExportError, RetryableError
 from seqexport_dagster.store import COMMITTED, ExportRecord, snapshot_window
+from seqexport_dagster.store.lease import Leases
 from seqexport_dagster.store.tables import parts
 from seqexport_dagster_tests.support.scripted_store import ScriptedStore as Store
 from seqexport_dagster_tests.support.sim.bucket import (
@@ -324,3 +328,55 @@ def test_a_failed_backfill_of_a_day_at_the_new_place_is_retried_there(world: Wor
     state = world.store.get_export(export.id).dataset_state("subscribers")
     assert state is not None and state.failures == 0
     assert_day_agrees(world, export, new, DAY)
+
+
+def test_a_backfill_whose_last_try_never_reached_the_ledger_leaves_the_day_owed(world: World) -> None:
+    """Long run #11 seed 30001097. After a move to a create-only store without preconditions, an
+    operator's backfill of a past day lands part 0000 there and its ``_SUCCESS`` meets a 503: a
+    transient error, not counted, because the batch tries again. That last try fails in the control
+    plane before its attempt is in the ledger, so nothing counted a failure or named the day, and
+    no run ever came back for it: the day stayed at the new place without ``_SUCCESS``. The batch
+    now names the day in the dataset's error, so it is owed, and the retry writes ``_SUCCESS``."""
+    export, old = setup(world, CREATE_ONLY_403)
+    new = Store(CREATE_ONLY_403, prefix="moved/")
+    stores = {"": old, "moved": new}
+    tries: list[bool] = []
+
+    class DatabaseAwayOnLastTry(Runner):
+        def run_day(self, *args: Any, **kwargs: Any) -> DayReport:
+            tries.append(self.count_retryable)
+            if self.count_retryable:  # the batch's last try
+                raise RetryableError("control-plane database unavailable: a test outage")
+            return super().run_day(*args, **kwargs)
+
+    def make_runner(**kwargs: Any) -> Runner:
+        return DatabaseAwayOnLastTry(
+            world.store, world.source, world.policy, clock=world.clock, part_limit=100,
+            destination_factory=lambda config, policy: stores[config.prefix], **kwargs,
+        )  # fmt: skip
+
+    runner = world.runner(part_limit=100, destination_factory=lambda config, policy: stores[config.prefix])
+    for n in (1, 2):
+        world.clock.now_ms = DAY0 + n * DAY_MS + LAG
+        assert runner.run_day(export.id, "subscribers", DAY + dt.timedelta(days=n - 1)).snapshot is not None
+    moved = DestinationConfig("local", str(world.root / "bucket"), prefix="moved")
+    export = world.store.update_destination(export.id, moved, world.clock())
+    new.faults["_SUCCESS"] = "reset"
+    batch = BatchRunner(
+        make_runner, world.store, Leases(world.store.engine), holder="backfill", clock=world.clock,
+        retry_delays_s=(0.0,), sleep=lambda seconds: None,
+    )  # fmt: skip
+    report = batch.run([export.id], [DAY], ["subscribers"], run_id="backfill", rewrite=True)
+    assert report.outcomes[export.id].status == FAILED and tries == [False, True]
+    assert sorted(k.rsplit("/", 1)[-1] for k in new.day(DAY)) == ["subscribers-0000.jsonl.gz"], "no _SUCCESS yet"
+    state = world.store.get_export(export.id).dataset_state("subscribers")
+    assert state is not None and state.failures == 1 and state.next_retry_at is not None
+    assert state.last_error_window == snapshot_window(DAY0), "the day is named: owed to its retry"
+
+    world.clock.now_ms = state.next_retry_at
+    assert planner.due_day(export, state, world.clock()) == DAY
+    assert runner.run_day(export.id, "subscribers", DAY).snapshot is not None  # the scheduled retry
+    assert new.bucket.violations == []
+    assert_day_agrees(world, export, new, DAY)
+    state = world.store.get_export(export.id).dataset_state("subscribers")
+    assert state is not None and state.failures == 0 and state.last_error is None

@@ -35,12 +35,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.window import day_start_ms
 from seqexport_dagster.delivery import planner
 from seqexport_dagster.delivery.idle import retry_note
 from seqexport_dagster.delivery.runner import DayReport, Runner, WindowReport
 from seqexport_dagster.errors import ExportError, LeaseLost, NotFound, RunInterrupted
 from seqexport_dagster.store import ACTIVE, ControlPlane, run_log
 from seqexport_dagster.store.lease import Leases
+from seqexport_dagster.store.records import snapshot_window
 from seqexport_dagster.store.run_log import RunLog, RunNotes
 
 DONE, FAILED, BUSY, INACTIVE, INTERRUPTED, TIMED_OUT = "done", "failed", "busy", "inactive", "interrupted", "timed out"
@@ -287,8 +290,17 @@ class BatchRunner:
                 self._notes.finish(export_id, dataset, run_log.FAILED, f"{message} ({outcome.retries[dataset]})")
         return outcome
 
-    def _retry_note(self, export_id: str, dataset: str) -> str:
-        """When a failed dataset is tried again, read back from the control plane after the failure."""
+    def _retry_note(self, export_id: str, dataset: str, message: str = "", past_day: dt.date | None = None) -> str:
+        """When a failed dataset is tried again, read back from the control plane after the failure.
+
+        ``past_day``: a backfill or replace of that day failed. A snapshot day behind the position
+        is owed to its retry only while the dataset's last error names it (`planner.owed_snapshot_day`),
+        and the runner counts only the last try's failure, which may have failed in the control plane
+        before its attempt was in the ledger (long run #11 seed 30001097: the day's part landed at a
+        new place, its ``_SUCCESS`` met a 503 on a try that does not count, the last try a database
+        outage; nothing named the day, which stayed without ``_SUCCESS`` there). The day is named
+        here, from the state this note reads anyway. Best effort: a control plane still away
+        leaves it as before."""
         try:
             export = self.store.get_export(export_id)
         except ExportError:
@@ -296,6 +308,13 @@ class BatchRunner:
         state = export.dataset_state(dataset)
         if export.status != ACTIVE or state is None:
             return export.status
+        if past_day is not None and DATASETS[dataset].is_snapshot:
+            window = snapshot_window(day_start_ms(past_day))
+            if window.to_ms <= state.position_ms and state.last_error_window != window:
+                try:
+                    state = self.store.record_failure(export_id, dataset, window, message, self.clock()) or state
+                except ExportError:
+                    pass
         return retry_note(state)
 
     def _finish(self, export_id: str, dataset: str, status: str, message: str | None = None) -> None:
@@ -437,7 +456,7 @@ class BatchRunner:
                 if exc.retryable and not final:
                     self.sleep(self.retry_delays_s[attempt])
                     continue
-                self._failed(outcome, export_id, dataset, exc.message)
+                self._failed(outcome, export_id, dataset, exc.message, past_day=day if rewrite or replace else None)
                 return
             except Exception as exc:  # the runner recorded it in the ledger; keep the type only
                 self._failed(outcome, export_id, dataset, f"internal error ({type(exc).__name__})")
@@ -446,7 +465,9 @@ class BatchRunner:
             self._finish(export_id, dataset, run_log.SUCCEEDED)
             return
 
-    def _failed(self, outcome: ExportOutcome, export_id: str, dataset: str, message: str) -> None:
+    def _failed(
+        self, outcome: ExportOutcome, export_id: str, dataset: str, message: str, past_day: dt.date | None = None
+    ) -> None:
         outcome.errors.append((dataset, message))
-        outcome.retries[dataset] = note = self._retry_note(export_id, dataset)
+        outcome.retries[dataset] = note = self._retry_note(export_id, dataset, message, past_day)
         self._finish(export_id, dataset, run_log.FAILED, f"{message} ({note})")
