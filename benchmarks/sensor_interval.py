@@ -33,26 +33,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.hook_setup import prepare, seqexport_env
 from benchmarks.revisions import export_revision
 
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE_REV = "bfe50bc"  # main before issue 41's fix (sensors on one thread, webhook ticks of ~41 s)
-
-# Run with the revision's code: webhooks to the hanging receiver and events already due.
-_PREPARE = """
-import sys
-from seqexport_dagster.delivery.settings import Settings
-from seqexport_dagster.management.api import Exports
-from seqexport_dagster.store.outbox import emit
-api = Exports.from_settings(Settings.from_env())
-hooks = api.webhooks()
-for _ in range(int(sys.argv[2])):
-    hooks.add(account_id="flood", url=sys.argv[1])
-with api.store.engine.begin() as conn:
-    for n in range(int(sys.argv[3])):
-        emit(conn, account_id="flood", kind="export.paused", data={"n": n}, now_ms=api.clock())
-api.close()
-"""
 
 
 def _load() -> dict[str, Any]:
@@ -94,7 +79,6 @@ def _stats(values: list[float]) -> dict[str, Any]:
 
 
 def run(code: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from seqexport_dagster.store.crypto import new_key_spec
     from seqexport_dagster_tests.support.processes import start_group, stop_group
     from seqexport_dagster_tests.support.webhook_receiver import receiver
 
@@ -107,24 +91,13 @@ def run(code: Path, args: argparse.Namespace) -> dict[str, Any]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SEQEXPORT_", "DAGSTER_"))}
         for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
             env.pop(proxy, None)
-        env |= {
+        env = seqexport_env(code, seq_home, env) | {
             "DAGSTER_HOME": str(dagster_home),
-            "SEQEXPORT_HOME": str(seq_home),
             "SEQEXPORT_DATABASE_URL": f"sqlite:///{seq_home / 'control.db'}",
             "SEQEXPORT_SOURCE_URL": f"sqlite:///{seq_home / 'source.db'}",
-            "SEQEXPORT_SECRET_KEYS": new_key_spec("bench"),
-            "SEQEXPORT_ALLOW_LOCAL": "1",
-            "PYTHONPATH": str(code),
         }
-        prepared = subprocess.run(
-            [sys.executable, "-c", _PREPARE, stuck.url, str(args.hooks), str(args.events)],
-            env=env,
-            cwd=code,
-            capture_output=True,
-            text=True,
-        )
-        if prepared.returncode != 0:
-            raise RuntimeError(f"preparing the control plane of {code} failed:\n{prepared.stderr[-2000:]}")
+        # hooks x events deliveries due from the first tick
+        prepare(code, env, {"flood": {"url": stuck.url, "hooks": args.hooks, "events": args.events}})
         log = Path(tmp) / "daemon.log"
         daemon = start_group(
             [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(code / "workspace.yaml")],

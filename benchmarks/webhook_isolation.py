@@ -36,29 +36,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from benchmarks.hook_setup import prepare, seqexport_env
 from benchmarks.revisions import export_revision
 
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE_REV = "bfe50bc"
 FLOOD_HOOKS = 3
-
-_PREPARE = """
-import json, sys
-from seqexport_dagster.delivery.settings import Settings
-from seqexport_dagster.management.api import Exports
-from seqexport_dagster.store.token import TokenStore
-api = Exports.from_settings(Settings.from_env())
-tokens, hooks = TokenStore(api.store.engine), api.webhooks()
-out = {
-    "flood_token": tokens.create(account_id="flood", now_ms=api.clock())[0],
-    "acme_token": tokens.create(account_id="acme", now_ms=api.clock())[0],
-    "flood_hooks": [hooks.add(account_id="flood", url=sys.argv[1]).endpoint.id for _ in range(int(sys.argv[3]))],
-}
-added = hooks.add(account_id="acme", url=sys.argv[2])
-out["acme_hook"], out["acme_secret"] = added.endpoint.id, added.secret
-print(json.dumps(out))
-api.close()
-"""
 
 # What the webhook_sensor does each tick, with the revision's own limit and budget, plus the outbox
 # feed (events recorded as a state change records them).
@@ -147,7 +130,6 @@ def _outbox(home: Path) -> dict[str, Any]:
 
 
 def run(code: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from seqexport_dagster.store.crypto import new_key_spec
     from seqexport_dagster_tests.support.api_server import wait_ready
     from seqexport_dagster_tests.support.moto_server import free_port
     from seqexport_dagster_tests.support.processes import start_group, stop_group
@@ -161,24 +143,21 @@ def run(code: Path, args: argparse.Namespace) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as tmp, receiver(hang=True) as stuck, receiver(on_event=arrived) as fine:
         home = Path(tmp)
-        env = {
-            "PATH": "/usr/bin:/bin",
-            "SEQEXPORT_HOME": tmp,
-            "SEQEXPORT_SECRET_KEYS": new_key_spec("bench"),
-            "SEQEXPORT_ALLOW_LOCAL": "1",
-            "PYTHONPATH": str(code),
-        }
-        prepared = json.loads(
-            subprocess.run(
-                [sys.executable, "-c", _PREPARE, stuck.url, fine.url, str(FLOOD_HOOKS)],
-                env=env,
-                cwd=code,
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
+        env = seqexport_env(code, home, {"PATH": "/usr/bin:/bin"})
+        made = prepare(
+            code,
+            env,
+            {
+                "flood": {"token": True, "url": stuck.url, "hooks": FLOOD_HOOKS},
+                "acme": {"token": True, "url": fine.url, "hooks": 1},
+            },
         )
-        fine.secret = prepared["acme_secret"]
+        prepared = {
+            "flood_token": made["flood"]["token"],
+            "flood_hooks": made["flood"]["hooks"],
+            "acme_token": made["acme"]["token"],
+        }
+        fine.secret = made["acme"]["secrets"][0]
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         server = start_group(

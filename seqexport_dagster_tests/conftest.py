@@ -38,32 +38,38 @@ SPREAD: Final = frozenset(
     }
 )
 
-#: Seconds each heavy file (or each test of a `SPREAD` function) took on one worker (2-core host,
-#: `make test`): they start first, so that the last to start are short. Anything not listed starts
-#: after these and runs the same.
-#: From `--junitxml` of one run at bfe50bc (one process, load 5-13): rounded, only the order matters.
+#: Seconds each heavy unit of work (a file, a `GROUPS` group, or each test of a `SPREAD` function)
+#: took on one worker: they start first, so that the last to start are short. Anything not listed
+#: starts after these and runs the same. Only the order matters, and a unit much heavier than its
+#: entry that starts late is what keeps one worker busy while the other has finished.
+#: Measured 2026-12-06 (branch `suite`, one process, ``--junitxml``/``--durations``, load 9-15 on the
+#: 2-core host, as the table before it at load 5-13): the files marked *, less what this branch took
+#: out of them (the simulator's verify memo, test_retention's text test); the rest as measured at
+#: bfe50bc. test_browser_ui: 134 s on a quiet host (issue 40's notes).
 WEIGHT: Final[dict[str, float]] = {
-    "test_simulation.py::test_a_seed_on_postgresql": 176,
-    "test_simulation.py::test_a_seed_is_reproducible": 152,
-    "test_retention.py": 301,
-    "test_faults.py": 159,
+    "test_benchmarks_smoke.py": 323,  # *
+    "test_simulation.py": 260,  # * the CI seeds and the oracles' own tests (300 before the memo)
+    "test_simulation.py::wide seeds": 150,  # * (178 before the memo)
+    "test_browser_ui.py": 134,
+    "test_dagster_e2e.py": 126,  # *
+    "test_faults.py": 117,  # *
+    "test_verify_bounds.py": 111,  # *
+    "test_make_dev.py": 110,  # *
+    "test_late_rows_holes.py": 106,  # *
+    "test_write_once_dagster.py": 100,  # *
+    "test_simulation.py::test_a_seed_is_reproducible": 95,  # * 73 and 117 in two runs
+    "test_simulation_budget.py": 95,  # *
+    "test_retention.py": 92,  # * (98 before)
+    "test_simulation.py::test_a_seed_on_postgresql": 80,  # * 31 and 130: the shared PostgreSQL server
+    "test_store.py": 78,  # *
     "test_azure.py": 26,  # one Azurite (about 4 s to start), a day through it, DuckDB in a subprocess
-    "test_dagster_e2e.py": 121,
-    "test_benchmarks_smoke.py": 108,
-    "test_simulation.py": 95,  # the CI seeds and the oracles' own tests
-    "test_verify_bounds.py": 84,
-    "test_make_dev.py": 82,
-    "test_late_rows_holes.py": 64,
-    "test_store.py": 58,
-    "test_write_once_dagster.py": 57,
-    "test_simulation_budget.py": 53,
     "test_reconcile_dagster.py": 52,
     "test_hot_path_indexes.py": 48,
     "test_webhooks.py": 46,
     "test_daemon_restart.py": 45,
     "test_hostile_endpoint.py": 45,
-    "test_simulation.py::test_seed_with_maintenance_every_hour_holds_every_invariant": 40,
     "test_cli.py": 41,
+    "test_simulation.py::test_seed_with_maintenance_every_hour_holds_every_invariant": 40,
     "test_day_cells.py": 40,
     "test_sensor.py": 37,
     "test_http_hostile.py": 37,
@@ -76,19 +82,40 @@ WEIGHT: Final[dict[str, float]] = {
 }
 
 
+#: Tests (``file::function``, every parameter) that form a unit of work of their own, apart from
+#: the rest of their file: a group's tests share what they compute (each seed's result, cached in
+#: the worker), so they stay together, in the file's order. The wide CI seeds and the test of what
+#: they cover together are a quarter of the simulator's CI time: one worker runs them while the other
+#: runs the CI seeds.
+GROUPS: Final = {
+    "test_simulation.py::test_wide_ci_seed_holds_every_invariant": "wide seeds",
+    "test_simulation.py::test_wide_ci_seeds_cover_the_widened_world": "wide seeds",
+}
+
+
 def scope_of(nodeid: str) -> str:
-    """The unit of work a worker takes whole: the test's file, or the test itself if in `SPREAD`.
+    """The unit of work a worker takes whole: the test's file, the test itself if in `SPREAD`, or
+    its file's group if in `GROUPS`.
 
     A file's tests run together, in order, on one worker: module-scoped fixtures (servers, loaded
     databases) start once, and a new test file needs nothing to run under xdist."""
-    return nodeid if _weight_key(nodeid) in SPREAD else nodeid.partition("::")[0]
+    key = _weight_key(nodeid)
+    if key in SPREAD:
+        return nodeid
+    path = nodeid.partition("::")[0]
+    return f"{path}::({key.partition('::')[2]})" if "::" in key else path
 
 
 def _weight_key(nodeid: str) -> str:
-    """``file::function`` for a test in `SPREAD`, else its file's name: its key in `WEIGHT`."""
+    """``file::function`` for a test in `SPREAD`, ``file::group`` for one in `GROUPS`, else its
+    file's name: its key in `WEIGHT`."""
     path, _, rest = nodeid.partition("::")
-    spread = f"{Path(path).name}::{rest.split('[', 1)[0]}"
-    return spread if spread in SPREAD else Path(path).name
+    test = f"{Path(path).name}::{rest.split('[', 1)[0]}"
+    if test in SPREAD:
+        return test
+    if test in GROUPS:
+        return f"{Path(path).name}::{GROUPS[test]}"
+    return Path(path).name
 
 
 @pytest.hookimpl(optionalhook=True)

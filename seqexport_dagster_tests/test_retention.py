@@ -153,7 +153,10 @@ def test_maintain_compacts_old_days_and_every_answer_stays_the_same(backend: str
 def test_maintain_text_output_names_what_it_removed(tmp_path: Path, capsys: Any) -> None:
     spec = new_key_spec("t1")
     with world_on("sqlite", tmp_path, spec) as world:
-        deliver_days(world, 16)
+        # Two delivered days, then the clock where 16 would leave it: days 0-1 fall past the horizon.
+        # What is removed, not how much, is what the text names (16 days cost 8 times the deliveries).
+        deliver_days(world, 2)
+        world.clock.now_ms = DAY0 + 16 * DAY_MS + 3 * MINUTE_MS
         capsys.readouterr()
         assert cli.main(["maintain"], env=env_for(world, spec), clock=world.clock) == 0
         captured = capsys.readouterr()

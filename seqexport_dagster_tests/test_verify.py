@@ -16,7 +16,8 @@ from seqexport_dagster.contract.keys import parse_key, part_key, success_key
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, Window, iso_ms
 from seqexport_dagster.demo.generator import Scale
 from seqexport_dagster.management.verify import verify_location
-from seqexport_dagster.management.verify.checks import repeated_key
+from seqexport_dagster.management.verify.bucket import LocalBucket
+from seqexport_dagster.management.verify.checks import PartMemo, repeated_key, verify_bucket
 from seqexport_dagster.store import ControlPlane
 from seqexport_dagster_tests.support.demo_export import ACCOUNT, DAY, write_demo_export
 from seqexport_dagster_tests.support.world import DAY0, World, sqlite_world
@@ -193,6 +194,34 @@ def test_duplicate_id_across_parts(export: tuple[Path, str]) -> None:
     rel = [p.relative_to(root).as_posix() for p in parts[:2]]
     assert dup.locations == (f"{rel[0]}:{len(lines) + 1}", f"{rel[1]}:1")
     assert "id appears 2 times" in report.render()
+
+
+def test_a_memo_of_parts_read_changes_no_report(export: tuple[Path, str], store: ControlPlane) -> None:
+    """`verify_bucket(memo=...)` (the simulator verifies every day): a part read before is not read
+    again, yet each report is the one a fresh verify gives, problems of unchanged parts, duplicates
+    across parts and the ledger's comparison included; a changed part is read anew."""
+    root, export_id = export
+    parts = multi_part_window(root)
+    write_lines(parts[0], [*read_lines(parts[0]), read_lines(parts[1])[0]])  # an id twice
+    part = multi_part_window(root, "sms_events", 1)[0]
+    part.write_bytes(part.read_bytes()[:40])  # corrupt
+    memo: PartMemo = {}
+
+    def both(ledger: tuple[ControlPlane, str] | None) -> tuple[object, object]:
+        fresh = verify_bucket(LocalBucket(root), ledger=ledger, workers=1)
+        remembered = verify_bucket(LocalBucket(root), ledger=ledger, workers=1, memo=memo)
+        return fresh, remembered
+
+    for ledger in (None, (store, export_id), None):
+        fresh, remembered = both(ledger)
+        assert remembered == fresh
+    assert kinds(fresh) >= {"duplicate_id", "corrupt_gzip"}
+    read = len(memo)
+    assert read == sum(summary.parts for summary in fresh.datasets.values())
+    lines = read_lines(parts[1])
+    write_lines(parts[1], lines[1:])  # the duplicate is gone, part 0001 reads anew
+    fresh, remembered = both(None)
+    assert remembered == fresh and "duplicate_id" not in kinds(fresh) and len(memo) == read + 1
 
 
 def test_out_of_order_rows(export: tuple[Path, str]) -> None:

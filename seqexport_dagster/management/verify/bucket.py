@@ -123,11 +123,16 @@ class LocalBucket(Bucket):
     def _pages(self) -> Iterator[builtins.list[StoredObject]]:
         if not self.root.is_dir():
             raise InvalidInput("source", f"{self.root} is not a folder")
+        return self._walk_pages([self.root / name for name in DATASETS])
+
+    def _manifest_pages(self) -> Iterator[builtins.list[StoredObject]]:
+        return self._walk_pages([self.root / MANIFEST_FOLDER])
+
+    def _walk_pages(self, folders: builtins.list[Path]) -> Iterator[builtins.list[StoredObject]]:
+        """Every file under ``folders`` (a missing one has none), in pages of 1,000 as S3 lists them;
+        always at least one page, perhaps empty."""
         page: builtins.list[StoredObject] = []
-        for name in DATASETS:
-            folder = self.root / name
-            if not folder.is_dir():
-                continue
+        for folder in folders:
             for dirpath, _dirs, files in os.walk(folder):
                 for file in files:
                     path = Path(dirpath) / file
@@ -136,18 +141,6 @@ class LocalBucket(Bucket):
                     if len(page) == 1000:
                         yield page
                         page = []
-        yield page
-
-    def _manifest_pages(self) -> Iterator[builtins.list[StoredObject]]:
-        page: builtins.list[StoredObject] = []
-        for dirpath, _dirs, files in os.walk(self.root / MANIFEST_FOLDER):
-            for file in files:
-                path = Path(dirpath) / file
-                stat = path.stat()
-                page.append(StoredObject(path.relative_to(self.root).as_posix(), stat.st_size, stat.st_mtime_ns))
-                if len(page) == 1000:
-                    yield page
-                    page = []
         yield page
 
     def read(self, key: str, limit: int | None = None) -> bytes:

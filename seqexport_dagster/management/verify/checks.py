@@ -52,11 +52,32 @@ class _Part:
     window: Window | None  # None for snapshot parts
 
 
+@dataclass(frozen=True, slots=True)
+class CheckedPart:
+    """What reading one part found: its rows, its last sort key, its problems and its ids (each with
+    its place, ``key:line``)."""
+
+    rows: int
+    last: tuple[str, ...] | None
+    problems: tuple[Problem, ...]
+    ids: tuple[tuple[str, str], ...]
+
+
+#: Parts already read, by what decides what reading finds: (dataset, key, the body's BLAKE2b digest,
+#: part limit, limits). For a caller that verifies the same bucket again and again (the simulator,
+#: after every simulated day): a part with the same bytes is not parsed again, and adds the same
+#: problems and ids; everything across parts (chains, duplicates, manifests, ledger) is checked anew.
+PartMemo = dict[tuple[str, str, bytes, int, Limits], CheckedPart]
+
+
 class _Checker:
-    def __init__(self, report: VerifyReport, part_limit: int, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self, report: VerifyReport, part_limit: int, limits: Limits = DEFAULT_LIMITS, memo: PartMemo | None = None
+    ) -> None:
         self.report = report
         self.part_limit = part_limit
         self.limits = limits
+        self.memo = memo
         self.rows_by_window: dict[tuple[str, Window], int] = {}
         #: Per event part: rows and hex MD5, for the manifests' counts (`verify.manifests`).
         self.part_rows: dict[str, int] = {}
@@ -88,15 +109,36 @@ class _Checker:
         Order is checked inside the file, as the contract promises: rows that appeared late in a
         window arrive as additional parts, after parts whose rows sort later.
         """
-        previous = None
-        key = part.obj.key
         self.on_part(part)
+        if self.memo is None or not isinstance(body, bytes):
+            rows, last, found_ids = self._read_rows(ds, part, body)
+        else:
+            digest = hashlib.blake2b(body, digest_size=16).digest()
+            memo_key = (ds.name, part.obj.key, digest, self.part_limit, self.limits)
+            checked = self.memo.get(memo_key)
+            if checked is None:
+                before = len(self.report.problems)
+                rows, last, found_ids = self._read_rows(ds, part, body)
+                self.memo[memo_key] = CheckedPart(rows, last, tuple(self.report.problems[before:]), tuple(found_ids))
+            else:
+                self.report.problems.extend(checked.problems)
+                rows, last, found_ids = checked.rows, checked.last, list(checked.ids)
+        for row_id, place in found_ids:
+            seen.setdefault(row_id, []).append(place)
+        return rows, last
+
+    def _read_rows(
+        self, ds: Dataset, part: _Part, body: bytes | Exception
+    ) -> tuple[int, tuple[str, ...] | None, list[tuple[str, str]]]:
+        """`check_rows` of one part, reading it: (rows, last sort key, ids with their places)."""
+        previous: tuple[str, ...] | None = None
+        key = part.obj.key
         if isinstance(body, ObjectTooLarge):
             self.problem("too_large", ds.name, key, body.message)
-            return 0, previous
+            return 0, previous, []
         if isinstance(body, Exception):
             self.problem("unreadable", ds.name, key, f"cannot read: {_reason(body)}")
-            return 0, previous
+            return 0, previous, []
         lines: Iterable[Any]  # JSONL lines to decode, or Parquet rows already decoded
         if key.endswith(PARQUET_EXTENSION):
             # Footer first (rows, sizes, schema), then row group by row group (`verify.parquet_rows`).
@@ -110,10 +152,10 @@ class _Checker:
                 )
             except ParquetProblem as exc:
                 self.problem(exc.kind, ds.name, key, exc.detail)
-                return 0, previous
+                return 0, previous, []
             except ObjectTooLarge as exc:
                 self.problem("too_large", ds.name, key, exc.message)
-                return 0, previous
+                return 0, previous, []
         else:
             # Streamed and bounded (`bounds.gzip_lines`); ids are kept aside until the whole part has read.
             lines = gzip_lines((body,), self.limits)
@@ -149,13 +191,13 @@ class _Checker:
                 found_ids.append((row["id"], f"{key}:{number}"))
         except (zlib.error, EOFError) as exc:
             self.problem("corrupt_gzip", ds.name, key, f"not valid gzip: {exc}")
-            return 0, None
+            return 0, None, []
         except ParquetProblem as exc:
             self.problem(exc.kind, ds.name, key, exc.detail)
-            return 0, None
+            return 0, None, []
         except ObjectTooLarge as exc:
             self.problem("too_large", ds.name, key, f"{exc.message}; not read further (at line {number + 1:,})")
-            return 0, None
+            return 0, None, []
         if number > self.part_limit:
             self.problem(
                 "too_many_lines",
@@ -163,8 +205,6 @@ class _Checker:
                 key,
                 f"at least {number} lines; the limit is {self.part_limit} (not read further)",
             )
-        for row_id, place in found_ids:
-            seen.setdefault(row_id, []).append(place)
         for kind, found, what in (
             ("schema_mismatch", bad_schema, "row(s) do not match the published schema"),
             ("out_of_order", disorder, f"row(s) out of ({', '.join(ds.order_by)}) order"),
@@ -172,7 +212,7 @@ class _Checker:
         ):
             if found:
                 self.problem(kind, ds.name, key, f"{len(found)} {what}; first at {found[0]}", count=len(found))
-        return number, previous
+        return number, previous, found_ids
 
     def report_duplicates(self, dataset: str, seen: dict[str, list[str]]) -> None:
         for row_id, places in seen.items():
@@ -366,10 +406,12 @@ def verify_bucket(
     workers: int = 8,
     progress: Advance = no_progress,
     until_ms: int | None = None,
+    memo: PartMemo | None = None,
 ) -> VerifyReport:
-    """``until_ms``: the time every event dataset's chain must reach (its window manifests prove it)."""
+    """``until_ms``: the time every event dataset's chain must reach (its window manifests prove it).
+    ``memo``: parts read by earlier calls (`PartMemo`), filled in by this one."""
     report = VerifyReport(bucket.source)
-    checker = _Checker(report, part_limit, bucket.limits)
+    checker = _Checker(report, part_limit, bucket.limits, memo)
     progress("listing objects", 0, None)
     listed_all = sorted(bucket.list(), key=lambda o: o.key)
     # Delta logs (``<dataset>/_delta_log/``, issue 44) are checked by `verify.table`, not as parts.

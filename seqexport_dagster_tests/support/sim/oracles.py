@@ -50,7 +50,7 @@ from seqexport_dagster.contract.keys import MANIFEST_FOLDER, parse_key
 from seqexport_dagster.contract.schema import EVENT_DATASETS
 from seqexport_dagster.contract.window import HOUR_MS, Window, day_start_ms, iso_ms, parse_iso_ms
 from seqexport_dagster.management.verify.bucket import Bucket, StoredObject
-from seqexport_dagster.management.verify.checks import verify_bucket
+from seqexport_dagster.management.verify.checks import PartMemo, verify_bucket
 from seqexport_dagster.management.verify.report import Problem
 from seqexport_dagster.store import snapshot_window
 from seqexport_dagster.store.tables import parts, windows
@@ -96,6 +96,9 @@ class Oracles:
     #: bucket -> key -> when the first send reached it; and how many of its writes were read.
     first_writes: dict[str, dict[str, int]] = field(default_factory=dict)
     writes_read: Counter[str] = field(default_factory=Counter)
+    #: Parts `verify` already read, by their bytes: verified again after every day (twice, without
+    #: and with the ledger), a part unchanged is not parsed again and adds what it added before.
+    part_memo: PartMemo = field(default_factory=dict)
 
     def poll(self, world: World, *, final: bool = False) -> None:
         for e in world.exports.values():
@@ -176,7 +179,7 @@ class Oracles:
             current = i == len(e.places) - 1
             modes = ([None] if current else []) + ([(world.store, e.export_id)] if current else [])
             for ledger in modes:
-                report = verify_bucket(view, ledger=ledger, workers=1)
+                report = verify_bucket(view, ledger=ledger, workers=1, memo=self.part_memo)
                 self.verified += 1
                 self.verified_parts.update(f for f in map(format_of_key, (o.key for o in view.list())) if f)
                 for p in report.problems:
