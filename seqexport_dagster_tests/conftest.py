@@ -77,7 +77,7 @@ WEIGHT: Final[dict[str, float]] = {
     "test_runner.py": 32,
     "test_webhooks_interfaces.py": 30,
     "test_http_service.py": 30,
-    "test_simulation.py::test_regression_seed": 23,  # each of 37, 5 to 146 s
+    "test_simulation.py::test_regression_seed": 23,  # each of 38, 5 to 146 s
     "test_simulation.py::test_a_format_leaves_a_seeds_history_as_it_was": 19,
 }
 

@@ -24,11 +24,13 @@ from typing import Any
 import pytest
 
 from seqexport_dagster.contract.file_format import FORMATS, extension, format_of_key
+from seqexport_dagster.contract.keys import parse_key
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS
 from seqexport_dagster.delivery import reconcile as reconciliation
 from seqexport_dagster.delivery.part_writers import empty_body
 from seqexport_dagster.delivery.writer import EMPTY_GZIP
+from seqexport_dagster.store.tables import windows
 from seqexport_dagster_tests.support.sim import world as sim_world
 from seqexport_dagster_tests.support.sim.bucket import AZURE_CREATE, AZURE_WRITE, CREATE_ONLY_412, ORDINARY, Buckets
 from seqexport_dagster_tests.support.sim.loaders import SnowpipeLoader, WindowLoader, ids_of
@@ -51,6 +53,14 @@ CI_SEEDS = (1, 2, 3, 5, 6, 7, 8, 9, 12)
 PREDATES_DELETE: dict[str, object] = {"more": ("change format",)}
 #: Seeds that found a bug, each with the world that found it (see the report in docs/operators.md).
 REGRESSION_SEEDS: dict[int, dict[str, object]] = {
+    # Long run #11b seed 31000010 (widened world), the oracle's: after a move to an ordinary store
+    # without preconditions, an operator's replace of a day blanked the late part 0002 at the new
+    # place (the empty file of a part number its new cut no longer needs, written first) and failed
+    # in a fault storm; the export was deleted before any run finished it (one dataset's retry fell
+    # in a daemon outage, the other's failure went unrecorded in a control-plane outage and its next
+    # run was due after the delete). Nothing writes after a delete ("files stay"): the final verify
+    # rightly reports the mismatch, which the oracle now knows for a replace left for good.
+    31000010: {"days": 3, "wide": 1},
     # Long run #11 seed 30000044 (widened world), the delay oracle's (issue 39): a late row went out in
     # a late part at the new prefix by the first complete pass after it was due; an operator's replace
     # of that day then rewrote the part (now empty) and part 0000 (now with the row), and the loaders,
@@ -504,6 +514,43 @@ def test_oracles_see_a_window_split_across_formats_a_wrong_format_and_a_write_af
         assert ("window split across formats", first.name) in found, found
         assert ("format", second.name) in found, found
         assert ("written after delete", first.name) in found, found
+    finally:
+        world.dispose()
+
+
+def test_verify_holds_a_blanked_part_only_where_a_delete_left_the_replace_unfinished(tmp_path: Path) -> None:
+    """Long run #11b seed 31000010: a part an operator's replace blanked before it failed is a
+    mismatch the end reports while the export lives (a run must finish the replace), and a known
+    state once the export was deleted before any run did ("files stay")."""
+    world, oracles = _quiet_world(tmp_path)
+    try:
+        assert oracles.check_end(world) == []
+        e = next(iter(world.exports.values()))
+        bucket = world.buckets.get(e.place.bucket)
+        ours = [k for k in bucket.objects if "-0000." in k and "_events/" in k and format_of_key(k)]
+        key = sorted(k for k in ours if ids_of(k, bucket.objects[k]))[0]
+        parsed = parse_key(key[len(e.place.prefix) + 1 :])
+        assert parsed is not None and parsed.window is not None
+        fmt = format_of_key(key)
+        assert fmt is not None
+        bucket.objects[key] = empty_body(fmt, DATASETS[parsed.dataset])  # blanked by the replace
+        with world.engine.begin() as conn:  # which then failed before its commit
+            conn.execute(
+                windows.insert().values(
+                    export_id=e.export_id, dataset=parsed.dataset, date=parsed.date, from_ms=parsed.window.from_ms,
+                    to_ms=parsed.window.to_ms, run_id="backfill", location=e.place.location, status="failed",
+                    started_at=world.clock(), finished_at=world.clock(), replacing=True,
+                )
+            )  # fmt: skip
+
+        def mismatches() -> list[str]:
+            return [v.detail for v in Oracles().check_end(world) if "manifest_mismatch" in v.detail]
+
+        assert mismatches(), "a replace a run can still finish is held strictly at the end"
+        world.clock.advance(60_000)
+        world.api.delete(e.export_id)
+        e.deleted_at = world.clock()
+        assert mismatches() == []
     finally:
         world.dispose()
 

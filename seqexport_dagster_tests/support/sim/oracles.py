@@ -250,6 +250,18 @@ class Oracles:
                         # still beside it). The end holds it strictly.
                         self.known["duplicate id inside an unfinished replace"] += 1
                         continue
+                    if p.kind in ("manifest_mismatch", "ledger_rows_mismatch") and _replace_left_for_good(
+                        world, e, p.dataset, p.key
+                    ):
+                        # An operator's replace overwrote a part here (the empty file of a part number
+                        # its new cut no longer needs, written first) and failed; the export was
+                        # deleted (or the dataset removed) before any run finished it, and nothing
+                        # writes after that: the window stays as the replace left it, "files stay"
+                        # (long run #11b seed 31000010: one retry fell in a daemon outage, the other
+                        # dataset's failure went unrecorded in a control-plane outage and its next
+                        # run, which would have finished it, was due after the delete).
+                        self.known["a replace left unfinished by a delete or a removal"] += 1
+                        continue
                     if (
                         p.kind == "manifest_mismatch"
                         and not final
@@ -343,6 +355,21 @@ def _replace_unfinished_at(world: World, e: SimExport, dataset: str, key: str) -
         return False
     latest = _latest_attempts(world, e, dataset).get((parsed.window.from_ms, parsed.window.to_ms))
     return latest is not None and latest.status != "committed" and bool(latest.replacing)
+
+
+def _replace_left_for_good(world: World, e: SimExport, dataset: str, key: str) -> bool:
+    """Whether the part ``key`` (or the window ``(a, b]`` that `verify --ledger` names) belongs to a
+    window whose latest attempt is an operator's replace that never committed, and nothing will
+    come back to it: the export was deleted or the dataset removed after it started (`_left_for_good`)."""
+    parsed = parse_key(key)
+    window = parsed.window if parsed is not None else None
+    found = re.fullmatch(r"\((\S+), (\S+)\]", key) if window is None else None
+    if found is not None:
+        window = Window(parse_iso_ms(found.group(1)), parse_iso_ms(found.group(2)))
+    if window is None:
+        return False
+    latest = _latest_attempts(world, e, dataset).get((window.from_ms, window.to_ms))
+    return latest is not None and bool(latest.replacing) and _left_for_good(world, e, dataset, window)
 
 
 def _snapshot_day(key: str) -> Window:
