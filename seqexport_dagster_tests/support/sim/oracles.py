@@ -374,9 +374,26 @@ def _replace_left(world: World, e: SimExport, place: Place, dataset: str, window
     replaces = [a for a in attempts if a.replacing]
     if not replaces or any(a.id > replaces[-1].id and a.status == "committed" for a in attempts):
         return None
-    if _ended_after(e, dataset, replaces[-1].started_at):
+    if _ended_after(e, dataset, replaces[-1].started_at) and not _committed_since(
+        world, e, place, dataset, attempts[-1].id
+    ):
         return "left by a delete or a removal"
     return None if final else "unfinished"
+
+
+def _committed_since(world: World, e: SimExport, place: Place, dataset: str, after_id: int) -> bool:
+    """Whether an attempt of ``dataset`` at ``place`` (any window) committed after attempt ``after_id``:
+    a run that went on with the dataset there, whose reconciliation finishes an unfinished replace
+    (`reconcile`: `windows_replace_unfinished`), so one still unfinished was not left by the end alone."""
+    t = windows
+    with world.engine.connect() as conn:
+        found = conn.execute(
+            sa.select(t.c.id)
+            .where(t.c.export_id == e.export_id, t.c.dataset == dataset, t.c.location == place.location)
+            .where(t.c.id > after_id, t.c.status == "committed")
+            .limit(1)
+        ).first()
+    return found is not None
 
 
 def _ended_after(e: SimExport, dataset: str, at_ms: int) -> bool:
