@@ -73,6 +73,13 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # there ever (verify: missing_success). A failed backfill or replace of a past snapshot day now
     # names it in the dataset's error (`BatchRunner._retry_note`), and the retry finishes it.
     30001097: {"days": 3, "wide": 1},
+    # Long run #11 seed 30001365 (widened world, a store without preconditions), the oracle's: a
+    # backfill replace overwrote a window's part 0000 with its late rows too and failed in a
+    # control-plane outage; the retries failed before marking themselves replacing, and the export was
+    # deleted before any run finished it. The oracle took only the latest attempt for the replace's
+    # (the product's `replace_unfinished` takes any since the last commit) and held the end strictly;
+    # a replace left by a delete or a removal keeps its files as they are (docs/operators.md).
+    30001365: {"days": 3, "wide": 1},
     # Long run #10 seed 20001161 (widened world), the oracle's: a backfill replace failed part-way in a
     # fault storm after overwriting a late part with the empty file of a part number its new cut no
     # longer needed; the mid-run verify took the window's manifest (written for the late part) for

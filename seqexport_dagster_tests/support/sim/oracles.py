@@ -29,7 +29,9 @@
    owed row is in one (`table_oracle`).
 11. Delete: from the delete on, nothing reaches the export's locations and no attempt starts; what
    it had delivered stays (rule 4), and it owes the rows of its windows up to its position at the
-   delete (rule 1), as docs/cli.md and docs/customers.md promise ("files stay").
+   delete (rule 1), as docs/cli.md and docs/customers.md promise ("files stay"); a window whose
+   operator's replace failed part-way before the delete keeps its half-rewritten files, which
+   `verify` reports (docs/operators.md; long run #11 seed 30001365).
 """
 
 from __future__ import annotations
@@ -239,39 +241,35 @@ class Oracles:
                         # back). The scheduler fills it; the end holds it strictly.
                         self.known["gap ahead of the position (a backfill ran ahead)"] += 1
                         continue
-                    if (
-                        p.kind == "duplicate_id"
-                        and not final
-                        and _in_unfinished_replace(world, e, view, p.dataset, p.key)
+                    if p.kind == "duplicate_id" and (
+                        left := _in_unfinished_replace(world, e, view, p.dataset, p.key, final=final)
                     ):
                         # docs/customers.md: a rewrite that fails part-way shows as the export's
                         # error until the next runs finish it; reload once the day shows no error
                         # (seed 10000315: a replace paused after part 0000, the old late part
-                        # still beside it). The end holds it strictly.
-                        self.known["duplicate id inside an unfinished replace"] += 1
+                        # still beside it). The end holds it strictly, unless the export was deleted
+                        # (or the dataset removed) before a run finished it (long run #11 seed
+                        # 30001365): nothing comes back to it, and its files stay as they are.
+                        self.known[f"duplicate id inside a replace {left}"] += 1
                         continue
-                    if p.kind in ("manifest_mismatch", "ledger_rows_mismatch") and _replace_left_for_good(
-                        world, e, p.dataset, p.key
-                    ):
-                        # An operator's replace overwrote a part here (the empty file of a part number
-                        # its new cut no longer needs, written first) and failed; the export was
-                        # deleted (or the dataset removed) before any run finished it, and nothing
-                        # writes after that: the window stays as the replace left it, "files stay"
-                        # (long run #11b seed 31000010: one retry fell in a daemon outage, the other
-                        # dataset's failure went unrecorded in a control-plane outage and its next
-                        # run, which would have finished it, was due after the delete).
-                        self.known["a replace left unfinished by a delete or a removal"] += 1
-                        continue
-                    if (
-                        p.kind == "manifest_mismatch"
-                        and not final
-                        and _replace_unfinished_at(world, e, p.dataset, p.key)
+                    if p.kind == "manifest_mismatch" and (
+                        left := _replace_unfinished_at(world, e, place, p.dataset, p.key, final=final)
                     ):
                         # The same rule for a part an unfinished replace overwrote (with fewer rows, or
-                        # the empty file of a part number the new cut no longer needs): the window's
-                        # manifests are rewritten when the replace commits (long run #10 seed 20001161:
-                        # a backfill replace failed part-way in a fault storm, finished by a later run).
-                        self.known["manifest mismatch inside an unfinished replace"] += 1
+                        # the empty file of a part number the new cut no longer needs, or with the late
+                        # rows of the parts it had not reached yet): the window's manifests are rewritten
+                        # when the replace commits (long run #10 seed 20001161: a backfill replace
+                        # failed part-way in a fault storm, finished by a later run).
+                        self.known[f"manifest mismatch inside a replace {left}"] += 1
+                        continue
+                    if (
+                        p.kind == "ledger_rows_mismatch"
+                        and (window := _window_of(p.key)) is not None
+                        and _replace_left(world, e, place, p.dataset, window, final=True)
+                    ):
+                        # The ledger's count of the same window: the replace's new part 0000 carries
+                        # the late rows its old late parts still carry (long run #11 seed 30001365).
+                        self.known["ledger rows mismatch inside a replace left by a delete or a removal"] += 1
                         continue
                     row = p.key if p.kind == "duplicate_id" else None  # traced like a row loaded twice
                     found.append(
@@ -313,16 +311,15 @@ def _unlisted_window(p: Problem) -> Window | None:
     return None if found is None else Window(parse_iso_ms(found.group(1)), parse_iso_ms(found.group(2)))
 
 
+def _window_of(text: str) -> Window | None:
+    """The window of a problem's key written as ``(from, to]`` (ISO times)."""
+    found = re.fullmatch(r"\((\S+), (\S+)\]", text)
+    return None if found is None else Window(parse_iso_ms(found.group(1)), parse_iso_ms(found.group(2)))
+
+
 def _left_for_good(world: World, e: SimExport, dataset: str, window: Window) -> bool:
     last = _latest_attempts(world, e, dataset).get((window.from_ms, window.to_ms))
-    if last is None or last.status == "committed":
-        return False
-    if e.deleted_at is not None:
-        return True
-    stints = [s for s in e.stints if s.dataset == dataset]
-    return any(s.ended_at is not None and s.ended_at >= last.started_at for s in stints) and not any(
-        s.ended_at is None and s.added_at <= last.started_at for s in stints
-    )
+    return last is not None and last.status != "committed" and _ended_after(e, dataset, last.started_at)
 
 
 def _gap_ahead_of_position(world: World, e: SimExport, dataset: str, detail: str) -> bool:
@@ -333,43 +330,80 @@ def _gap_ahead_of_position(world: World, e: SimExport, dataset: str, detail: str
     return found is not None and state is not None and int(found.group(1)) >= state.position_ms
 
 
-def _in_unfinished_replace(world: World, e: SimExport, view: BucketView, dataset: str, row_id: str) -> bool:
-    """Whether every object of ``view`` carrying ``row_id`` belongs to a window whose latest attempt
-    is an operator's replace that has not committed."""
-    latest = _latest_attempts(world, e, dataset)
-    carrying = []
+def _in_unfinished_replace(
+    world: World, e: SimExport, view: BucketView, dataset: str, row_id: str, *, final: bool
+) -> str | None:
+    """Whether every object of ``view`` carrying ``row_id`` belongs to a window whose operator's
+    replace has not committed (`_replace_left`): how it was left, or None."""
+    how: set[str | None] = set()
     for obj in view.list():
         parsed = parse_key(obj.key)
         if parsed is None or parsed.dataset != dataset or parsed.window is None or parsed.part is None:
             continue
         if row_id in ids_of(obj.key, view.read(obj.key)):
-            carrying.append(latest.get((parsed.window.from_ms, parsed.window.to_ms)))
-    return bool(carrying) and all(a is not None and a.status != "committed" and a.replacing for a in carrying)
+            how.add(_replace_left(world, e, view.place, dataset, parsed.window, final=final))
+    return how.pop() if len(how) == 1 else ("unfinished" if how and None not in how else None)
 
 
-def _replace_unfinished_at(world: World, e: SimExport, dataset: str, key: str) -> bool:
-    """Whether the part ``key`` belongs to a window whose latest attempt is an operator's replace that
-    has not committed."""
+def _replace_unfinished_at(
+    world: World, e: SimExport, place: Place, dataset: str, key: str, *, final: bool
+) -> str | None:
+    """Whether the part ``key`` belongs to a window whose operator's replace has not committed
+    (`_replace_left`): how it was left, or None."""
     parsed = parse_key(key)
     if parsed is None or parsed.window is None:
-        return False
-    latest = _latest_attempts(world, e, dataset).get((parsed.window.from_ms, parsed.window.to_ms))
-    return latest is not None and latest.status != "committed" and bool(latest.replacing)
+        return None
+    return _replace_left(world, e, place, dataset, parsed.window, final=final)
 
 
-def _replace_left_for_good(world: World, e: SimExport, dataset: str, key: str) -> bool:
-    """Whether the part ``key`` (or the window ``(a, b]`` that `verify --ledger` names) belongs to a
-    window whose latest attempt is an operator's replace that never committed, and nothing will
-    come back to it: the export was deleted or the dataset removed after it started (`_left_for_good`)."""
-    parsed = parse_key(key)
-    window = parsed.window if parsed is not None else None
-    found = re.fullmatch(r"\((\S+), (\S+)\]", key) if window is None else None
-    if found is not None:
-        window = Window(parse_iso_ms(found.group(1)), parse_iso_ms(found.group(2)))
-    if window is None:
-        return False
-    latest = _latest_attempts(world, e, dataset).get((window.from_ms, window.to_ms))
-    return latest is not None and bool(latest.replacing) and _left_for_good(world, e, dataset, window)
+def _replace_left(world: World, e: SimExport, place: Place, dataset: str, window: Window, *, final: bool) -> str | None:
+    """ "unfinished": an attempt of the window at ``place`` overwrote parts as an operator's replace
+    and no attempt committed the window there since (the product's `replace_unfinished`: a retry of
+    the replace that failed before it marked itself does not hide it, long run #11 seed 30001365);
+    mid-run only, the next runs finish it. "left by a delete or a removal": the same, and the export was deleted
+    (or the dataset removed) after that replace started, so no run ever finishes it (files stay).
+    None: no such replace, or at the end one a run could still have finished."""
+    t = windows
+    with world.engine.connect() as conn:
+        attempts = conn.execute(
+            sa.select(t.c.id, t.c.status, t.c.started_at, t.c.replacing)
+            .where(t.c.export_id == e.export_id, t.c.dataset == dataset, t.c.location == place.location)
+            .where(t.c.from_ms == window.from_ms, t.c.to_ms == window.to_ms)
+            .order_by(t.c.id)
+        ).all()
+    replaces = [a for a in attempts if a.replacing]
+    if not replaces or any(a.id > replaces[-1].id and a.status == "committed" for a in attempts):
+        return None
+    if _ended_after(e, dataset, replaces[-1].started_at) and not _committed_since(
+        world, e, place, dataset, attempts[-1].id
+    ):
+        return "left by a delete or a removal"
+    return None if final else "unfinished"
+
+
+def _committed_since(world: World, e: SimExport, place: Place, dataset: str, after_id: int) -> bool:
+    """Whether an attempt of ``dataset`` at ``place`` (any window) committed after attempt ``after_id``:
+    a run that went on with the dataset there, whose reconciliation finishes an unfinished replace
+    (`reconcile`: `windows_replace_unfinished`), so one still unfinished was not left by the end alone."""
+    t = windows
+    with world.engine.connect() as conn:
+        found = conn.execute(
+            sa.select(t.c.id)
+            .where(t.c.export_id == e.export_id, t.c.dataset == dataset, t.c.location == place.location)
+            .where(t.c.id > after_id, t.c.status == "committed")
+            .limit(1)
+        ).first()
+    return found is not None
+
+
+def _ended_after(e: SimExport, dataset: str, at_ms: int) -> bool:
+    """Whether the export was deleted, or ``dataset`` removed and not added again, after ``at_ms``."""
+    if e.deleted_at is not None:
+        return True
+    stints = [s for s in e.stints if s.dataset == dataset]
+    return any(s.ended_at is not None and s.ended_at >= at_ms for s in stints) and not any(
+        s.ended_at is None and s.added_at <= at_ms for s in stints
+    )
 
 
 def _snapshot_day(key: str) -> Window:
