@@ -226,12 +226,21 @@ def test_delta_rs_and_duckdb_read_the_table_from_moto_and_agree_with_the_source(
         "CREATE SECRET moto (TYPE s3, KEY_ID 'testing', SECRET 'testing', REGION 'us-east-1', "
         f"ENDPOINT '127.0.0.1:{moto.port}', URL_STYLE 'path', USE_SSL false)"
     )
+    # And the docs' own DuckDB statement (docs/customers.md, "Reading the table"), at this table.
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "customers.md").read_text()
+    documented = next(
+        line for line in docs.splitlines() if line.startswith("SELECT event_type, count(*) FROM delta_scan(")
+    )
     out = duckdb_httpfs.run(
         ["SET enable_progress_bar = false", secret],
-        [f"SELECT count(*), count(DISTINCT id) FROM delta_scan('{s3_root}')"],
+        [
+            f"SELECT count(*), count(DISTINCT id) FROM delta_scan('{s3_root}')",
+            documented.replace("s3://acme-exports/sequenzy/email_events", s3_root),
+        ],
         extensions=("httpfs", "delta"),
     )
     assert out["results"][0][0] == [str(len(direct))] * 2
+    assert sum(int(count) for _, count in out["results"][1]) == len(direct)
     copy = LocalBucket(local / "sequenzy")
     assert len([o for o in copy.list() if "/_delta_log/" in o.key]) >= 3
     assert verify_tables(copy, ledger=(world.store, export.id)) == []

@@ -152,6 +152,7 @@ def test_the_duckdb_remote_section_says_how_its_run_was_made() -> None:
         "duckdb==1.5.5",
         "duckdb-extension-httpfs==1.5.5",
         "duckdb-extension-azure==1.5.5",  # test_azure: the docs' az:// block against Azurite
+        "duckdb-extension-delta==1.5.5",  # test_table: the docs' delta_scan of a Delta table
     ]
 
 
@@ -179,6 +180,9 @@ def test_every_sql_block_of_the_loading_sections_is_generated_and_run_or_parsed_
         "INSTALL azure;": "test_azure::test_cli_http_api_and_duckdb_take_azure (run against Azurite)",
         "CREATE STAGE acme_exports_azure": "test_azure::test_the_azure_loading_statements_parse",
         "COPY INTO dbo.email_events": "test_azure::test_the_azure_loading_statements_parse",
+        # The Delta table's readers: the DuckDB statement runs over s3:// (the others are the vendors'
+        # documented statements, not run here, as the docs say).
+        "-- DuckDB (the delta extension;": "test_table::test_delta_rs_and_duckdb_read_the_table_from_moto_and_agree_with_the_source",
     }
     for block in _sql_blocks(section):
         if block in generated:
