@@ -80,6 +80,13 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # (the product's `replace_unfinished` takes any since the last commit) and held the end strictly;
     # a replace left by a delete or a removal keeps its files as they are (docs/operators.md).
     30001365: {"days": 3, "wide": 1},
+    # Long run #11 seed 30001406 (widened world), the product's: a window delivered at the old prefix
+    # got a late part 0001 at the new one after a move; a reconciliation's late part 0002 landed there
+    # and its worker died before the manifest and the commit. A backfill of that day then found nothing
+    # to send and committed the window without a manifest listing 0002; once committed after the dead
+    # attempt, reconciliation no longer saw the part unsettled (verify: unlisted_part). The next attempt
+    # at such a window, whatever runs it, now writes that manifest (`Runner.unsettled`).
+    30001406: {"days": 3, "wide": 1},
     # Long run #10 seed 20001161 (widened world), the oracle's: a backfill replace failed part-way in a
     # fault storm after overwriting a late part with the empty file of a part number its new cut no
     # longer needed; the mid-run verify took the window's manifest (written for the late part) for

@@ -13,7 +13,7 @@ from seqexport_dagster.contract.keys import SNAPSHOT_DATASET
 from seqexport_dagster.contract.window import Window
 from seqexport_dagster.delivery.writer import unpack_ids
 from seqexport_dagster.source.reader import Row, SourceReader
-from seqexport_dagster.store import SUCCESS_MARK, ExportRecord, PartRecord
+from seqexport_dagster.store import LATE_PART, SUCCESS_MARK, ExportRecord, PartRecord
 
 
 def late_ids(
@@ -50,6 +50,12 @@ def missing_ids(ids: Iterable[str], ledger: list[PartRecord]) -> set[str]:
         if p.kind != SUCCESS_MARK and p.landed:
             delivered.update(unpack_ids(p.ids or b""))
     return {i for i in ids if i not in delivered}
+
+
+def newest_late_attempt(ledger: Iterable[PartRecord]) -> int:
+    """The newest window attempt that recorded a landed late part of ``ledger`` (0: none). Whether
+    a commit at that place followed it says whether a manifest lists the part (`Runner.unsettled`)."""
+    return max((p.attempt for p in ledger if p.landed and p.kind == LATE_PART and p.attempt is not None), default=0)
 
 
 def without_ids(batches: Iterator[list[Row]], ids: set[str]) -> Iterator[list[Row]]:

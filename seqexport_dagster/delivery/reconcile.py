@@ -45,12 +45,12 @@ from typing import Final
 from seqexport_dagster.contract.schema import EVENT_DATASETS
 from seqexport_dagster.contract.window import DAY_MS, Window, frequency_ms
 from seqexport_dagster.delivery.batch import RETRY_DELAYS_S
-from seqexport_dagster.delivery.delivered import holds_ids, missing_ids
+from seqexport_dagster.delivery.delivered import holds_ids, missing_ids, newest_late_attempt
 from seqexport_dagster.delivery.planner import waiting_for_backoff
 from seqexport_dagster.delivery.runner import Runner, WindowReport
 from seqexport_dagster.errors import ExportError, RunInterrupted
 from seqexport_dagster.source.reader import WINDOWS_PER_STATEMENT
-from seqexport_dagster.store import ACTIVE, LATE_PART, PRUNE_AFTER_MS, DatasetState, ExportRecord, PartRecord
+from seqexport_dagster.store import ACTIVE, PRUNE_AFTER_MS, DatasetState, ExportRecord, PartRecord
 
 DEFAULT_LOOKBACK_MS = DAY_MS
 #: Whether scheduled passes thin the recheck with age (`rechecked_now`, issue 29). Scheduled runs and
@@ -283,11 +283,7 @@ def unsettled(
     Their rows count as delivered, so nothing else would come back to the window: without a commit
     the ledger's rows for this place stay short of the bucket's, and the window's newest manifest
     may not list them. One more attempt commits what is there (sim seed 5000)."""
-    attempts = [p.attempt for p in here if p.landed and p.kind == LATE_PART and p.attempt is not None]
-    if not attempts:
-        return False
-    last = runner.store.last_commit_id(export_id, dataset, window, location)
-    return last is None or max(attempts) > last
+    return runner.unsettled(export_id, dataset, window, location, newest_late_attempt(here))
 
 
 def failing_ahead(state: DatasetState) -> bool:

@@ -47,7 +47,7 @@ from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import DAY_MS, Window, day_start, day_start_ms
 from seqexport_dagster.delivery import planner
 from seqexport_dagster.delivery.attempt import Attempt, Sent, Tally
-from seqexport_dagster.delivery.delivered import late_ids
+from seqexport_dagster.delivery.delivered import late_ids, newest_late_attempt
 from seqexport_dagster.delivery.delta_log import CHECKPOINT_INTERVAL
 from seqexport_dagster.delivery.manifest import write_manifest
 from seqexport_dagster.delivery.table import commit_window_parts, remove_window_files
@@ -279,7 +279,21 @@ class Runner:
             return True
         if any(not p.landed for p in ledger):
             return True
-        return bool(self.late_ids(export, dataset, window, ledger))
+        if self.late_ids(export, dataset, window, ledger):
+            return True
+        return self.unsettled(export.id, dataset, window, location, newest_late_attempt(ledger))
+
+    def unsettled(self, export_id: str, dataset: str, window: Window, location: str, newest_late: int) -> bool:
+        """Late parts landed at ``location`` under an attempt that never committed (its worker died
+        after the PUT): no commit at that place followed ``newest_late`` (`delivered.newest_late_attempt`).
+
+        Their rows count as delivered, so nothing else brings an attempt back to the window, and the
+        window's newest manifest there may not list them: the next attempt at the window commits
+        them and writes the manifest that does (sim seeds 5000, 30001406)."""
+        if not newest_late:
+            return False
+        last = self.store.last_commit_id(export_id, dataset, window, location)
+        return last is None or newest_late > last
 
     def late_ids(self, export: ExportRecord, dataset: str, window: Window, ledger: list[PartRecord]) -> set[str]:
         """Ids in the source that no part of the window carries (`delivered.late_ids`)."""
@@ -347,7 +361,19 @@ class Runner:
             # landed is new to it even when the store said it was already there (412 after a lost
             # answer, or a re-send of an earlier attempt's part): without a manifest naming it, the
             # bucket alone shows it unlisted (simulator seed 11, once the verify oracle read manifests).
-            if tally.sent_parts or tally.resent or tally.existed or not committed or settle or half_replaced:
+            # Late parts an attempt landed here and never committed (its worker died after the PUT)
+            # are listed by no manifest yet; whichever attempt commits the window next writes one
+            # that lists them, a backfill's too (long run #11 seed 30001406: the backfill's commit
+            # settled them without it, so reconciliation no longer saw them unsettled either).
+            if (
+                tally.sent_parts
+                or tally.resent
+                or tally.existed
+                or not committed
+                or settle
+                or half_replaced
+                or self.unsettled(export_id, dataset, window, attempt.location, tally.newest_late)
+            ):
                 write_manifest(
                     self.store,
                     attempt.rewrite_unfinished if half_replaced else attempt.write_manifest,
