@@ -87,6 +87,12 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # attempt, reconciliation no longer saw the part unsettled (verify: unlisted_part). The next attempt
     # at such a window, whatever runs it, now writes that manifest (`Runner.unsettled`).
     30001406: {"days": 3, "wide": 1},
+    # Long run #11 seed 30001224 (widened world), the product's: an operator's replace of a past
+    # snapshot day overwrote part 0000 (97 rows) and its run worker died before `_SUCCESS` and the
+    # commit. Nothing named the day (a lost worker records no failure), so nothing came back to it:
+    # the ledger kept the old snapshot's 13 rows (verify --ledger: ledger_rows_mismatch). A scheduled
+    # snapshot run now finishes such a day as a replace (`Runner._finish_snapshot_replaces`).
+    30001224: {"days": 3, "wide": 1},
     # Long run #10 seed 20001161 (widened world), the oracle's: a backfill replace failed part-way in a
     # fault storm after overwriting a late part with the empty file of a part number its new cut no
     # longer needed; the mid-run verify took the window's manifest (written for the late part) for

@@ -14,6 +14,9 @@ store without preconditions.
 - Sim seed 5000: a replace of a past snapshot day whose ``_SUCCESS`` answered past the deadline
   was never finished, and the next day's commit cleared its error; the ledger kept the old
   snapshot's rows while the bucket held the new one.
+- Long run #11 seed 30001224: a replace of a past day whose run worker died after its overwrite
+  recorded no failure, so nothing named the day and nothing finished it; the ledger kept the old
+  snapshot's rows. The next scheduled snapshot run finishes it.
 - Sim seed 10001613: a replace refused by a create-only key left its day owed to the retry; after a
   move the retry delivered the day at the new place, before that place's chain (a gap).
 
@@ -27,12 +30,14 @@ import datetime as dt
 import gzip
 import json
 from typing import Any
+from unittest import mock
 
 import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, day_start_ms
 from seqexport_dagster.delivery import planner
+from seqexport_dagster.delivery.attempt import SUCCESS_NUMBER
 from seqexport_dagster.delivery.batch import FAILED, BatchRunner
 from seqexport_dagster.delivery.runner import DayReport, Runner
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
@@ -380,3 +385,49 @@ def test_a_backfill_whose_last_try_never_reached_the_ledger_leaves_the_day_owed(
     assert_day_agrees(world, export, new, DAY)
     state = world.store.get_export(export.id).dataset_state("subscribers")
     assert state is not None and state.failures == 0 and state.last_error is None
+
+
+class WorkerLost(BaseException):
+    """The run worker killed mid-write (SIGKILL, a lost node): nothing of it records anything after."""
+
+
+@pytest.mark.parametrize("kind", [ORDINARY, NO_PRECONDITION])
+def test_a_replace_whose_worker_died_after_its_overwrite_is_finished_by_the_next_scheduled_day(
+    world: World, kind: str
+) -> None:
+    """Long run #11 seed 30001224. An operator's replace of a past day overwrites its part 0000 with
+    the new snapshot, then its run worker dies before ``_SUCCESS`` and the commit: no failure is
+    recorded, so no error names the day and it is not owed (`planner.owed_snapshot_day`). Before,
+    nothing came back to it: the ledger kept the old snapshot's rows, the bucket held the new one
+    (verify --ledger: ledger_rows_mismatch). The next scheduled snapshot run finishes it."""
+    export, store = setup(world, kind)
+    runner = world.runner(part_limit=100, destination_factory=lambda config, policy: store)
+    for n in (1, 2):
+        world.clock.now_ms = DAY0 + n * DAY_MS + LAG
+        assert runner.run_day(export.id, "subscribers", DAY + dt.timedelta(days=n - 1)).snapshot is not None
+    add_subscribers(world, 45)
+    record = world.store.record_part_intent
+
+    def dies_before_success(window_id: int, *, number: int, **kw: Any) -> None:
+        if number == SUCCESS_NUMBER:
+            raise WorkerLost
+        record(window_id, number=number, **kw)
+
+    world.clock.now_ms = DAY0 + 2 * DAY_MS + 3 * HOUR_MS
+    with mock.patch.object(world.store, "record_part_intent", dies_before_success), pytest.raises(WorkerLost):
+        runner.run_day(export.id, "subscribers", DAY, rewrite=True, replace=True)
+    assert len(part_ids(store.day(DAY)[f"{FOLDER}subscribers-0000.jsonl.gz"])) == 75, "overwritten"
+    state = world.store.get_export(export.id).dataset_state("subscribers")
+    assert state is not None and state.failures == 0 and planner.owed_snapshot_day(state) is None
+    assert world.store.replace_unfinished(export.id, "subscribers", snapshot_window(DAY0), export.location)
+    assert committed_rows(world, export, DAY) == 30, "the ledger still has the old snapshot"
+
+    third = DAY + dt.timedelta(days=2)
+    world.clock.now_ms = DAY0 + 3 * DAY_MS + LAG
+    assert planner.due_day(world.store.get_export(export.id), state, world.clock()) == third
+    assert runner.run_day(export.id, "subscribers", third).snapshot is not None  # the scheduled run
+    assert not world.store.replace_unfinished(export.id, "subscribers", snapshot_window(DAY0), export.location)
+    assert store.bucket.violations == []
+    for day in (DAY, DAY + dt.timedelta(days=1), third):
+        assert_day_agrees(world, export, store, day)
+    assert committed_rows(world, export, DAY) == 75

@@ -58,6 +58,7 @@ from seqexport_dagster.source.reader import SourceReader
 from seqexport_dagster.store import (
     ACTIVE,
     COMMITTED,
+    HISTORY_MS,
     SUCCESS_MARK,
     ControlPlane,
     DatasetState,
@@ -223,6 +224,7 @@ class Runner:
             owed = planner.owed_snapshot_day(state) == day  # its backfill or replace failed
             if due and state.position_ms == start:
                 report.snapshot = self.write_snapshot(export_id, day, run_id=run_id)
+                self._finish_snapshot_replaces(export_id, export.location, before_ms=start, run_id=run_id)
             elif due and (backfill or owed) and start < state.position_ms:
                 # A replace that overwrote here and never committed is finished as a replace, like
                 # an event window's (sim seed 5000); the day it rewrote is owed to its reload.
@@ -392,6 +394,25 @@ class Runner:
             return WindowReport(dataset, window, tally.rows, tally.parts, tally.bytes, advanced, restarts, tally.sent())
 
         return self._attempt(export_id, dataset, window, run_id, "window", write)
+
+    def _finish_snapshot_replaces(self, export_id: str, location: str, *, before_ms: int, run_id: str | None) -> None:
+        """Finish, as replaces, the past snapshot days here whose replace overwrote parts and ended
+        before its commit, with no error naming the day (`planner.owed_snapshot_day` never sees them).
+
+        A replace whose run worker died after its overwrite (or whose failure a control-plane
+        outage kept from the ledger) leaves the day's parts rewritten and its ledger on the old
+        snapshot; nothing else comes back to a committed day behind the position (long run #11 seed
+        30001224: part 0000 overwritten with 97 rows, the worker lost before ``_SUCCESS``, the ledger
+        kept 13). Event windows are found the same way by reconciliation (sim seed 10001768). Read
+        from the partial index of attempts not committed, after the position's day is written, so a
+        day that cannot be finished here (its error then names it) never holds the chain back."""
+        windows = self.store.windows_replace_unfinished(
+            export_id, SNAPSHOT_DATASET, location, before_ms, after_ms=before_ms - HISTORY_MS
+        )
+        for window in windows:
+            if self.store.get_export(export_id).location != location:
+                return  # moved since: the day is not delivered at the new place (before its chain)
+            self.write_snapshot(export_id, window.day, run_id=run_id, replace=True)
 
     def write_snapshot(
         self, export_id: str, day: dt.date, *, run_id: str | None = None, replace: bool = False, redeliver: bool = False
