@@ -44,16 +44,19 @@ def test_totals_count_lost_duplicated_and_replaced_and_name_failing_seeds() -> N
         Violation("row lost", "e1", "window loader: email_events r1 never loaded", "r1"),  # the same row
         Violation("row loaded twice", "e2", "snowpipe: sms_events r2 from a, b", "r2"),
         Violation("object", "-", "ord-b1: object k was replaced by a different body"),
+        Violation("late beyond bound", "e1", "email_events r3 visible ...: delivered 90 min after", "r3"),
     ]
     assert found_counts([ok, bad]) == {
         "rows lost": 1,
         "rows duplicated": 1,
         "objects replaced": 1,
         "unconditional PUTs on existing create-only keys": 0,
+        "late rows beyond the bound": 1,
     }
     text = totals([ok, bad], wall_s=3.0, cpu_all_s=2.5)
     assert "2 seeds (seeds 1..2), 3 export-days in 2 CPU-s" in text
     assert "failing seed 2: PYTHONPATH=. python -m x --seed 2" in text
+    assert "late rows timed against the bound: 0" in text
 
 
 def test_the_command_line_runs_an_export_day_budget_in_two_processes() -> None:
