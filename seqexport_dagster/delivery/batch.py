@@ -41,9 +41,8 @@ from seqexport_dagster.delivery import planner
 from seqexport_dagster.delivery.idle import retry_note
 from seqexport_dagster.delivery.runner import DayReport, Runner, WindowReport
 from seqexport_dagster.errors import ExportError, LeaseLost, NotFound, RunInterrupted
-from seqexport_dagster.store import ACTIVE, ControlPlane, run_log
+from seqexport_dagster.store import ACTIVE, ControlPlane, run_log, snapshot_window
 from seqexport_dagster.store.lease import Leases
-from seqexport_dagster.store.records import snapshot_window
 from seqexport_dagster.store.run_log import RunLog, RunNotes
 
 DONE, FAILED, BUSY, INACTIVE, INTERRUPTED, TIMED_OUT = "done", "failed", "busy", "inactive", "interrupted", "timed out"
