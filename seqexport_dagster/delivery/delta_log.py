@@ -25,6 +25,7 @@ read back), so the bounds on ``recorded_at`` are the window's: every row of a wi
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import uuid
@@ -32,13 +33,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from seqexport_dagster.contract.schema import DATASETS, Dataset
 from seqexport_dagster.contract.table_format import DELTA as DELTA
 from seqexport_dagster.contract.window import iso_ms
-from seqexport_dagster.delivery.parquet_writer import arrow_schema
 
 LOG_FOLDER: Final = "_delta_log"
 PARTITION_COLUMN: Final = "date"
@@ -85,6 +82,8 @@ _DELTA_TYPES: Final[dict[str, Any]] = {
 def schema_string(ds: Dataset) -> str:
     """The Delta schema of the Parquet parts: `arrow_schema`'s fields, their order and nullability,
     then ``date`` (type ``date``), the partition column."""
+    from seqexport_dagster.delivery.parquet_writer import arrow_schema  # pyarrow: see `_checkpoint_schema`
+
     arrow = arrow_schema(ds)
     fields = []
     for f in ds.fields:
@@ -187,52 +186,59 @@ def commit_body(
     return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode()
 
 
-_MAP = pa.map_(pa.string(), pa.string())
-CHECKPOINT_SCHEMA: Final = pa.schema(
-    [
-        pa.field("txn", pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])),
-        pa.field(
-            "add",
-            pa.struct(
-                [
-                    ("path", pa.string()),
-                    ("partitionValues", _MAP),
-                    ("size", pa.int64()),
-                    ("modificationTime", pa.int64()),
-                    ("dataChange", pa.bool_()),
-                    ("stats", pa.string()),
-                ]
+@functools.cache
+def _checkpoint_schema() -> Any:
+    """The classic checkpoint's Arrow schema. pyarrow is imported here, not with the module: every run
+    worker imports this module through the runner, and pyarrow is ~40 MB a JSONL-only worker never
+    needs (test_hostile_endpoint holds a worker under 150 MB)."""
+    import pyarrow as pa
+
+    _map = pa.map_(pa.string(), pa.string())
+    return pa.schema(
+        [
+            pa.field("txn", pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])),
+            pa.field(
+                "add",
+                pa.struct(
+                    [
+                        ("path", pa.string()),
+                        ("partitionValues", _map),
+                        ("size", pa.int64()),
+                        ("modificationTime", pa.int64()),
+                        ("dataChange", pa.bool_()),
+                        ("stats", pa.string()),
+                    ]
+                ),
             ),
-        ),
-        pa.field(
-            "remove",
-            pa.struct(
-                [
-                    ("path", pa.string()),
-                    ("deletionTimestamp", pa.int64()),
-                    ("dataChange", pa.bool_()),
-                    ("extendedFileMetadata", pa.bool_()),
-                    ("partitionValues", _MAP),
-                    ("size", pa.int64()),
-                ]
+            pa.field(
+                "remove",
+                pa.struct(
+                    [
+                        ("path", pa.string()),
+                        ("deletionTimestamp", pa.int64()),
+                        ("dataChange", pa.bool_()),
+                        ("extendedFileMetadata", pa.bool_()),
+                        ("partitionValues", _map),
+                        ("size", pa.int64()),
+                    ]
+                ),
             ),
-        ),
-        pa.field(
-            "metaData",
-            pa.struct(
-                [
-                    ("id", pa.string()),
-                    ("name", pa.string()),
-                    ("format", pa.struct([("provider", pa.string()), ("options", _MAP)])),
-                    ("schemaString", pa.string()),
-                    ("partitionColumns", pa.list_(pa.string())),
-                    ("configuration", _MAP),
-                ]
+            pa.field(
+                "metaData",
+                pa.struct(
+                    [
+                        ("id", pa.string()),
+                        ("name", pa.string()),
+                        ("format", pa.struct([("provider", pa.string()), ("options", _map)])),
+                        ("schemaString", pa.string()),
+                        ("partitionColumns", pa.list_(pa.string())),
+                        ("configuration", _map),
+                    ]
+                ),
             ),
-        ),
-        pa.field("protocol", pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32())])),
-    ]
-)
+            pa.field("protocol", pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32())])),
+        ]
+    )
 
 
 def _maps(action: dict[str, Any]) -> dict[str, Any]:
@@ -266,8 +272,12 @@ def checkpoint_body(
         {"txn": {"appId": app_id, "version": txn, "lastUpdated": txn_ms}},
     ]
     rows += [{"add": _maps(add_action(ds, f, file_ms))} for f in files]
-    columns = {name: [r.get(name) for r in rows] for name in CHECKPOINT_SCHEMA.names}
-    batch = pa.RecordBatch.from_pydict(columns, schema=CHECKPOINT_SCHEMA)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = _checkpoint_schema()
+    columns = {name: [r.get(name) for r in rows] for name in schema.names}
+    batch = pa.RecordBatch.from_pydict(columns, schema=schema)
     sink = io.BytesIO()
     pq.write_table(pa.Table.from_batches([batch]), sink, compression="zstd")
     return sink.getvalue()
