@@ -50,6 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-azure", action="store_true", help="no Azure exports (issue 45): every export is an S3-family one"
     )
+    parser.add_argument(
+        "--parquet-share", type=float, default=None, help="of the exports created, the share in Parquet (default 0.4)"
+    )
+    parser.add_argument(
+        "--table-share",
+        type=float,
+        default=None,
+        help="of the Parquet exports created, the share that keep a Delta table (default 0.5)",
+    )
     parser.add_argument("--export-days", type=float, default=None, help="budget mode: stop after this many")
     parser.add_argument("--jobs", type=int, default=1, help="budget mode: seeds run in this many processes")
     parser.add_argument("--first-seed", type=int, default=None, help="budget mode: start here (default random)")
@@ -67,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         kw["fault_streams"] = args.fault_streams
     if args.no_azure:
         kw["azure"] = False
+    for name, share in (("parquet_share", args.parquet_share), ("table_share", args.table_share)):
+        if share is not None:
+            if not 0.0 <= share <= 1.0:
+                parser.error(f"--{name.replace('_', '-')} must be between 0 and 1, not {share}")
+            kw[name] = share
     if args.only:
         kw["only"] = tuple(o.strip() for o in args.only.split(","))
     if args.seed is not None:

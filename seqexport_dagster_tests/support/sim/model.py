@@ -68,6 +68,7 @@ class SimExport:
             if since <= at_ms:
                 current = frequency
         return current
+
     #: "delta": the export keeps a Delta table per dataset (issue 44; `table_oracle`).
     table: str | None = None
 

@@ -56,6 +56,8 @@ class SimResult:
     late_untimed: Counter[str] = field(default_factory=Counter)
     #: Issue 44: exports that kept a Delta table; tables and rows the table oracle read with delta-rs.
     tabled: int = 0
+    #: Export-days of exports while they kept a Delta table (the issue's "export-days with tables on").
+    table_export_days: float = 0.0
     tables_read: int = 0
     table_rows_read: int = 0
     duckdb_tables: int = 0
@@ -133,7 +135,9 @@ def simulate(
                 report = maintain(world.engine, world.clock())
                 result.maintenance_passes += 1
                 result.maintenance.update({k: v for k, v in report.as_dict().items() if k != "cutoff_ms"})
-            result.export_days += len([e for e in world.live()]) * (world.clock() - before) / DAY_MS
+            live = world.live()
+            result.export_days += len(live) * (world.clock() - before) / DAY_MS
+            result.table_export_days += sum(1 for e in live if e.table) * (world.clock() - before) / DAY_MS
             if world.clock() >= next_day:
                 next_day += DAY_MS
                 result.violations += oracles.check_day(world, verify=True)

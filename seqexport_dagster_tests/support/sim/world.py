@@ -142,6 +142,8 @@ class World:
         fault_streams: int = 2,
         wide: int = 0,
         azure: bool = True,
+        parquet_share: float = PARQUET_SHARE,
+        table_share: float = TABLE_SHARE,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -151,6 +153,7 @@ class World:
         self.delete_rng = random.Random(f"{seed}/delete")
         self.azure_rng = random.Random(f"{seed}/azure") if azure else None
         self.formats = tuple(formats)
+        self.parquet_share, self.table_share = parquet_share, table_share
         self.more = set(more)  # of MORE_OPERATIONS, those drawn (seeds older than them pin theirs)
         self.clock = Clock(DAY0 + rng.randrange(0, DAY_MS))
         self.start_ms = self.clock()
@@ -304,7 +307,7 @@ class World:
         fmt = self._draw_format()
         # Issue 44: a share of the Parquet exports keep a Delta table (a stream of its own: the
         # rest of a seed's history is drawn as before).
-        table = "delta" if fmt == PARQUET and self.table_rng.random() < TABLE_SHARE else None
+        table = "delta" if fmt == PARQUET and self.table_rng.random() < self.table_share else None
         try:
             with self._export_ids():
                 record = self.api.create(
@@ -334,7 +337,7 @@ class World:
     def _draw_format(self) -> str:
         if len(self.formats) == 1:
             return self.formats[0]
-        return PARQUET if self.format_rng.random() < PARQUET_SHARE else JSONL_GZ
+        return PARQUET if self.format_rng.random() < self.parquet_share else JSONL_GZ
 
     def live(self) -> list[SimExport]:
         return [e for e in self.exports.values() if e.deleted_at is None]
