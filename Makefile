@@ -30,7 +30,7 @@ test: $(STAMP)
 	./.ci/prepare-test
 	$(BIN)/ruff check seqexport_dagster seqexport_dagster_tests benchmarks
 	$(BIN)/mypy
-	$(NO_PROXY_ENV) $(BIN)/pytest -q -n $(TEST_JOBS)
+	$(NO_PROXY_ENV) $(BIN)/pytest -q -n $(TEST_JOBS) --durations=25
 
 # The inner loop: every test but those marked `slow` (end-to-end servers, Dagster daemons, the
 # browser, the simulator's seeds, the heaviest files: conftest.SLOW_WEIGHT), no lint; `make test`
