@@ -28,25 +28,29 @@ def parse_table(value: object) -> str | None:
 
 
 def require_parquet(
-    table: str | None, file_format: str, *, changing: Literal["create", "table", "format"] = "create"
+    table: str | None,
+    file_format: str,
+    *,
+    changing: Literal["create", "table", "format"] = "create",
+    export_id: str = "EXPORT_ID",
 ) -> None:
     """A table commits Parquet parts: refuse a table without Parquet, and Parquet's removal under one.
 
-    ``changing`` says which setting the caller is changing, so the message says what to do first;
-    the field named is ``table`` either way (the table is what needs Parquet).
+    ``changing`` says which setting the caller is changing, so the message says what to do first
+    (for ``export_id``); the field named is ``table`` either way (the table is what needs Parquet).
     """
     if table is None or file_format == PARQUET:
         return
     if changing == "format":
         problem = (
             f"this export keeps a {table} table, which needs the parquet format: turn the table off first "
-            f'(seqexport table EXPORT_ID none; HTTP: PATCH .../table {{"table": null}}), then change the '
+            f'(seqexport table {export_id} none; HTTP: PATCH .../table {{"table": null}}), then change the '
             f"format to {file_format}"
         )
     elif changing == "table":
         problem = (
             f"a {table} table needs the parquet format and this export writes {file_format}: change the format "
-            "to parquet first (seqexport format EXPORT_ID parquet; HTTP: PATCH .../format)"
+            f"to parquet first (seqexport format {export_id} parquet; HTTP: PATCH .../format)"
         )
     else:
         problem = (

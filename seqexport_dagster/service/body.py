@@ -46,7 +46,7 @@ _SSE = "server-side encryption on every object: AES256 (SSE-S3) or aws:kms (SSE-
 _ROLE = "Amazon S3: a role to assume instead of keys (its trust policy comes from POST /v1/role-setups)"
 _EXTERNAL_ID = "with role_arn: the external id POST /v1/role-setups generated for this account"
 _KMS = "with sse aws:kms: the KMS key ARN (we need kms:GenerateDataKey on it)"
-_TABLE = "delta (a Delta Lake table per dataset, with format parquet), or null or none (files only)"
+_TABLE = "delta: a Delta Lake table per dataset (with format parquet); null or none: files only"
 
 
 class CreateExport(BaseModel):
@@ -114,8 +114,8 @@ class ChangeTable(BaseModel):
     model_config = _STRICT
 
     table: Table | None = Field(
-        description="delta (Parquet exports only; from each dataset's next commit), or null or none: stop "
-        "(the log written stays)"
+        description="delta: a Delta Lake table per dataset from its next commit (Parquet exports only); "
+        "null or none: stop (the log written stays)"
     )
 
 
