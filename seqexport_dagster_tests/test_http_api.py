@@ -147,6 +147,14 @@ def test_http_api_end_to_end(api: tuple[ApiServer, Exports, Recorder], moto: Mot
     assert acme.get(f"/v1/exports/{a_id}/history", params={"days": 14}).json() == []
     assert acme.get(f"/v1/exports/{a_id}/history", params={"days": 15}).json()["error"]["field"] == "days"
     assert acme.get(f"/v1/exports/{a_id}/ledger").json() == []
+    # The table: Parquet first (a 400 naming `table` says so), then on, and the format kept under it.
+    no_parquet = acme.patch(f"/v1/exports/{a_id}/table", json={"table": "delta"})
+    assert no_parquet.status_code == 400 and no_parquet.json()["error"]["field"] == "table"
+    assert acme.patch(f"/v1/exports/{a_id}/format", json={"format": "parquet"}).json()["format"] == "parquet"
+    assert acme.patch(f"/v1/exports/{a_id}/table", json={"table": "delta"}).json()["table"] == "delta"
+    kept = acme.patch(f"/v1/exports/{a_id}/format", json={"format": "jsonl.gz"})
+    assert kept.status_code == 400 and "turn the table off first" in kept.json()["error"]["message"]
+    assert acme.get(f"/v1/exports/{a_id}").json()["table"] == "delta"
     assert operator.post("/v1/admin/rotate-keys").json() == {"resealed": 0, "failed": []}
 
     # The isolation matrix: every endpoint with the other account's id answers as a missing id.
@@ -158,6 +166,8 @@ def test_http_api_end_to_end(api: tuple[ApiServer, Exports, Recorder], moto: Mot
         ("POST", "/v1/exports/{id}/export-now", None),
         ("PATCH", "/v1/exports/{id}/datasets", {"add": ["sms_events"]}),
         ("PATCH", "/v1/exports/{id}/destination", {"prefix": "stolen"}),
+        ("PATCH", "/v1/exports/{id}/format", {"format": "parquet"}),
+        ("PATCH", "/v1/exports/{id}/table", {"table": None}),
         ("GET", "/v1/exports/{id}/history", None),
         ("GET", "/v1/exports/{id}/ledger", None),
     ]
@@ -171,6 +181,7 @@ def test_http_api_end_to_end(api: tuple[ApiServer, Exports, Recorder], moto: Mot
             assert probed.headers.keys() == missing.headers.keys()
     assert acme.post("/v1/admin/rotate-keys").status_code == 404  # operator-only, invisible to accounts
     assert exports.get(a_id).status == "active" and exports.get(b_id).prefix == "sequenzy"
+    assert exports.get(a_id).table == "delta" and exports.get(b_id).format == "jsonl.gz"
 
     # Without a token, with a wrong one or a revoked one: 401 and nothing else, on every endpoint.
     tokens = TokenStore(exports.store.engine)

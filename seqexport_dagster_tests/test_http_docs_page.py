@@ -92,6 +92,9 @@ def test_the_document_names_the_bearer_scheme_and_the_closed_sets(server: tuple[
 
     assert enum("CreateExport", "frequency") == enum("ChangeFrequency", "frequency") == ["15m", "1h", "6h", "24h"]
     assert enum("CreateExport", "format") == enum("ExportJson", "format") == ["jsonl.gz", "parquet"]
+    assert enum("CreateExport", "table") == enum("ChangeTable", "table") == ["delta", "none"]
+    assert enum("ExportJson", "table") == enum("ExportStatusJson", "table") == ["delta"]
+    assert {"type": "null"} in bodies["ChangeTable"]["properties"]["table"]["anyOf"]  # null: no table
     assert enum("CreateExport", "provider") == enum("ChangeDestination", "provider") == ["s3", "gcs", "azure", "local"]
     assert enum("CreateExport", "sse") == ["AES256", "aws:kms"] and "" in enum("ChangeDestination", "sse")
     datasets = ["email_events", "sms_events", "custom_events", "subscribers"]
@@ -218,7 +221,7 @@ def test_the_customer_docs_curl_examples_run_on_a_bare_machine(world: World) -> 
     commands = [c for c in block.replace("\\\n", " ").splitlines() if c.strip() and not c.startswith("#")]
     prelude = [c for c in commands if not c.startswith(("curl", "{", " ", "JSON"))]
     calls = [c for c in commands if c.startswith("curl") and "-d @-" not in c and "/role-setups" not in c]
-    assert len(prelude) == 2 and len(calls) == 11, (prelude, calls)
+    assert len(prelude) == 2 and len(calls) == 13, (prelude, calls)
 
     exports = Exports(world.store, world.policy, clock=world.clock)
     export = world.local_export(datasets=("email_events", "subscribers"), folder="acme-exports")

@@ -128,10 +128,13 @@ def test_shapes_round_trip(world: World) -> None:
         frequency="1h",
         lag_ms=120_000,
         now_ms=DAY0,
+        file_format="parquet",
+        table="delta",
     )
     body = shapes.export_json(record)
     back = shapes.export_from_json(body)
     assert shapes.export_json(back) == body and back.access_key_id == "AKIA************0001"
+    assert (back.format, back.table) == ("parquet", "delta")
     assert back.datasets == record.datasets and back.created_at == record.created_at
     status = Exports(world.store, OperatorPolicy(), clock=world.clock).status(record.id)
     assert shapes.status_json(shapes.status_from_json(shapes.status_json(status))) == shapes.status_json(status)
@@ -198,6 +201,64 @@ def test_destination_changes_count_against_the_write_limit(world: World) -> None
         assert beta.patch(f"/v1/exports/{beta_id}/destination", json={"prefix": "v2"}).status_code == 200
         acme.close()
         beta.close()
+
+
+def test_the_table_setting_over_http(world: World) -> None:
+    """``table`` in POST /v1/exports and PATCH .../table, checked by the same rules as the local API
+    (400 naming ``table`` and what it accepts), scoped like every route, and in every export answer."""
+    exports = Exports(world.store, OperatorPolicy(allow_local=True), clock=world.clock)
+    jsonl = world.local_export("acme", folder="j")
+
+    def body(folder: str, **extra: Any) -> dict[str, Any]:
+        return {"provider": "local", "bucket": str(world.root / folder), "datasets": ["custom_events"], **extra}
+
+    with serve_thread(exports) as server, server.client(mint(exports, "acme")) as acme:
+        created = acme.post("/v1/exports", json=body("t", format="parquet", table="delta"))
+        assert created.status_code == 201 and created.json()["table"] == "delta", created.text
+        t_id = created.json()["id"]
+        assert exports.get(t_id).table == "delta"
+        assert acme.get(f"/v1/exports/{t_id}").json()["table"] == "delta"
+        assert {e["id"]: e["table"] for e in acme.get("/v1/exports").json()} == {jsonl.id: None, t_id: "delta"}
+        plain = acme.post("/v1/exports", json=body("p", format="parquet", table=None))
+        assert plain.status_code == 201 and plain.json()["table"] is None, plain.text
+
+        def refused(answer: httpx.Response, *says: str) -> None:
+            assert answer.status_code == 400, answer.text
+            error = answer.json()["error"]
+            assert error["type"] == "invalid_input" and error["field"] == "table", error
+            assert all(s in error["message"] for s in says), error["message"]
+
+        before = len(exports.list(account_id="acme"))
+        refused(acme.post("/v1/exports", json=body("x", table="delta")), "needs the parquet format, not jsonl.gz")
+        refused(acme.post("/v1/exports", json=body("x", format="parquet", table="iceberg")), "delta", "none")
+        refused(acme.post("/v1/exports", json=body("x", table=5)), "got a number", "delta")
+        refused(acme.post("/v1/exports", json=body("x", table="d" * 17)), "at most 16 characters")
+        assert len(exports.list(account_id="acme")) == before  # nothing saved
+
+        # Off (null or "none", as the CLI says it), on again, and the refusals.
+        assert acme.patch(f"/v1/exports/{t_id}/table", json={"table": None}).json()["table"] is None
+        assert exports.get(t_id).table is None
+        assert acme.patch(f"/v1/exports/{t_id}/table", json={"table": "delta"}).json()["table"] == "delta"
+        assert acme.patch(f"/v1/exports/{t_id}/table", json={"table": "none"}).json()["table"] is None
+        assert acme.patch(f"/v1/exports/{t_id}/table", json={"table": "delta"}).json()["table"] == "delta"
+        refused(acme.patch(f"/v1/exports/{t_id}/table", json={"table": "iceberg"}), "'iceberg' is not a table format")
+        refused(acme.patch(f"/v1/exports/{t_id}/table", json={}), "table: required", "delta")
+        refused(acme.patch(f"/v1/exports/{jsonl.id}/table", json={"table": "delta"}), "change the format to parquet")
+        # The format cannot leave Parquet under a table: the local API's own message, over HTTP.
+        to_jsonl = acme.patch(f"/v1/exports/{t_id}/format", json={"format": "jsonl.gz"})
+        refused(to_jsonl, "keeps a delta table", "turn the table off first")
+        with pytest.raises(InvalidInput) as local:
+            exports.change_format(t_id, "jsonl.gz")
+        assert to_jsonl.json()["error"]["message"] == local.value.message
+        assert exports.get(t_id).format == "parquet" and exports.get(t_id).table == "delta"
+
+        # Another account's export answers as a missing one; no token, 401.
+        with server.client(mint(exports, "beta")) as beta:
+            foreign = beta.patch(f"/v1/exports/{t_id}/table", json={"table": None})
+            assert foreign.status_code == 404 and foreign.json()["error"]["type"] == "not_found"
+        with server.client(None) as anonymous:
+            assert anonymous.patch(f"/v1/exports/{t_id}/table", json={"table": None}).status_code == 401
+        assert exports.get(t_id).table == "delta"
 
 
 def test_healthz_checks_the_control_plane_at_most_once_a_refresh_and_notices_it_going() -> None:

@@ -67,18 +67,24 @@ def ran(argv: list[str], env: dict[str, str], folder: Path, code: int = 0) -> Im
     return run
 
 
+def create(bucket: str) -> list[str]:
+    return ["create", "--account", "acme", "--provider", "local", "--bucket", bucket, "--datasets", "all"]
+
+
 def test_remote_commands_never_load_the_database_or_the_control_plane(remote: dict[str, Any], tmp_path: Path) -> None:
-    """Reads, a change, webhooks and a create (which sends a secret-less local destination): each
-    answered by the server, none loading anything of `NEVER_REMOTE`."""
+    """Reads, changes (the table among them), webhooks and creates (each sends a secret-less local
+    destination; one keeps a table): each answered by the server, none loading anything of `NEVER_REMOTE`."""
     env, export = remote["env"], remote["export"]
     commands = [
         ["list"],
         ["status", export],
         ["history", export],
         ["frequency", export, "15m"],
+        ["table", export, "none"],
         ["webhooks", "list"],
         ["webhooks", "deliveries", remote["webhook"]],
-        ["create", "--account", "acme", "--provider", "local", "--bucket", remote["bucket"] + "2", "--datasets", "all"],
+        create(remote["bucket"] + "2"),
+        [*create(remote["bucket"] + "3"), "--format", "parquet", "--table", "delta"],
         ["rotate-keys"],
     ]
     for argv in commands:

@@ -29,7 +29,7 @@ from seqexport_dagster.management.verify import LocalBucket, verify_bucket
 from seqexport_dagster.management.verify.table import verify_tables
 from seqexport_dagster_tests.support import duckdb_httpfs
 from seqexport_dagster_tests.support.bucket_audit import audit_export
-from seqexport_dagster_tests.support.cli_harness import run_sqlite_fixture  # noqa: F401 - the `run_sqlite` fixture
+from seqexport_dagster_tests.support.cli_harness import run_fixture  # noqa: F401 - the `run` fixture
 from seqexport_dagster_tests.support.faults import proxy as fp
 from seqexport_dagster_tests.support.faults.scene import s3_export, s3_runner
 from seqexport_dagster_tests.support.world import DAY0, World
@@ -248,13 +248,34 @@ def test_delta_rs_and_duckdb_read_the_table_from_moto_and_agree_with_the_source(
     assert set(EVENT_DATASETS) >= {"email_events", "custom_events"}
 
 
-def test_the_cli_sets_the_table_and_names_the_field_when_it_cannot(run_sqlite: Any) -> None:
-    run = run_sqlite
+def test_the_cli_and_the_http_api_set_the_table_and_name_the_field_when_they_cannot(run: Any) -> None:
+    """Through `seqexport` locally, on PostgreSQL and against the HTTP API (the remote CLI): the
+    same answers, the same refusals (exit 2, naming ``table``), the same ``describe``."""
     created = run.create_local("tb", "--datasets", "custom_events", "--format", "parquet", "--table", "delta")
-    assert run.world.store.get_export(created["id"]).table == "delta"
+    assert created["table"] == "delta" and run.world.store.get_export(created["id"]).table == "delta"
+    assert run.ok("status", created["id"])["table"] == "delta"
+    assert [e["table"] for e in run.ok("list")] == ["delta"]
+    described = [line.split() for line in run("status", created["id"]).out.splitlines()]
+    assert ["table", "delta", "(a", "Delta", "Lake", "log", "per", "dataset)"] in described
     refused = run("format", created["id"], "jsonl.gz", "--json")
-    assert refused.code != 0 and "table" in refused.json["error"]["message"]
-    run.ok("table", created["id"], "none")
+    assert refused.code == 2 and refused.json["error"]["field"] == "table", refused
+    assert "turn the table off first" in refused.json["error"]["message"]
+    assert run.world.store.get_export(created["id"]).format == "parquet"  # refused: nothing changed
+    off = run("table", created["id"], "none")
+    assert off.code == 0 and "now keeps no table" in off.out, off
     assert run.world.store.get_export(created["id"]).table is None
+    assert not [line for line in run("status", created["id"]).out.splitlines() if line.startswith("table ")]
+    assert run.ok("table", created["id"], "delta")["table"] == "delta"  # on again: the log continues
     bad = run("table", created["id"], "iceberg", "--json")
-    assert bad.code != 0 and "table" in bad.json["error"]["message"]
+    assert bad.code == 2 and bad.json["error"]["field"] == "table"
+    assert "'iceberg' is not a table format; use delta (with format parquet) or none" in bad.json["error"]["message"]
+    run.ok("table", created["id"], "none")
+    assert run.ok("format", created["id"], "jsonl.gz")["format"] == "jsonl.gz"
+    jsonl = run("table", created["id"], "delta", "--json")
+    assert jsonl.code == 2 and jsonl.json["error"]["field"] == "table"
+    assert "change the format to parquet first" in jsonl.json["error"]["message"]
+    without = run("create", "--account", "acme", "--provider", "local", "--bucket", str(run.world.root / "x"),
+                  "--table", "delta", "--json")  # fmt: skip
+    assert without.code == 2 and without.json["error"]["field"] == "table"
+    assert "needs the parquet format, not jsonl.gz" in without.json["error"]["message"]
+    assert len(run.world.store.list_exports()) == 1

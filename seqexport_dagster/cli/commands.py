@@ -102,7 +102,7 @@ def create(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
         external_id=args.external_id,
         progress=out.progress,
         file_format=args.format,
-        **({"table": args.table} if args.table else {}),
+        table=args.table,
     )
     render.created(out, record)
     return EXIT_OK
@@ -260,10 +260,7 @@ def rotate_keys(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
 
 
 def table(args: argparse.Namespace, api: AnyExports, out: Output) -> int:
-    change = getattr(api, "change_table", None)
-    if change is None:  # the HTTP API has no table setting yet (issue 44: local control plane first)
-        raise InvalidInput("table", "the table setting is local only for now: run seqexport against the database")
-    record = change(args.export_id, args.table)
+    record = api.change_table(args.export_id, args.table)
     what = f"keeps a {record.table} table per dataset" if record.table else "keeps no table (the log written stays)"
     render.export_changed(out, record, f"Export {record.id} now {what}, from each dataset's next commit.")
     return EXIT_OK

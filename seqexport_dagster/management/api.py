@@ -406,7 +406,7 @@ class Exports:
         """
         table_format = parse_table(table)
         record = self._live(export_id, "changing the table")
-        require_parquet(table_format, record.format)
+        require_parquet(table_format, record.format, changing="table", export_id=record.id)
         if record.table == table_format:
             return record
         return self.store.set_table(record.id, table_format, self.clock())
@@ -420,7 +420,7 @@ class Exports:
         """
         fmt = parse_format(file_format)
         record = self._live(export_id, "changing the format")
-        require_parquet(record.table, fmt)
+        require_parquet(record.table, fmt, changing="format", export_id=record.id)
         if record.format == fmt:
             return record
         return self.store.set_format(record.id, fmt, self.clock())

@@ -18,6 +18,7 @@ from typing import Any
 from typing_extensions import TypedDict
 
 from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, parse_format
+from seqexport_dagster.contract.table_format import parse_table
 from seqexport_dagster.contract.window import Window, iso_ms, parse_iso_ms
 from seqexport_dagster.destination.redaction import mask_key_id as mask_key_id
 from seqexport_dagster.errors import sanitize_error
@@ -78,6 +79,8 @@ class _ExportFields(TypedDict):
     frequency: str
     #: jsonl.gz or parquet: the format of new windows.
     format: str
+    #: delta: a Delta Lake table per dataset beside the Parquet parts; null: files only.
+    table: str | None
     lag_ms: int
     config_version: int
     destination_version: int
@@ -210,6 +213,7 @@ def export_json(e: ExportRecord) -> ExportJson:
         "external_id": e.external_id,
         "frequency": e.frequency,
         "format": e.format,
+        "table": e.table,
         "lag_ms": e.lag_ms,
         "datasets": [
             {
@@ -260,6 +264,7 @@ def status_json(status: ExportStatus) -> ExportStatusJson:
         "external_id": body["external_id"],
         "frequency": body["frequency"],
         "format": body["format"],
+        "table": body["table"],
         "lag_ms": body["lag_ms"],
         "datasets": [
             {
@@ -392,6 +397,7 @@ def export_from_json(body: ExportJson | ExportStatusJson | dict[str, Any]) -> Ex
         role_arn=body.get("role_arn"),
         external_id=body.get("external_id"),
         format=parse_format(body.get("format", DEFAULT_FORMAT)),
+        table=parse_table(body.get("table")),
     )
 
 

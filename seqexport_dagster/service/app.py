@@ -33,6 +33,7 @@ from seqexport_dagster.service.body import (
     ChangeDestination,
     ChangeFormat,
     ChangeFrequency,
+    ChangeTable,
     CreateExport,
     NewRoleSetup,
 )
@@ -177,6 +178,7 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None, limits
                 role_arn=body.role_arn,
                 external_id=body.external_id,
                 file_format=body.format,
+                table=body.table,
             )
             return 201, shapes.export_json(record)
 
@@ -254,6 +256,12 @@ def create_app(exports: Exports, *, write_limit: RateLimit | None = None, limits
     def change_format(api: Scoped, export_id: str, body: ChangeFormat) -> Response:
         """Change the file format (jsonl.gz or parquet) from each dataset's next window."""
         return ok(shapes.export_json(api.change_format(export_id, body.format)))
+
+    @app.patch("/v1/exports/{export_id}/table", response_model=shapes.ExportJson, responses=ERRORS, tags=["exports"])
+    def change_table(api: Scoped, export_id: str, body: ChangeTable) -> Response:
+        """Keep a Delta Lake table per dataset (delta, Parquet exports only) or stop (null): from each
+        dataset's next commit; turned off, the log written stays, and turned on again it continues."""
+        return ok(shapes.export_json(api.change_table(export_id, body.table)))
 
     @app.patch(
         "/v1/exports/{export_id}/destination", response_model=shapes.ExportJson, responses=WRITES, tags=["exports"]

@@ -41,10 +41,12 @@ Sse = Annotated[str, StringConstraints(strict=True, max_length=16)]
 #: IAM role and KMS key ARNs are at most 2,048 characters; an external id at most 1,224.
 Arn = Annotated[str, StringConstraints(strict=True, max_length=2048)]
 ExternalId = Annotated[str, StringConstraints(strict=True, max_length=1224)]
+Table = Annotated[str, StringConstraints(strict=True, max_length=16)]
 _SSE = "server-side encryption on every object: AES256 (SSE-S3) or aws:kms (SSE-KMS, with kms_key_id)"
 _ROLE = "Amazon S3: a role to assume instead of keys (its trust policy comes from POST /v1/role-setups)"
 _EXTERNAL_ID = "with role_arn: the external id POST /v1/role-setups generated for this account"
 _KMS = "with sse aws:kms: the KMS key ARN (we need kms:GenerateDataKey on it)"
+_TABLE = "delta: a Delta Lake table per dataset (with format parquet); null or none: files only"
 
 
 class CreateExport(BaseModel):
@@ -70,10 +72,15 @@ class CreateExport(BaseModel):
     role_arn: Arn | None = Field(None, description=_ROLE)
     external_id: ExternalId | None = Field(None, description=_EXTERNAL_ID)
     format: str = Field("jsonl.gz", description="jsonl.gz (gzip JSON Lines, the default) or parquet (zstd)")
+    table: Table | None = Field(None, description=_TABLE)
 
     def fingerprint_body(self) -> dict[str, Any]:
-        """The request as the Idempotency-Key fingerprint sees it: everything but the secret."""
-        return self.model_dump(exclude={"secret_access_key"})
+        """The request as the Idempotency-Key fingerprint sees it: everything but the secret. No
+        table is left out, so a repeat of a request made before the field existed stays the same."""
+        body = self.model_dump(exclude={"secret_access_key"})
+        if body["table"] is None:
+            del body["table"]
+        return body
 
 
 class NewRoleSetup(BaseModel):
@@ -101,6 +108,15 @@ class ChangeFormat(BaseModel):
     model_config = _STRICT
 
     format: str = Field(description="jsonl.gz or parquet; from each dataset's next window, none is split")
+
+
+class ChangeTable(BaseModel):
+    model_config = _STRICT
+
+    table: Table | None = Field(
+        description="delta: a Delta Lake table per dataset from its next commit (Parquet exports only); "
+        "null or none: stop (the log written stays)"
+    )
 
 
 class ChangeDestination(BaseModel):

@@ -3,7 +3,7 @@
 - **Bearer authentication.** Every ``/v1`` operation names the ``bearerAuth`` scheme, so Swagger UI
   shows *Authorize*, and "Try it out" sends ``Authorization: Bearer <token>`` (without it every
   call got 401 from `gate.Gate`).
-- **Closed sets are enums** (`CLOSED_SETS`): provider, frequency, format, sse, statuses, dataset
+- **Closed sets are enums** (`CLOSED_SETS`): provider, frequency, format, table, sse, statuses, dataset
   names and webhook event types, in the request bodies and in the answers. The request models keep
   plain bounded strings: the values are checked by `api.Exports`, which names the field and lists
   what it accepts (``frequency: '2h' is not one of 15m, 1h, 6h, 24h``), so a wrong value keeps that
@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from seqexport_dagster.contract.file_format import FORMATS
 from seqexport_dagster.contract.schema import DATASETS
+from seqexport_dagster.contract.table_format import NONE, TABLES
 from seqexport_dagster.contract.window import FREQUENCIES
 from seqexport_dagster.destination.config import PROVIDERS
 from seqexport_dagster.destination.encryption import SSE_KMS, SSE_S3
@@ -50,6 +51,8 @@ CLOSED_SETS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
     **{(c, "provider"): PROVIDERS for c in ("CreateExport", "ChangeDestination", *_EXPORT)},
     **{(c, "frequency"): tuple(FREQUENCIES) for c in ("CreateExport", "ChangeFrequency", *_EXPORT)},
     **{(c, "format"): FORMATS for c in ("CreateExport", "ChangeFormat", *_EXPORT)},
+    **{(c, "table"): (*TABLES, NONE) for c in ("CreateExport", "ChangeTable")},  # or null
+    **{(c, "table"): TABLES for c in _EXPORT},  # null: no table
     **{(c, "sse"): _SSE for c in ("CreateExport", *_EXPORT)},
     ("ChangeDestination", "sse"): (*_SSE, ""),  # "" returns to the bucket's default
     **{(c, "status"): (ACTIVE, PAUSED, DELETED) for c in _EXPORT},
