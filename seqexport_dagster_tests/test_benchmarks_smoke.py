@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_benchmark_runner_tiny_mode(tmp_path: Path) -> None:
     results = tmp_path / "RESULTS.md"
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--rows", "3000", "--subscribers", "2000", "--ticks", "20",
+        [sys.executable, "-m", "benchmarks", "--rows", "3000", "--subscribers", "2000", "--ticks", "20", "--daemon-ticks", "40",
          "--data-dir", str(tmp_path / "data"), "--results", str(results), "--scratch", "--quick", "--repeat", "2", "--compare-rounds", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,  # ~100 s alone; 300 ran out under load
     )  # fmt: skip
