@@ -11,15 +11,19 @@ read without ``_last_checkpoint``; `verify` checks the log.
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 import sqlalchemy as sa
 from deltalake import DeltaTable
 
-from seqexport_dagster.contract.schema import EVENT_DATASETS
+from seqexport_dagster.contract import warehouse_parquet
+from seqexport_dagster.contract.schema import DATASETS, EVENT_DATASETS
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
 from seqexport_dagster.delivery import delta_log
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
@@ -28,6 +32,7 @@ from seqexport_dagster.management.api import Exports
 from seqexport_dagster.management.verify import LocalBucket, verify_bucket
 from seqexport_dagster.management.verify.table import verify_tables
 from seqexport_dagster_tests.support import duckdb_httpfs
+from seqexport_dagster_tests.support import snowflake_emulator as sf
 from seqexport_dagster_tests.support.bucket_audit import audit_export
 from seqexport_dagster_tests.support.cli_harness import run_fixture  # noqa: F401 - the `run` fixture
 from seqexport_dagster_tests.support.faults import proxy as fp
@@ -147,6 +152,7 @@ def test_late_rows_replaces_and_checkpoints_keep_every_row_once(world: World) ->
     assert removes, "the replace emptied parts: they leave the table"
     [(count, distinct)] = duckdb_counts([table])
     assert int(count) == int(distinct) == len(expected)
+    _the_docs_parquet_statements_read_parts_never_checkpoints(root, "custom_events", expected)
     assert verify_tables(LocalBucket(root), ledger=(world.store, export.id)) == []
     report = verify_bucket(LocalBucket(root), ledger=(world.store, export.id), workers=1)
     assert report.ok, report.problems
@@ -155,6 +161,31 @@ def test_late_rows_replaces_and_checkpoints_keep_every_row_once(world: World) ->
     sorted(table.glob("date=*/*-0000.parquet"))[-1].unlink()
     kinds = {p.kind for p in verify_bucket(LocalBucket(root), workers=1).problems}
     assert {"table_version_gap", "table_file_missing"} <= kinds, kinds
+
+
+def _the_docs_parquet_statements_read_parts_never_checkpoints(root: Path, dataset: str, expected: set[str]) -> None:
+    """A checkpoint is a Parquet file in the dataset folder: the customer docs' Parquet statements
+    (`contract.warehouse_parquet`) select the parts of the ``date=`` folders only. A glob over
+    ``*/*.parquet`` reads the checkpoint too, and DuckDB refuses it (before the fix, the docs' query)."""
+    parts = sorted(p.relative_to(root / dataset).as_posix() for p in (root / dataset).glob("date=*/*.parquet"))
+    keys = sorted(p.relative_to(root / dataset).as_posix() for p in (root / dataset).rglob("*") if p.is_file())
+    assert any(k.startswith("_delta_log/") and k.endswith(".checkpoint.parquet") for k in keys)
+    ds = DATASETS[dataset]
+    # Snowflake: the COPY's PATTERN, applied as a bulk COPY does (the whole path).
+    (pattern,) = re.findall(r"PATTERN = '([^']*)'", warehouse_parquet.snowflake(ds))
+    assert sf.copy_files(root, f"{dataset}/", pattern) == parts
+    # BigQuery: the external table's one wildcard, which matches slashes too (as fnmatch's `*`).
+    (uri,) = re.findall(r"uris = \['gs://acme-exports/sequenzy/([^']*)'\]", warehouse_parquet.bigquery(ds))
+    assert sorted(k for k in (f"{dataset}/{k}" for k in keys) if fnmatch.fnmatchcase(k, uri)) == [
+        f"{dataset}/{p}" for p in parts
+    ]
+    # DuckDB: the docs' view over the folder, each id once, exactly the source's.
+    con = duckdb.connect()
+    con.execute(warehouse_parquet.duckdb(ds, root=str(root)))
+    ids = [r[0] for r in con.execute(f"SELECT id FROM {dataset}_parquet").fetchall()]
+    assert len(ids) == len(set(ids)) and set(ids) == expected
+    with pytest.raises(duckdb.Error, match="[Hh]ive partition"):
+        con.execute(f"SELECT count(*) FROM read_parquet('{root}/{dataset}/*/*.parquet', hive_partitioning = true)")
 
 
 @pytest.fixture(params=["plain", "write-once"])

@@ -34,6 +34,15 @@ from seqexport_dagster.contract.warehouse_types import (
     snowflake_type,
 )
 
+#: The Parquet parts of a dataset folder, and nothing else there: a Delta table (``--table delta``)
+#: keeps its log in ``<dataset>/_delta_log/``, whose checkpoints are Parquet files too. ``*/*.parquet``
+#: would read them as rows (DuckDB: "Hive partition mismatch"; Snowflake's MATCH_BY_COLUMN_NAME: rows
+#: of NULLs), so every reader selects the ``date=`` folders. BigQuery's one wildcard also matches
+#: slashes; Snowflake's PATTERN is a regular expression over the whole path.
+PARTS_GLOB: Final = "date=*/*.parquet"
+PARTS_GLOB_ANY_DEPTH: Final = "date=*.parquet"
+SNOWFLAKE_PARQUET_PATTERN: Final = ".*date=[^/]*/[^/]*[.]parquet"
+
 
 def _order(ds: Dataset) -> str:
     return "updated_at" if ds.is_snapshot else "recorded_at"
@@ -77,13 +86,14 @@ def snowflake(
         + "\n\n"
         + "CREATE FILE FORMAT IF NOT EXISTS sequenzy_parquet TYPE = PARQUET USE_LOGICAL_TYPE = TRUE;\n\n"
         + f"CREATE TABLE IF NOT EXISTS {raw} (\n{_aligned([*columns, ('file', 'STRING')])}\n);\n\n"
-        + "-- Only Parquet parts: never _SUCCESS, nor the JSONL parts of days before a format change.\n"
+        + "-- Only Parquet parts: never _SUCCESS, the JSONL parts of days before a format change, nor a\n"
+        + "-- Delta table's checkpoints (_delta_log/*.checkpoint.parquet, with --table delta).\n"
         + f"COPY INTO {raw}\n"
         f"FROM {source}\n"
         f"FILE_FORMAT = (FORMAT_NAME = 'sequenzy_parquet')\n"
         f"MATCH_BY_COLUMN_NAME = CASE_INSENSITIVE\n"
         f"INCLUDE_METADATA = (file = METADATA$FILENAME)\n"
-        f"PATTERN = '.*[.]parquet';\n\n"
+        f"PATTERN = '{SNOWFLAKE_PARQUET_PATTERN}';\n\n"
         f"CREATE OR REPLACE VIEW {ds.name}_parquet AS\n"
         f"SELECT\n{snowflake_select(ds)}\n"
         f"FROM {raw}\n" + latest + f"QUALIFY ROW_NUMBER() OVER (PARTITION BY id ORDER BY {_order(ds)} DESC) = 1;"
@@ -105,7 +115,7 @@ def bigquery(ds: Dataset, *, dataset: str = "sequenzy", uri: str = "gs://acme-ex
         f"OPTIONS (\n"
         f"  format = 'PARQUET',\n"
         f"  enable_list_inference = TRUE,\n"
-        f"  uris = ['{uri}/{ds.name}/*.parquet'],\n"
+        f"  uris = ['{uri}/{ds.name}/{PARTS_GLOB_ANY_DEPTH}'],\n"
         f"  hive_partition_uri_prefix = '{uri}/{ds.name}'\n"
         f");\n\n"
         f"CREATE OR REPLACE VIEW {dataset}.{ds.name}_parquet AS\n"
@@ -165,7 +175,7 @@ def duckdb_select(ds: Dataset, root: str) -> str:
     )
     return (
         f"SELECT\n{select},\n  {PARTITION_COLUMN}\n"
-        f"FROM read_parquet('{root}/{ds.name}/*/*.parquet', hive_partitioning = true)"
+        f"FROM read_parquet('{root}/{ds.name}/{PARTS_GLOB}', hive_partitioning = true)"
     )
 
 

@@ -47,10 +47,13 @@ def session() -> Iterator[Any]:
 
 
 def copy_files(stage_root: Path, location: str, pattern: str) -> list[str]:
-    """The keys a ``COPY ... FROM @stage/<location> PATTERN = '<pattern>'`` loads, relative to the location."""
+    """The keys a ``COPY ... FROM @stage/<location> PATTERN = '<pattern>'`` loads, relative to the location.
+
+    A bulk COPY applies the regular expression to the whole path, the ``FROM`` location's folders
+    included (Snowpipe trims only the stage's own path): here, the path from the stage's root."""
     base = stage_root / location
     found = sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())
-    return [key for key in found if re.fullmatch(pattern, key)]
+    return [key for key in found if re.fullmatch(pattern, location + key)]
 
 
 def run(cursor: Any, text: str, stage_root: Path) -> list[str]:
