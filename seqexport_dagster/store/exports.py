@@ -63,6 +63,10 @@ _NOT_DELETED = _ordered(sa.select(exports).where(exports.c.status != DELETED))
 _ACTIVE = _ordered(sa.select(exports).where(exports.c.status == ACTIVE))
 _ALL_DATASETS = sa.select(export_datasets).where(export_datasets.c.removed_at.is_(None)).order_by(export_datasets.c.id)
 _DATASETS_OF = _ALL_DATASETS.where(export_datasets.c.export_id.in_(sa.bindparam("b_ids", expanding=True)))
+#: Of one export (`get_export`): an IN list is rendered anew on every call, an equality is not.
+_DATASETS_OF_ONE = _ALL_DATASETS.where(export_datasets.c.export_id == sa.bindparam("b_export_id"))
+_STATE = sa.select(exports.c.status, exports.c.destination_version).where(exports.c.id == sa.bindparam("b_export_id"))
+_EXPORT_ROW = sa.select(exports).where(exports.c.id == sa.bindparam("b_export_id"))
 
 
 class ExportStore:
@@ -161,7 +165,12 @@ class ExportStore:
                 return []
             ids = [r.id for r in rows]
             states: dict[str, list[DatasetState]] = {i: [] for i in ids}
-            datasets = conn.execute(_DATASETS_OF, {"b_ids": ids}) if len(ids) < 500 else conn.execute(_ALL_DATASETS)
+            if len(ids) == 1:
+                datasets = conn.execute(_DATASETS_OF_ONE, {"b_export_id": ids[0]})
+            elif len(ids) < 500:
+                datasets = conn.execute(_DATASETS_OF, {"b_ids": ids})
+            else:
+                datasets = conn.execute(_ALL_DATASETS)
             for d in datasets:
                 if d.export_id in states:
                     states[d.export_id].append(dataset_state_of(d))
@@ -199,9 +208,7 @@ class ExportStore:
     @translate_errors
     def state(self, export_id: str) -> ExportState:
         with self.engine.connect() as conn:
-            row = conn.execute(
-                sa.select(exports.c.status, exports.c.destination_version).where(exports.c.id == export_id)
-            ).first()
+            row = conn.execute(_STATE, {"b_export_id": export_id}).first()
         if row is None:
             return ExportState(DELETED, -1)
         return ExportState(row.status, row.destination_version)
@@ -210,7 +217,7 @@ class ExportStore:
     def destination_config(self, export_id: str) -> tuple[DestinationConfig, int]:
         """The destination with its secret decrypted, in memory only, plus its version."""
         with self.engine.connect() as conn:
-            r = conn.execute(sa.select(exports).where(exports.c.id == export_id)).first()
+            r = conn.execute(_EXPORT_ROW, {"b_export_id": export_id}).first()
         if r is None:
             raise NotFound(f"export {export_id!r} not found")
         secret = self.box.decrypt(r.secret_ciphertext, seal_binding(export_id, r)) if r.secret_ciphertext else None
