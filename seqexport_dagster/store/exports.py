@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Final
 
 import sqlalchemy as sa
 
@@ -67,6 +67,10 @@ _DATASETS_OF = _ALL_DATASETS.where(export_datasets.c.export_id.in_(sa.bindparam(
 _DATASETS_OF_ONE = _ALL_DATASETS.where(export_datasets.c.export_id == sa.bindparam("b_export_id"))
 _STATE = sa.select(exports.c.status, exports.c.destination_version).where(exports.c.id == sa.bindparam("b_export_id"))
 _EXPORT_ROW = sa.select(exports).where(exports.c.id == sa.bindparam("b_export_id"))
+
+
+#: An export's datasets in `DATASETS` order, as `ExportRecord.datasets` lists them.
+_DATASET_ORDER: Final = {name: i for i, name in enumerate(DATASETS)}
 
 
 class ExportStore:
@@ -163,46 +167,48 @@ class ExportStore:
             rows = conn.execute(query, params or {}).all()
             if not rows:
                 return []
-            ids = [r.id for r in rows]
+            # Read through the rows' mappings: ``row.name`` is several times slower (`records`).
+            found = [r._mapping for r in rows]
+            ids = [r["id"] for r in found]
             states: dict[str, list[DatasetState]] = {i: [] for i in ids}
             if len(ids) == 1:
-                datasets = conn.execute(_DATASETS_OF_ONE, {"b_export_id": ids[0]})
+                datasets = conn.execute(_DATASETS_OF_ONE, {"b_export_id": ids[0]}).all()
             elif len(ids) < 500:
-                datasets = conn.execute(_DATASETS_OF, {"b_ids": ids})
+                datasets = conn.execute(_DATASETS_OF, {"b_ids": ids}).all()
             else:
-                datasets = conn.execute(_ALL_DATASETS)
+                datasets = conn.execute(_ALL_DATASETS).all()
             for d in datasets:
-                if d.export_id in states:
-                    states[d.export_id].append(dataset_state_of(d))
-        order = {name: i for i, name in enumerate(DATASETS)}
+                of = states.get(d._mapping["export_id"])
+                if of is not None:
+                    of.append(dataset_state_of(d))
         return [
             ExportRecord(
-                id=r.id,
-                account_id=r.account_id,
-                provider=r.provider,
-                bucket=r.bucket,
-                region=r.region,
-                endpoint=r.endpoint,
-                prefix=r.prefix,
-                access_key_id=r.access_key_id,
-                frequency=r.frequency,
-                lag_ms=r.lag_ms,
-                status=r.status,
-                config_version=r.config_version,
-                destination_version=r.destination_version,
-                export_now_at=r.export_now_at,
-                created_at=r.created_at,
-                updated_at=r.updated_at,
-                deleted_at=r.deleted_at,
-                sse=r.sse,
-                kms_key_id=r.kms_key_id,
-                role_arn=r.role_arn,
-                external_id=r.external_id,
-                datasets=tuple(sorted(states[r.id], key=lambda s: order[s.dataset])),
-                format=parse_format(r.format),
-                table=r.table_format,
+                id=r["id"],
+                account_id=r["account_id"],
+                provider=r["provider"],
+                bucket=r["bucket"],
+                region=r["region"],
+                endpoint=r["endpoint"],
+                prefix=r["prefix"],
+                access_key_id=r["access_key_id"],
+                frequency=r["frequency"],
+                lag_ms=r["lag_ms"],
+                status=r["status"],
+                config_version=r["config_version"],
+                destination_version=r["destination_version"],
+                export_now_at=r["export_now_at"],
+                created_at=r["created_at"],
+                updated_at=r["updated_at"],
+                deleted_at=r["deleted_at"],
+                sse=r["sse"],
+                kms_key_id=r["kms_key_id"],
+                role_arn=r["role_arn"],
+                external_id=r["external_id"],
+                datasets=tuple(sorted(states[r["id"]], key=lambda s: _DATASET_ORDER[s.dataset])),
+                format=parse_format(r["format"]),
+                table=r["table_format"],
             )
-            for r in rows
+            for r in found
         ]
 
     @translate_errors
