@@ -72,12 +72,16 @@ _DAY_TOTALS = _day_totals()
 
 def on_commit(conn: sa.Connection, w: Any, *, advanced: bool, failures_before: int, cleared: bool, now_ms: int) -> None:
     """``w`` is the committed window's row; ``cleared``: its commit reset the dataset's failures."""
+    recovered = cleared and failures_before > 0
+    day_complete = advanced and w.to_ms % DAY_MS == 0
+    if not (recovered or day_complete):
+        return  # most commits: nothing to send, so the export is not read
     e = _export(conn, w.export_id)
     if e is None:
         return
-    if cleared:
+    if recovered:
         _recovered(conn, e, w.export_id, w.dataset, failures_before, now_ms)
-    if advanced and w.to_ms % DAY_MS == 0:
+    if day_complete:
         _day_complete(conn, w, e, now_ms)
 
 
