@@ -61,6 +61,9 @@ def _ordered(query: sa.Select[Any]) -> sa.Select[Any]:
 _BY_ID = _ordered(sa.select(exports).where(exports.c.id == sa.bindparam("b_export_id")))
 _NOT_DELETED = _ordered(sa.select(exports).where(exports.c.status != DELETED))
 _ACTIVE = _ordered(sa.select(exports).where(exports.c.status == ACTIVE))
+_ALL = _ordered(sa.select(exports))
+_OF_ACCOUNT_ALL = _ordered(sa.select(exports).where(exports.c.account_id == sa.bindparam("b_account_id")))
+_OF_ACCOUNT = _OF_ACCOUNT_ALL.where(exports.c.status != DELETED)
 _ALL_DATASETS = sa.select(export_datasets).where(export_datasets.c.removed_at.is_(None)).order_by(export_datasets.c.id)
 _DATASETS_OF = _ALL_DATASETS.where(export_datasets.c.export_id.in_(sa.bindparam("b_ids", expanding=True)))
 #: Of one export (`get_export`): an IN list is rendered anew on every call, an equality is not.
@@ -147,14 +150,9 @@ class ExportStore:
 
     @translate_errors
     def list_exports(self, *, account_id: str | None = None, include_deleted: bool = False) -> list[ExportRecord]:
-        if account_id is None and not include_deleted:
-            return self._load(_NOT_DELETED)
-        clauses = []
-        if account_id is not None:
-            clauses.append(exports.c.account_id == account_id)
-        if not include_deleted:
-            clauses.append(exports.c.status != DELETED)
-        return self._load(_ordered(sa.select(exports).where(sa.and_(sa.true(), *clauses))))
+        if account_id is None:
+            return self._load(_ALL if include_deleted else _NOT_DELETED)
+        return self._load(_OF_ACCOUNT_ALL if include_deleted else _OF_ACCOUNT, {"b_account_id": account_id})
 
     @translate_errors
     def active_exports(self) -> list[ExportRecord]:
