@@ -379,9 +379,9 @@ class LedgerStore:
 
 
 # The statements of every part and window, built once: building a statement and its cache key
-# costs more Python than SQLite takes to run it (the simulator's profile: a fifth of its CPU went to
-# building statements in the calls below). A statement built once keeps its cache key, so each call
-# is a lookup in SQLAlchemy's compiled cache. Parameters are prefixed (``b_``) so they never clash
+# costs more Python than SQLite takes to run it (issue 40: building statements and their cache keys
+# took a quarter of the simulator's CPU, most of it in the calls below). A statement built once
+# keeps its cache key, so each call is a lookup in SQLAlchemy's compiled cache. Parameters are prefixed (``b_``) so they never clash
 # with a column name: an INSERT or UPDATE executed with a dict takes its column values from the
 # keys that name columns, and the ``b_`` ones fill the WHERE clause.
 _WINDOW_BY_ID = sa.select(windows).where(windows.c.id == sa.bindparam("b_window_id"))
