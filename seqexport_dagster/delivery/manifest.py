@@ -94,16 +94,9 @@ def manifest_body(dataset: str, window: Window, chain_from_ms: int, parts: list[
     return (json.dumps(document, indent=1) + "\n").encode()
 
 
-def chain_start(store: ControlPlane, export_id: str, dataset: str, location: str, window: Window, *, own: bool) -> int:
-    """Where the chain of windows delivered at this location as its own starts: its first committed
-    window with a landed part ``0000`` here, or this window if it is earlier and ``own``. A manifest
-    carries it so `verify` sees a first window that is missing altogether.
-
-    Windows that only continue here, with late rows, a window delivered at an earlier location have
-    no part ``0000`` here and are left out: they end before this location's own chain starts, and
-    counting them made the start that of the earliest late row's window (issue 47). A continuing
-    window written before any window of this location's own carries its own end, the earliest the
-    own chain can start (the position had passed it at the move)."""
+def _chain_start() -> sa.Select[Any]:
+    """`chain_start`'s query, built once (it runs for every manifest, and building a statement and
+    its cache key costs more Python than SQLite takes to run it)."""
     w, p = windows, part_rows
     first_part_here = (
         sa.select(p.c.id)
@@ -118,21 +111,38 @@ def chain_start(store: ControlPlane, export_id: str, dataset: str, location: str
         )
         .exists()
     )
+    # The first in from_ms order along ix_windows_export_dataset_from, not a min() over every
+    # window: the scan stops at the first own window (one per manifest written).
+    return (
+        sa.select(w.c.from_ms)
+        .where(
+            w.c.export_id == sa.bindparam("b_export_id"),
+            w.c.dataset == sa.bindparam("b_dataset"),
+            w.c.location == sa.bindparam("b_location"),
+            w.c.status == COMMITTED,
+            first_part_here,
+        )
+        .order_by(w.c.from_ms)
+        .limit(1)
+    )
+
+
+_CHAIN_START: Final = _chain_start()
+
+
+def chain_start(store: ControlPlane, export_id: str, dataset: str, location: str, window: Window, *, own: bool) -> int:
+    """Where the chain of windows delivered at this location as its own starts: its first committed
+    window with a landed part ``0000`` here, or this window if it is earlier and ``own``. A manifest
+    carries it so `verify` sees a first window that is missing altogether.
+
+    Windows that only continue here, with late rows, a window delivered at an earlier location have
+    no part ``0000`` here and are left out: they end before this location's own chain starts, and
+    counting them made the start that of the earliest late row's window (issue 47). A continuing
+    window written before any window of this location's own carries its own end, the earliest the
+    own chain can start (the position had passed it at the move)."""
     with store.engine.connect() as conn:
-        # The first in from_ms order along ix_windows_export_dataset_from, not a min() over every
-        # window: the scan stops at the first own window (one per manifest written).
-        first = conn.execute(
-            sa.select(w.c.from_ms)
-            .where(
-                w.c.export_id == export_id,
-                w.c.dataset == dataset,
-                w.c.location == location,
-                w.c.status == COMMITTED,
-                first_part_here,
-            )
-            .order_by(w.c.from_ms)
-            .limit(1)
-        ).scalar()
+        params = {"b_export_id": export_id, "b_dataset": dataset, "b_location": location}
+        first = conn.execute(_CHAIN_START, params).scalar()
     if own:
         return window.from_ms if first is None else min(int(first), window.from_ms)
     return window.to_ms if first is None else int(first)

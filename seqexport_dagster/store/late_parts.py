@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from seqexport_dagster.contract.window import DAY_MS, Window
 from seqexport_dagster.store.database import translate_errors
-from seqexport_dagster.store.ledger import LedgerStore
+from seqexport_dagster.store.ledger import _WINDOW_BY_ID, LedgerStore
 from seqexport_dagster.store.records import COMMITTED, PART_INTENT, PartRecord, part_record_of
 from seqexport_dagster.store.tables import WINDOW_OPEN, export_datasets, part_record_columns, parts, windows
 from seqexport_dagster.store.window_days import read_window_days
@@ -79,27 +79,21 @@ class LatePartsStore(LedgerStore):
     def last_commit_id(self, export_id: str, dataset: str, window: Window, location: str) -> int | None:
         """The id of the window's latest attempt committed at ``location`` (None: never committed there)."""
         with self.engine.connect() as conn:
-            found = conn.execute(
-                sa.select(sa.func.max(windows.c.id)).where(
-                    _at_place(windows, export_id, dataset, window, location), windows.c.status == COMMITTED
-                )
-            ).scalar()
+            found = conn.execute(_LAST_COMMIT_ID, _place_params(export_id, dataset, window, location)).scalar()
         return None if found is None else int(found)
 
     @translate_errors
     def mark_replacing(self, window_id: int) -> None:
         """This attempt overwrites the window's parts (an operator's replace), before its first PUT."""
         with self.engine.begin() as conn:
-            conn.execute(windows.update().where(windows.c.id == window_id).values(replacing=True))
+            conn.execute(_UPDATE_ATTEMPT, {"b_window_id": window_id, "replacing": True})
 
     @translate_errors
     def pending_body(self, window_id: int, number: int) -> bytes | None:
         """The bytes part ``number`` of the attempt's window, at its place, was sent with while it
         is at intent, if they were kept (`ledger.record_part_intent`)."""
         with self.engine.connect() as conn:
-            body = conn.execute(
-                sa.select(parts.c.pending_body).where(_attempts_place(conn, parts, window_id), parts.c.part == number)
-            ).scalar()
+            body = conn.execute(_PENDING_BODY, {**_attempts_place(conn, window_id), "b_part": number}).scalar()
         return None if body is None else bytes(body)
 
     @translate_errors
@@ -107,16 +101,7 @@ class LatePartsStore(LedgerStore):
         """The chain start that the window's manifest ``through`` was first sent with at the
         attempt's place, by this attempt or an earlier one (None: never recorded)."""
         with self.engine.connect() as conn:
-            found = conn.execute(
-                sa.select(windows.c.manifest_chain_from_ms)
-                .where(
-                    _attempts_place(conn, windows, window_id),
-                    windows.c.manifest_through == through,
-                    windows.c.manifest_chain_from_ms.is_not(None),
-                )
-                .order_by(windows.c.id.desc())
-                .limit(1)
-            ).scalar()
+            found = conn.execute(_MANIFEST_CHAIN, {**_attempts_place(conn, window_id), "b_through": through}).scalar()
         return None if found is None else int(found)
 
     @translate_errors
@@ -124,31 +109,26 @@ class LatePartsStore(LedgerStore):
         """This attempt sends the window's manifest ``through`` with this chain start (before the PUT)."""
         with self.engine.begin() as conn:
             conn.execute(
-                windows.update()
-                .where(windows.c.id == window_id)
-                .values(manifest_through=through, manifest_chain_from_ms=chain_from_ms)
+                _UPDATE_ATTEMPT,
+                {"b_window_id": window_id, "manifest_through": through, "manifest_chain_from_ms": chain_from_ms},
             )
 
     @translate_errors
     def clear_replacing(self, window_id: int) -> None:
         """The replace was refused before anything was overwritten: this attempt replaced nothing."""
         with self.engine.begin() as conn:
-            conn.execute(windows.update().where(windows.c.id == window_id).values(replacing=False))
+            conn.execute(_UPDATE_ATTEMPT, {"b_window_id": window_id, "replacing": False})
 
     @translate_errors
     def replace_unfinished(self, export_id: str, dataset: str, window: Window, location: str) -> bool:
         """Whether a replace of the window at ``location`` ended after overwriting and before its
         commit (no attempt committed there since): its manifest was not written."""
-        here = _at_place(windows, export_id, dataset, window, location)
+        here = _place_params(export_id, dataset, window, location)
         with self.engine.connect() as conn:
-            replaced = conn.execute(
-                sa.select(sa.func.max(windows.c.id)).where(here, windows.c.replacing.is_(True))
-            ).scalar()
+            replaced = conn.execute(_LAST_REPLACING_ID, here).scalar()
             if replaced is None:
                 return False
-            committed = conn.execute(
-                sa.select(sa.func.max(windows.c.id)).where(here, windows.c.status == COMMITTED)
-            ).scalar()
+            committed = conn.execute(_LAST_COMMIT_ID, here).scalar()
         return committed is None or int(committed) < int(replaced)
 
     @translate_errors
@@ -156,15 +136,7 @@ class LatePartsStore(LedgerStore):
         """A scheduled reconciliation pass that started at ``at_ms`` checked every window of the
         dataset it had to: the next pass reaches back from there (`reconcile.since_for`)."""
         with self.engine.begin() as conn:
-            conn.execute(
-                export_datasets.update()
-                .where(
-                    export_datasets.c.export_id == export_id,
-                    export_datasets.c.dataset == dataset,
-                    export_datasets.c.removed_at.is_(None),
-                )
-                .values(reconciled_at=at_ms)
-            )
+            conn.execute(_MARK_RECONCILED, {"b_export_id": export_id, "b_dataset": dataset, "reconciled_at": at_ms})
 
     @translate_errors
     def parts_of_windows(
@@ -206,21 +178,60 @@ class LatePartsStore(LedgerStore):
         return found
 
 
-def _at_place(table: sa.Table, export_id: str, dataset: str, window: Window, location: str) -> sa.ColumnElement[bool]:
-    """Rows of ``table`` (`windows` or `parts`) of one window at one place."""
+def _at_place(table: sa.Table) -> sa.ColumnElement[bool]:
+    """Rows of ``table`` (`windows` or `parts`) of one window at one place (`_place_params`)."""
     return sa.and_(
-        table.c.export_id == export_id,
-        table.c.dataset == dataset,
-        table.c.from_ms == window.from_ms,
-        table.c.to_ms == window.to_ms,
-        table.c.location == location,
+        table.c.export_id == sa.bindparam("b_export_id"),
+        table.c.dataset == sa.bindparam("b_dataset"),
+        table.c.from_ms == sa.bindparam("b_from_ms"),
+        table.c.to_ms == sa.bindparam("b_to_ms"),
+        table.c.location == sa.bindparam("b_location"),
     )
 
 
-def _attempts_place(conn: sa.Connection, table: sa.Table, window_id: int) -> sa.ColumnElement[bool]:
-    """Rows of ``table`` of the window of attempt ``window_id``, at the place it wrote to."""
-    w = conn.execute(sa.select(windows).where(windows.c.id == window_id)).one()
-    return _at_place(table, w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location)
+def _place_params(export_id: str, dataset: str, window: Window, location: str) -> dict[str, Any]:
+    """The parameters of `_at_place`."""
+    return {
+        "b_export_id": export_id,
+        "b_dataset": dataset,
+        "b_from_ms": window.from_ms,
+        "b_to_ms": window.to_ms,
+        "b_location": location,
+    }
+
+
+def _attempts_place(conn: sa.Connection, window_id: int) -> dict[str, Any]:
+    """The parameters of `_at_place` for the window of attempt ``window_id``, at the place it wrote to."""
+    w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
+    return _place_params(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location)
+
+
+# The statements of the calls above that every window and part makes, built once with bind
+# parameters: building a statement and its cache key costs more Python than SQLite takes to run it
+# (the simulator's profile). ``b_`` parameters fill the WHERE clause; the other keys of an UPDATE's
+# parameters name the columns it sets.
+_LAST_COMMIT_ID: Final = sa.select(sa.func.max(windows.c.id)).where(_at_place(windows), windows.c.status == COMMITTED)
+_LAST_REPLACING_ID: Final = sa.select(sa.func.max(windows.c.id)).where(
+    _at_place(windows), windows.c.replacing.is_(True)
+)
+#: Sets the columns its parameters name on attempt ``b_window_id``.
+_UPDATE_ATTEMPT: Final = windows.update().where(windows.c.id == sa.bindparam("b_window_id"))
+_PENDING_BODY: Final = sa.select(parts.c.pending_body).where(_at_place(parts), parts.c.part == sa.bindparam("b_part"))
+_MANIFEST_CHAIN: Final = (
+    sa.select(windows.c.manifest_chain_from_ms)
+    .where(
+        _at_place(windows),
+        windows.c.manifest_through == sa.bindparam("b_through"),
+        windows.c.manifest_chain_from_ms.is_not(None),
+    )
+    .order_by(windows.c.id.desc())
+    .limit(1)
+)
+_MARK_RECONCILED: Final = export_datasets.update().where(
+    export_datasets.c.export_id == sa.bindparam("b_export_id"),
+    export_datasets.c.dataset == sa.bindparam("b_dataset"),
+    export_datasets.c.removed_at.is_(None),
+)
 
 
 def _parts_everywhere() -> sa.Select[Any]:

@@ -31,23 +31,15 @@ class Leases:
 
     def claim(self, export_id: str, holder: str, now_ms: int) -> bool:
         """Take the export's lease for ``holder`` (or extend its own); False while another holds it."""
-        t = export_leases
+        lease = {"holder": holder, "claimed_at": now_ms, "expires_at": now_ms + self.ttl_ms}
         try:
             with self.engine.begin() as conn:
-                taken = conn.execute(
-                    t.update()
-                    .where(t.c.export_id == export_id, sa.or_(t.c.expires_at <= now_ms, t.c.holder == holder))
-                    .values(holder=holder, claimed_at=now_ms, expires_at=now_ms + self.ttl_ms)
-                ).rowcount
-                if taken == 1:
+                taken = conn.execute(_CLAIM, {"b_export_id": export_id, "b_holder": holder, "b_now": now_ms, **lease})
+                if taken.rowcount == 1:
                     return True
                 try:
                     with conn.begin_nested():
-                        conn.execute(
-                            t.insert().values(
-                                export_id=export_id, holder=holder, claimed_at=now_ms, expires_at=now_ms + self.ttl_ms
-                            )
-                        )
+                        conn.execute(_INSERT, {"export_id": export_id, **lease})
                 except sa.exc.IntegrityError:
                     return False
                 return True
@@ -86,9 +78,8 @@ class Leases:
         return kept == 1
 
     def release(self, export_id: str, holder: str) -> None:
-        t = export_leases
         with self.engine.begin() as conn:
-            conn.execute(t.delete().where(t.c.export_id == export_id, t.c.holder == holder))
+            conn.execute(_RELEASE, {"b_export_id": export_id, "b_holder": holder})
 
     def held(self, now_ms: int) -> dict[str, str]:
         """Unexpired leases: export id → holder (one query, for the sensor)."""
@@ -97,8 +88,18 @@ class Leases:
         return {r.export_id: r.holder for r in rows}
 
 
-# Built once (a run renews before every file, the sensor reads leases every tick): building a
-# statement and its cache key costs more Python than SQLite takes to run it.
+# Built once (a run claims and releases for every export, renews before every file, the sensor
+# reads leases every tick): building a statement and its cache key costs more Python than SQLite
+# takes to run it. ``b_`` parameters fill the WHERE clause; an UPDATE's other parameters name the
+# columns it sets.
+_CLAIM = export_leases.update().where(
+    export_leases.c.export_id == sa.bindparam("b_export_id"),
+    sa.or_(export_leases.c.expires_at <= sa.bindparam("b_now"), export_leases.c.holder == sa.bindparam("b_holder")),
+)
+_INSERT = export_leases.insert()
+_RELEASE = export_leases.delete().where(
+    export_leases.c.export_id == sa.bindparam("b_export_id"), export_leases.c.holder == sa.bindparam("b_holder")
+)
 _RENEW = (
     export_leases.update()
     .where(export_leases.c.export_id == sa.bindparam("b_export_id"), export_leases.c.holder == sa.bindparam("b_holder"))

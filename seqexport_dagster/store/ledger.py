@@ -52,36 +52,24 @@ class LedgerStore:
         a worker that died (SIGKILL, lost node): only one run per export writes at a time. They are
         closed as failed here, so history never shows a run as running forever."""
         with self.engine.begin() as conn:
-            conn.execute(
-                windows.update()
-                .where(windows.c.export_id == export_id, windows.c.dataset == dataset, windows.c.status == RUNNING)
-                .values(status=FAILED, error=WORKER_LOST, finished_at=now_ms)
-            )
+            conn.execute(_CLOSE_RUNNING, {"b_export_id": export_id, "b_dataset": dataset, "b_finished_at": now_ms})
             result = conn.execute(
-                windows.insert().values(
-                    export_id=export_id,
-                    dataset=dataset,
-                    date=window.date_key,
-                    from_ms=window.from_ms,
-                    to_ms=window.to_ms,
-                    run_id=run_id,
-                    location=location,
-                    status=RUNNING,
-                    started_at=now_ms,
-                )
+                _START,
+                {
+                    "export_id": export_id,
+                    "dataset": dataset,
+                    "date": window.date_key,
+                    "from_ms": window.from_ms,
+                    "to_ms": window.to_ms,
+                    "run_id": run_id,
+                    "location": location,
+                    "status": RUNNING,
+                    "started_at": now_ms,
+                },
             )
             key = result.inserted_primary_key
             assert key is not None
             return int(key[0])
-
-    def _part_number(self, export_id: str, dataset: str, window: Window, location: str) -> sa.ColumnElement[bool]:
-        return sa.and_(
-            parts.c.export_id == export_id,
-            parts.c.dataset == dataset,
-            parts.c.from_ms == window.from_ms,
-            parts.c.to_ms == window.to_ms,
-            parts.c.location == location,
-        )
 
     @translate_errors
     def window_parts(
@@ -135,69 +123,41 @@ class LedgerStore:
                 "landed_at": None,
                 "pending_body": body,
             }
-            where = sa.and_(
-                self._part_number(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location),
-                parts.c.part == number,
-            )
-            if conn.execute(parts.update().where(where).values(**values)).rowcount == 0:
+            number_params = {**_window_row_params(w), "b_part": number}
+            if conn.execute(_REWRITE_PART, {**number_params, **values}).rowcount == 0:
                 conn.execute(
-                    parts.insert().values(
-                        export_id=w.export_id,
-                        dataset=w.dataset,
-                        from_ms=w.from_ms,
-                        to_ms=w.to_ms,
-                        location=w.location,
-                        part=number,
+                    _NEW_PART,
+                    {
+                        "export_id": w.export_id,
+                        "dataset": w.dataset,
+                        "from_ms": w.from_ms,
+                        "to_ms": w.to_ms,
+                        "location": w.location,
+                        "part": number,
                         **values,
-                    )
+                    },
                 )
 
     @translate_errors
     def mark_part_landed(self, window_id: int, number: int, now_ms: int) -> None:
         with self.engine.begin() as conn:
             w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
-            params = _part_params(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location)
-            conn.execute(_MARK_LANDED, {**params, "b_part": number, "b_landed_at": now_ms})
+            conn.execute(_MARK_LANDED, {**_window_row_params(w), "b_part": number, "b_landed_at": now_ms})
 
     @translate_errors
     def forget_part_intent(self, window_id: int, number: int) -> None:
         """Drop an intent whose PUT the store definitely refused: nothing landed under its name."""
         with self.engine.begin() as conn:
             w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
-            where = sa.and_(
-                self._part_number(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location),
-                parts.c.part == number,
-                parts.c.status == PART_INTENT,
-            )
-            conn.execute(parts.delete().where(where))
+            conn.execute(_FORGET_INTENT, {**_window_row_params(w), "b_part": number})
 
     @translate_errors
     def prune_part_ids(self, export_id: str, dataset: str, *, before_ms: int) -> int:
         """Drop the ids of committed windows ending before ``before_ms``: late-row detection never
         looks that far back, and the ids are the ledger's only per-row cost. Returns parts pruned."""
-        committed = (
-            sa.select(windows.c.id)
-            .where(
-                windows.c.export_id == parts.c.export_id,
-                windows.c.dataset == parts.c.dataset,
-                windows.c.from_ms == parts.c.from_ms,
-                windows.c.to_ms == parts.c.to_ms,
-                windows.c.location == parts.c.location,
-                windows.c.status == COMMITTED,
-            )
-            .exists()
-        )
         with self.engine.begin() as conn:
             return conn.execute(
-                parts.update()
-                .where(
-                    parts.c.export_id == export_id,
-                    parts.c.dataset == dataset,
-                    parts.c.to_ms < before_ms,
-                    parts.c.ids.is_not(None),
-                    committed,
-                )
-                .values(ids=None)
+                _PRUNE_IDS, {"b_export_id": export_id, "b_dataset": dataset, "b_before_ms": before_ms}
             ).rowcount
 
     @translate_errors
@@ -229,29 +189,10 @@ class LedgerStore:
                     "b_snapshot_taken_at": snapshot_taken_at,
                 },
             )
-            active = sa.and_(
-                export_datasets.c.export_id == w.export_id,
-                export_datasets.c.dataset == w.dataset,
-                export_datasets.c.removed_at.is_(None),
-            )
-            advanced = conn.execute(
-                export_datasets.update()
-                .where(active, export_datasets.c.position_ms == w.from_ms)
-                .values(position_ms=w.to_ms)
-            ).rowcount
-            before = conn.execute(sa.select(export_datasets.c.failures).where(active)).scalar()
-            cleared = conn.execute(
-                export_datasets.update()
-                .where(active, sa.not_(_failing_elsewhere(w)))
-                .values(
-                    failures=0,
-                    next_retry_at=None,
-                    last_error=None,
-                    last_error_at=None,
-                    last_error_from_ms=None,
-                    last_error_to_ms=None,
-                )
-            ).rowcount
+            params = {"b_export_id": w.export_id, "b_dataset": w.dataset, "b_from_ms": w.from_ms, "b_to_ms": w.to_ms}
+            advanced = conn.execute(_ADVANCE, params).rowcount
+            before = conn.execute(_FAILURES, params).scalar()
+            cleared = conn.execute(_CLEAR_FAILURES, params).rowcount
             # Webhooks (issue 26): the day's completion and the recovery, in this same transaction.
             on_commit(
                 conn, w, advanced=bool(advanced), failures_before=int(before or 0), cleared=bool(cleared), now_ms=now_ms
@@ -361,43 +302,21 @@ class LedgerStore:
     def committed_at(self, export_id: str, dataset: str, window: Window, location: str) -> bool:
         """Whether the window was ever committed at ``location``."""
         with self.engine.connect() as conn:
-            found = conn.execute(
-                sa.select(windows.c.id)
-                .where(
-                    _of_window(export_id, dataset, window),
-                    windows.c.location == location,
-                    windows.c.status == COMMITTED,
-                )
-                .limit(1)
-            ).first()
-        return found is not None
+            found = conn.execute(_COMMITTED_AT, {**_window_params(export_id, dataset, window), "b_location": location})
+            return found.first() is not None
 
     @translate_errors
     def committed_places(self, export_id: str, dataset: str, window: Window) -> set[str]:
         """The locations at which the window was ever committed (while its rows are not compacted)."""
         with self.engine.connect() as conn:
-            found = conn.execute(
-                sa.select(windows.c.location)
-                .where(
-                    _of_window(export_id, dataset, window),
-                    windows.c.status == COMMITTED,
-                )
-                .distinct()
-            ).all()
+            found = conn.execute(_COMMITTED_PLACES, _window_params(export_id, dataset, window)).all()
         return {r.location for r in found}
 
     @translate_errors
     def last_attempt_place(self, export_id: str, dataset: str, window: Window) -> str | None:
         """The location of the window's latest attempt, whatever its outcome (None: never attempted)."""
         with self.engine.connect() as conn:
-            return conn.execute(
-                sa.select(windows.c.location)
-                .where(
-                    _of_window(export_id, dataset, window),
-                )
-                .order_by(windows.c.id.desc())
-                .limit(1)
-            ).scalar()
+            return conn.execute(_LAST_ATTEMPT_PLACE, _window_params(export_id, dataset, window)).scalar()
 
     @translate_errors
     def settle_error(self, export_id: str, dataset: str, window: Window, now_ms: int) -> bool:
@@ -460,8 +379,11 @@ class LedgerStore:
 
 
 # The statements of every part and window, built once: building a statement and its cache key
-# costs more Python than SQLite takes to run it (the simulator's profile). Parameters are prefixed
-# so they never clash with a column name.
+# costs more Python than SQLite takes to run it (issue 40: building statements and their cache keys
+# took a quarter of the simulator's CPU, most of it in the calls below). A statement built once
+# keeps its cache key, so each call is a lookup in SQLAlchemy's compiled cache. Parameters are prefixed (``b_``) so they never clash
+# with a column name: an INSERT or UPDATE executed with a dict takes its column values from the
+# keys that name columns, and the ``b_`` ones fill the WHERE clause.
 _WINDOW_BY_ID = sa.select(windows).where(windows.c.id == sa.bindparam("b_window_id"))
 _PART_OF_WINDOW = sa.and_(
     parts.c.export_id == sa.bindparam("b_export_id"),
@@ -481,6 +403,43 @@ _MARK_LANDED = (
     .where(_PART_OF_WINDOW, parts.c.part == sa.bindparam("b_part"))
     .values(status=PART_LANDED, landed_at=sa.bindparam("b_landed_at"), pending_body=None)
 )
+#: `record_part_intent`: the part's columns come with the call's parameters.
+_REWRITE_PART = parts.update().where(_PART_OF_WINDOW, parts.c.part == sa.bindparam("b_part"))
+_NEW_PART = parts.insert()
+_FORGET_INTENT = parts.delete().where(
+    _PART_OF_WINDOW, parts.c.part == sa.bindparam("b_part"), parts.c.status == PART_INTENT
+)
+_CLOSE_RUNNING = (
+    windows.update()
+    .where(
+        windows.c.export_id == sa.bindparam("b_export_id"),
+        windows.c.dataset == sa.bindparam("b_dataset"),
+        windows.c.status == RUNNING,
+    )
+    .values(status=FAILED, error=WORKER_LOST, finished_at=sa.bindparam("b_finished_at"))
+)
+#: `start_window`: the attempt's columns come with the call's parameters.
+_START = windows.insert()
+_PRUNE_IDS = (
+    parts.update()
+    .where(
+        parts.c.export_id == sa.bindparam("b_export_id"),
+        parts.c.dataset == sa.bindparam("b_dataset"),
+        parts.c.to_ms < sa.bindparam("b_before_ms"),
+        parts.c.ids.is_not(None),
+        sa.select(windows.c.id)
+        .where(
+            windows.c.export_id == parts.c.export_id,
+            windows.c.dataset == parts.c.dataset,
+            windows.c.from_ms == parts.c.from_ms,
+            windows.c.to_ms == parts.c.to_ms,
+            windows.c.location == parts.c.location,
+            windows.c.status == COMMITTED,
+        )
+        .exists(),
+    )
+    .values(ids=None)
+)
 _COMMIT = (
     windows.update()
     .where(windows.c.id == sa.bindparam("b_window_id"))
@@ -496,6 +455,60 @@ _COMMIT = (
 )
 
 
+def _failing_elsewhere() -> sa.ColumnElement[bool]:
+    """The dataset's last error is about another window, disjoint from the committed one
+    (``b_from_ms``, ``b_to_ms``: a late-row window behind the position, the due window while an
+    older one is rewritten, or another snapshot day: sim seed 5000's failed replace of a day was
+    hidden by the next day's commit): that error stays until its own window commits, so
+    undelivered rows are never hidden."""
+    d = export_datasets.c
+    return sa.and_(
+        d.last_error_from_ms.is_not(None),
+        d.last_error_to_ms.is_not(None),
+        sa.or_(d.last_error_to_ms <= sa.bindparam("b_from_ms"), d.last_error_from_ms >= sa.bindparam("b_to_ms")),
+    )
+
+
+#: `commit_window`'s statements on the committed window's dataset (``b_export_id``, ``b_dataset``).
+_ACTIVE_DATASET = sa.and_(
+    export_datasets.c.export_id == sa.bindparam("b_export_id"),
+    export_datasets.c.dataset == sa.bindparam("b_dataset"),
+    export_datasets.c.removed_at.is_(None),
+)
+_ADVANCE = (
+    export_datasets.update()
+    .where(_ACTIVE_DATASET, export_datasets.c.position_ms == sa.bindparam("b_from_ms"))
+    .values(position_ms=sa.bindparam("b_to_ms"))
+)
+_FAILURES = sa.select(export_datasets.c.failures).where(_ACTIVE_DATASET)
+_CLEAR_FAILURES = (
+    export_datasets.update()
+    .where(_ACTIVE_DATASET, sa.not_(_failing_elsewhere()))
+    .values(
+        failures=0,
+        next_retry_at=None,
+        last_error=None,
+        last_error_at=None,
+        last_error_from_ms=None,
+        last_error_to_ms=None,
+    )
+)
+#: Attempts (`windows` rows) of one window, at any place.
+_OF_WINDOW = sa.and_(
+    windows.c.export_id == sa.bindparam("b_export_id"),
+    windows.c.dataset == sa.bindparam("b_dataset"),
+    windows.c.from_ms == sa.bindparam("b_from_ms"),
+    windows.c.to_ms == sa.bindparam("b_to_ms"),
+)
+_COMMITTED_AT = (
+    sa.select(windows.c.id)
+    .where(_OF_WINDOW, windows.c.location == sa.bindparam("b_location"), windows.c.status == COMMITTED)
+    .limit(1)
+)
+_COMMITTED_PLACES = sa.select(windows.c.location).where(_OF_WINDOW, windows.c.status == COMMITTED).distinct()
+_LAST_ATTEMPT_PLACE = sa.select(windows.c.location).where(_OF_WINDOW).order_by(windows.c.id.desc()).limit(1)
+
+
 @functools.cache
 def _ledger_query(by_dataset: bool, by_since: bool, by_date: bool) -> sa.Select[Any]:
     """`LedgerStore.ledger`'s statement for one combination of filters, built once."""
@@ -509,14 +522,9 @@ def _ledger_query(by_dataset: bool, by_since: bool, by_date: bool) -> sa.Select[
     return query.order_by(windows.c.id)
 
 
-def _of_window(export_id: str, dataset: str, window: Window) -> sa.ColumnElement[bool]:
-    """Attempts (`windows` rows) of one window, at any place."""
-    return sa.and_(
-        windows.c.export_id == export_id,
-        windows.c.dataset == dataset,
-        windows.c.from_ms == window.from_ms,
-        windows.c.to_ms == window.to_ms,
-    )
+def _window_params(export_id: str, dataset: str, window: Window) -> dict[str, Any]:
+    """The parameters of `_OF_WINDOW`."""
+    return {"b_export_id": export_id, "b_dataset": dataset, "b_from_ms": window.from_ms, "b_to_ms": window.to_ms}
 
 
 def _part_params(export_id: str, dataset: str, window: Window, location: str) -> dict[str, Any]:
@@ -530,14 +538,12 @@ def _part_params(export_id: str, dataset: str, window: Window, location: str) ->
     }
 
 
-def _failing_elsewhere(w: Any) -> sa.ColumnElement[bool]:
-    """The dataset's last error is about another window, disjoint from the committed one (a
-    late-row window behind the position, the due window while an older one is rewritten, or
-    another snapshot day: sim seed 5000's failed replace of a day was hidden by the next day's
-    commit): that error stays until its own window commits, so undelivered rows are never hidden."""
-    d = export_datasets.c
-    return sa.and_(
-        d.last_error_from_ms.is_not(None),
-        d.last_error_to_ms.is_not(None),
-        sa.or_(d.last_error_to_ms <= w.from_ms, d.last_error_from_ms >= w.to_ms),
-    )
+def _window_row_params(w: Any) -> dict[str, Any]:
+    """The parameters of `_PART_OF_WINDOW` for the parts of attempt ``w`` (a `windows` row)."""
+    return {
+        "b_export_id": w.export_id,
+        "b_dataset": w.dataset,
+        "b_from_ms": w.from_ms,
+        "b_to_ms": w.to_ms,
+        "b_location": w.location,
+    }

@@ -35,21 +35,53 @@ from seqexport_dagster.store.webhook_records import (
 
 
 def _export(conn: sa.Connection, export_id: str) -> Any:
-    return conn.execute(
-        sa.select(exports.c.account_id, exports.c.bucket, exports.c.prefix, exports.c.provider).where(
-            exports.c.id == export_id
+    return conn.execute(_EXPORT, {"b_export_id": export_id}).first()
+
+
+# Built once (every commit reads its export): building a statement and its cache key costs more
+# Python than SQLite takes to run it.
+_EXPORT = sa.select(exports.c.account_id, exports.c.bucket, exports.c.prefix, exports.c.provider).where(
+    exports.c.id == sa.bindparam("b_export_id")
+)
+
+
+def _day_totals() -> sa.Select[Any]:
+    """The day's windows (``b_start`` to ``b_end``), each by its latest committed attempt."""
+    latest = (
+        sa.select(sa.func.max(windows.c.id).label("id"))
+        .where(
+            windows.c.export_id == sa.bindparam("b_export_id"),
+            windows.c.dataset == sa.bindparam("b_dataset"),
+            windows.c.from_ms >= sa.bindparam("b_start"),
+            windows.c.from_ms < sa.bindparam("b_end"),
+            windows.c.status == COMMITTED,
         )
-    ).first()
+        .group_by(windows.c.from_ms, windows.c.to_ms)
+    ).subquery()
+    return sa.select(
+        sa.func.count(),
+        sa.func.coalesce(sa.func.sum(windows.c.parts), 0),
+        sa.func.coalesce(sa.func.sum(windows.c.rows), 0),
+        sa.func.coalesce(sa.func.sum(windows.c.bytes), 0),
+        sa.func.min(windows.c.from_ms),
+    ).where(windows.c.id.in_(sa.select(latest.c.id)))
+
+
+_DAY_TOTALS = _day_totals()
 
 
 def on_commit(conn: sa.Connection, w: Any, *, advanced: bool, failures_before: int, cleared: bool, now_ms: int) -> None:
     """``w`` is the committed window's row; ``cleared``: its commit reset the dataset's failures."""
+    recovered = cleared and failures_before > 0
+    day_complete = advanced and w.to_ms % DAY_MS == 0
+    if not (recovered or day_complete):
+        return  # most commits: nothing to send, so the export is not read
     e = _export(conn, w.export_id)
     if e is None:
         return
-    if cleared:
+    if recovered:
         _recovered(conn, e, w.export_id, w.dataset, failures_before, now_ms)
-    if advanced and w.to_ms % DAY_MS == 0:
+    if day_complete:
         _day_complete(conn, w, e, now_ms)
 
 
@@ -76,25 +108,8 @@ def _recovered(conn: sa.Connection, e: Any, export_id: str, dataset: str, failur
 def _day_complete(conn: sa.Connection, w: Any, e: Any, now_ms: int) -> None:
     day = day_of(w.from_ms)
     start = day_start(w.from_ms)
-    latest = (
-        sa.select(sa.func.max(windows.c.id).label("id"))
-        .where(
-            windows.c.export_id == w.export_id,
-            windows.c.dataset == w.dataset,
-            windows.c.from_ms >= start,
-            windows.c.from_ms < start + DAY_MS,
-            windows.c.status == COMMITTED,
-        )
-        .group_by(windows.c.from_ms, windows.c.to_ms)
-    ).subquery()
     totals = conn.execute(
-        sa.select(
-            sa.func.count(),
-            sa.func.coalesce(sa.func.sum(windows.c.parts), 0),
-            sa.func.coalesce(sa.func.sum(windows.c.rows), 0),
-            sa.func.coalesce(sa.func.sum(windows.c.bytes), 0),
-            sa.func.min(windows.c.from_ms),
-        ).where(windows.c.id.in_(sa.select(latest.c.id)))
+        _DAY_TOTALS, {"b_export_id": w.export_id, "b_dataset": w.dataset, "b_start": start, "b_end": start + DAY_MS}
     ).one()
     folder = "/".join(p for p in (e.prefix, w.dataset, f"date={day.isoformat()}") if p) + "/"
     data: dict[str, Any] = {

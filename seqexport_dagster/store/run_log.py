@@ -63,18 +63,34 @@ def _entry(
     }
 
 
-def _one(run_id: str, export_id: str, dataset: str) -> sa.ColumnElement[bool]:
-    """The entry of one (run, export, dataset)."""
-    return sa.and_(run_log.c.run_id == run_id, run_log.c.export_id == export_id, run_log.c.dataset == dataset)
+# Built once (every dataset of every run opens and closes its entry): building a statement and its
+# cache key costs more Python than SQLite takes to run it. ``b_`` parameters fill the WHERE clause;
+# an UPDATE's other parameters name the columns it sets.
+#: The entry of one (run, export, dataset).
+_ONE: Final = sa.and_(
+    run_log.c.run_id == sa.bindparam("b_run_id"),
+    run_log.c.export_id == sa.bindparam("b_export_id"),
+    run_log.c.dataset == sa.bindparam("b_dataset"),
+)
+_FIND_ONE: Final = sa.select(run_log.c.id).where(_ONE)
+_REOPEN_ONE: Final = run_log.update().where(_ONE).values(status=RUNNING, finished_at=None)
+_CLOSE_ONE: Final = run_log.update().where(_ONE)
+#: The entries of a run (``b_run_id``) that nothing has closed yet.
+_CLOSE_STILL_OPEN: Final = run_log.update().where(
+    run_log.c.run_id == sa.bindparam("b_run_id"), run_log.c.status == RUNNING
+)
 
 
-def _still_open(run_id: str) -> sa.ColumnElement[bool]:
-    """The entries of a run that nothing has closed yet."""
-    return sa.and_(run_log.c.run_id == run_id, run_log.c.status == RUNNING)
+def _one(run_id: str, export_id: str, dataset: str) -> dict[str, Any]:
+    """The parameters of `_ONE`."""
+    return {"b_run_id": run_id, "b_export_id": export_id, "b_dataset": dataset}
 
 
-def _close(conn: sa.Connection, where: sa.ColumnElement[bool], status: str, now_ms: int, message: str | None) -> int:
-    ended = conn.execute(run_log.update().where(where).values(status=status, message=message, finished_at=now_ms))
+def _close(
+    conn: sa.Connection, close: sa.Update, where: dict[str, Any], status: str, now_ms: int, message: str | None
+) -> int:
+    """End the entries ``close`` (`_CLOSE_ONE` or `_CLOSE_STILL_OPEN`) picks with ``where``."""
+    ended = conn.execute(close, {**where, "status": status, "message": message, "finished_at": now_ms})
     return int(ended.rowcount or 0)
 
 
@@ -91,8 +107,8 @@ class RunLog:
         where = _one(run_id, export_id, dataset)
         try:
             with self.engine.begin() as conn:
-                if conn.execute(sa.select(run_log.c.id).where(where)).first():
-                    conn.execute(run_log.update().where(where).values(status=RUNNING, finished_at=None))
+                if conn.execute(_FIND_ONE, where).first():
+                    conn.execute(_REOPEN_ONE, where)
                 else:
                     conn.execute(run_log.insert(), [_entry(run_id, export_id, dataset, date, trigger, RUNNING, now_ms)])
         except _UNAVAILABLE:
@@ -104,7 +120,7 @@ class RunLog:
         where = _one(run_id, export_id, dataset)
         try:
             with self.engine.begin() as conn:
-                _close(conn, where, status, now_ms, message)
+                _close(conn, _CLOSE_ONE, where, status, now_ms, message)
         except _UNAVAILABLE:
             return
 
@@ -113,7 +129,7 @@ class RunLog:
         our wiring) while those datasets were in progress or queued."""
         try:
             with self.engine.begin() as conn:
-                _close(conn, _still_open(run_id), status, now_ms, message)
+                _close(conn, _CLOSE_STILL_OPEN, {"b_run_id": run_id}, status, now_ms, message)
         except _UNAVAILABLE:
             return
 
@@ -139,7 +155,7 @@ class RunLog:
                         ]
                         conn.execute(run_log.insert(), rows)
                     return len(work)
-                return _close(conn, _still_open(run_id), status, now_ms, message)
+                return _close(conn, _CLOSE_STILL_OPEN, {"b_run_id": run_id}, status, now_ms, message)
         except _UNAVAILABLE:
             return 0
 

@@ -120,15 +120,25 @@ class SimSource:
                 self.subscribers[(account, rid)] = now_ms
             elif roll < 0.8:
                 sid = self.rng.choice(mine)
-                conn.execute(
-                    sa.update(table)
-                    .where(table.c.account_id == account, table.c.id == sid)
-                    .values(updated_at=iso_ms(now_ms), status="unsubscribed")
-                )
+                conn.execute(_UNSUBSCRIBE, {"b_account_id": account, "b_id": sid, "b_updated_at": iso_ms(now_ms)})
                 self.subscribers[(account, sid)] = now_ms
             else:
                 sid = self.rng.choice(mine)
-                conn.execute(sa.delete(table).where(table.c.account_id == account, table.c.id == sid))
+                conn.execute(_DELETE_SUBSCRIBER, {"b_account_id": account, "b_id": sid})
                 del self.subscribers[(account, sid)]
             changed += 1
         return changed
+
+
+# Built once (every tick changes subscribers of every account): building a statement and its cache
+# key cost more than SQLite takes to run it (the simulator's profile).
+_SUBSCRIBER = sa.and_(
+    TABLES["subscribers"].c.account_id == sa.bindparam("b_account_id"),
+    TABLES["subscribers"].c.id == sa.bindparam("b_id"),
+)
+_UNSUBSCRIBE = (
+    sa.update(TABLES["subscribers"])
+    .where(_SUBSCRIBER)
+    .values(updated_at=sa.bindparam("b_updated_at"), status="unsubscribed")
+)
+_DELETE_SUBSCRIBER = sa.delete(TABLES["subscribers"]).where(_SUBSCRIBER)
