@@ -31,7 +31,7 @@ from seqexport_dagster.contract.file_format import DEFAULT_FORMAT, PARQUET, File
 from seqexport_dagster.contract.keys import SNAPSHOT_DATASET, connection_test_key
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import Window
-from seqexport_dagster.delivery.delivered import late_ids, newest_late_attempt, without_ids
+from seqexport_dagster.delivery.delivered import late_ids, newest_landed_attempt, without_ids
 from seqexport_dagster.delivery.part_writers import Writer, empty_body, part_writer
 from seqexport_dagster.delivery.writer import Part, SortKey, pack_ids, unpack_ids
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, PutOutcome, content_md5
@@ -90,8 +90,8 @@ class Tally:
     existed: int = 0
     late_rows: int = 0
     next_number: int = 0
-    #: The newest attempt that recorded a late part landed here before this one (`delivered.newest_late_attempt`).
-    newest_late: int = 0
+    #: The newest attempt that recorded a part landed here before this one (`delivered.newest_landed_attempt`).
+    newest_landed: int = 0
 
     def landed(self, rows: int, size: int) -> None:
         self.rows, self.parts, self.bytes = self.rows + rows, self.parts + 1, self.bytes + size
@@ -273,7 +273,7 @@ class Attempt:
             # not reached yet (an old late part, a part it would have blanked) that carry some of the
             # same rows; finishing only its parts of unknown outcome would keep both. It is run again.
             return self._replace(window_id, dataset, window, keys, ledger, fmt)
-        tally = Tally(newest_late=newest_late_attempt(ledger))
+        tally = Tally(newest_landed=newest_landed_attempt(ledger))
         writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
         # A snapshot part could not be cut again as sent (its rows change), so its bytes are kept
         # with its intent until it lands and every re-send is those bytes (`_resend`). Without a
@@ -448,7 +448,7 @@ class Attempt:
             batches = self.source.snapshot_batches(account)
         else:
             batches = self.source.window_batches(dataset, account, window)
-        tally = Tally(newest_late=newest_late_attempt(ledger))
+        tally = Tally(newest_landed=newest_landed_attempt(ledger))
         writer = part_writer(fmt, DATASETS[dataset], self.part_limit)
         before = {p.number: p for p in ledger}
         written = max((p.number + 1 for p in ledger if p.kind != SUCCESS_MARK), default=0)

@@ -13,7 +13,7 @@ from seqexport_dagster.contract.keys import SNAPSHOT_DATASET
 from seqexport_dagster.contract.window import Window
 from seqexport_dagster.delivery.writer import unpack_ids
 from seqexport_dagster.source.reader import Row, SourceReader
-from seqexport_dagster.store import LATE_PART, SUCCESS_MARK, ExportRecord, PartRecord
+from seqexport_dagster.store import SUCCESS_MARK, ExportRecord, PartRecord
 
 
 def late_ids(
@@ -52,10 +52,14 @@ def missing_ids(ids: Iterable[str], ledger: list[PartRecord]) -> set[str]:
     return {i for i in ids if i not in delivered}
 
 
-def newest_late_attempt(ledger: Iterable[PartRecord]) -> int:
-    """The newest window attempt that recorded a landed late part of ``ledger`` (0: none). Whether
-    a commit at that place followed it says whether a manifest lists the part (`Runner.unsettled`)."""
-    return max((p.attempt for p in ledger if p.landed and p.kind == LATE_PART and p.attempt is not None), default=0)
+def newest_landed_attempt(ledger: Iterable[PartRecord]) -> int:
+    """The newest window attempt that recorded a landed part of ``ledger`` (0: none). Whether a
+    commit at that place followed it says whether a manifest (and a Delta table) lists the part
+    (`Runner.unsettled`). Every kind of part counts, not only late ones: a backfill at a new place
+    whose last try failed after its part 0000 landed, its failure unrecorded in a control-plane
+    outage, left the window there with that part only (long run #12 seed 40000144: two late rows it
+    alone carried were in no manifest and no table)."""
+    return max((p.attempt for p in ledger if p.landed and p.kind != SUCCESS_MARK and p.attempt is not None), default=0)
 
 
 def without_ids(batches: Iterator[list[Row]], ids: set[str]) -> Iterator[list[Row]]:

@@ -45,7 +45,7 @@ from typing import Final
 from seqexport_dagster.contract.schema import EVENT_DATASETS
 from seqexport_dagster.contract.window import DAY_MS, Window, frequency_ms
 from seqexport_dagster.delivery.batch import RETRY_DELAYS_S
-from seqexport_dagster.delivery.delivered import holds_ids, missing_ids, newest_late_attempt
+from seqexport_dagster.delivery.delivered import holds_ids, missing_ids, newest_landed_attempt
 from seqexport_dagster.delivery.planner import waiting_for_backoff
 from seqexport_dagster.delivery.runner import Runner, WindowReport
 from seqexport_dagster.errors import ExportError, RunInterrupted
@@ -278,12 +278,14 @@ def rechecked_now(
 def unsettled(
     runner: Runner, export_id: str, dataset: str, window: Window, location: str, here: list[PartRecord]
 ) -> bool:
-    """Late parts landed here under an attempt that never committed (its worker died after the PUT).
+    """Parts landed here under an attempt that never committed here (its worker died after the PUT,
+    or its failure went unrecorded in a control-plane outage).
 
     Their rows count as delivered, so nothing else would come back to the window: without a commit
     the ledger's rows for this place stay short of the bucket's, and the window's newest manifest
-    may not list them. One more attempt commits what is there (sim seed 5000)."""
-    return runner.unsettled(export_id, dataset, window, location, newest_late_attempt(here))
+    and its Delta table may not list them. One more attempt commits what is there (sim seeds 5000,
+    40000144)."""
+    return runner.unsettled(export_id, dataset, window, location, newest_landed_attempt(here))
 
 
 def failing_ahead(state: DatasetState) -> bool:

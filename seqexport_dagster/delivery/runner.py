@@ -47,7 +47,7 @@ from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import DAY_MS, Window, day_start, day_start_ms
 from seqexport_dagster.delivery import planner
 from seqexport_dagster.delivery.attempt import Attempt, Sent, Tally
-from seqexport_dagster.delivery.delivered import late_ids, newest_late_attempt
+from seqexport_dagster.delivery.delivered import late_ids, newest_landed_attempt
 from seqexport_dagster.delivery.delta_log import CHECKPOINT_INTERVAL
 from seqexport_dagster.delivery.manifest import write_manifest
 from seqexport_dagster.delivery.table import commit_window_parts, remove_window_files
@@ -283,19 +283,20 @@ class Runner:
             return True
         if self.late_ids(export, dataset, window, ledger):
             return True
-        return self.unsettled(export.id, dataset, window, location, newest_late_attempt(ledger))
+        return self.unsettled(export.id, dataset, window, location, newest_landed_attempt(ledger))
 
-    def unsettled(self, export_id: str, dataset: str, window: Window, location: str, newest_late: int) -> bool:
-        """Late parts landed at ``location`` under an attempt that never committed (its worker died
-        after the PUT): no commit at that place followed ``newest_late`` (`delivered.newest_late_attempt`).
+    def unsettled(self, export_id: str, dataset: str, window: Window, location: str, newest_landed: int) -> bool:
+        """Parts landed at ``location`` under an attempt that never committed there (its worker died
+        after the PUT, or its failure went unrecorded): no commit at that place followed
+        ``newest_landed`` (`delivered.newest_landed_attempt`).
 
         Their rows count as delivered, so nothing else brings an attempt back to the window, and the
         window's newest manifest there may not list them: the next attempt at the window commits
         them and writes the manifest that does (sim seeds 5000, 30001406)."""
-        if not newest_late:
+        if not newest_landed:
             return False
         last = self.store.last_commit_id(export_id, dataset, window, location)
-        return last is None or newest_late > last
+        return last is None or newest_landed > last
 
     def late_ids(self, export: ExportRecord, dataset: str, window: Window, ledger: list[PartRecord]) -> set[str]:
         """Ids in the source that no part of the window carries (`delivered.late_ids`)."""
@@ -374,7 +375,7 @@ class Runner:
                 or not committed
                 or settle
                 or half_replaced
-                or self.unsettled(export_id, dataset, window, attempt.location, tally.newest_late)
+                or self.unsettled(export_id, dataset, window, attempt.location, tally.newest_landed)
             ):
                 write_manifest(
                     self.store,

@@ -163,8 +163,16 @@ def _cut_off_by_a_move(world: Any, e: SimExport, dataset: str, recorded_ms: int)
             if place.location == current:
                 continue
             parts = world.store.window_parts(e.export_id, dataset, w, place.location)
-            live = {f.path for f in world.store.table_files(e.export_id, dataset, place.location) if not f.removed}
             head = f"{place.prefix}/{dataset}/" if place.prefix else f"{dataset}/"
+            # In the table: recorded with a version whose commit is in the log. The store records a
+            # commit's files before its PUT; one whose PUT failed (a 503, then the move) is not
+            # there (long run #12 seed 40000120).
+            logged = world.buckets.get(place.bucket).objects
+            live = {
+                f.path
+                for f in world.store.table_files(e.export_id, dataset, place.location)
+                if not f.removed and f"{head}_delta_log/{f.version:020d}.json" in logged
+            }
             if any(p.landed and p.rows and p.key.removeprefix(head) not in live for p in parts):
                 return True
     return False
