@@ -123,12 +123,14 @@ def engine(p: dict[str, Any]) -> Result:
         if p.get("format") == "parquet":
             # What a run worker loads once for all its windows, not per window: outside the clock, as
             # DuckDB's and pyarrow's own imports are (~0.3 CPU-s, measured apart in the compare notes).
-            import adbc_driver_manager  # noqa: F401
-            import adbc_driver_postgresql  # noqa: F401
-            import pyarrow.compute
-            import pyarrow.parquet  # noqa: F401
+            # The writer first: it sets Arrow's allocator before pyarrow's first import, as in a worker.
+            from seqexport_dagster.delivery import parquet_writer  # noqa: F401
 
-            from seqexport_dagster.delivery import arrow_check, parquet_writer  # noqa: F401
+            if p["source_url"].startswith("postgresql"):  # the Arrow read path (SQLite rows never load it)
+                import adbc_driver_manager  # noqa: F401
+                import adbc_driver_postgresql  # noqa: F401
+
+                from seqexport_dagster.delivery import arrow_check  # noqa: F401
         if "start_at" in p:  # processes measured together start their timed sections together
             time.sleep(max(0.0, p["start_at"] - time.time()))
             result.extra["started_at"] = time.time()
