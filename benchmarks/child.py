@@ -127,10 +127,16 @@ def engine(p: dict[str, Any]) -> Result:
             from seqexport_dagster.delivery import parquet_writer  # noqa: F401
 
             if p["source_url"].startswith("postgresql"):  # the Arrow read path (SQLite rows never load it)
+                import ctypes
+
                 import adbc_driver_manager  # noqa: F401
-                import adbc_driver_postgresql  # noqa: F401
+                import adbc_driver_postgresql
 
                 from seqexport_dagster.delivery import arrow_check  # noqa: F401
+
+                # The driver's library (libpq and OpenSSL inside), which ADBC loads at the first
+                # connect: once per worker process. DuckDB's LOAD and ATTACH are outside its clock too.
+                ctypes.CDLL(adbc_driver_postgresql._driver_path())
         if "start_at" in p:  # processes measured together start their timed sections together
             time.sleep(max(0.0, p["start_at"] - time.time()))
             result.extra["started_at"] = time.time()
