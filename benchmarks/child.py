@@ -48,6 +48,15 @@ def timed(result: Result) -> Iterator[None]:
     yield
     result.wall += time.perf_counter() - wall
     result.cpu += time.process_time() - cpu
+    result.extra |= _rss_parts_mb()
+
+
+def _rss_parts_mb() -> dict[str, float]:
+    """Resident memory now, split: anonymous (the process's own) and file-backed (mapped libraries'
+    pages, shared with every process mapping the same files, and clean: the kernel can drop them)."""
+    with open("/proc/self/status") as handle:
+        found = {k: v.split() for k, v in (line.split(":", 1) for line in handle if ":" in line)}
+    return {"rss_anon_end_mb": int(found["RssAnon"][0]) / 1024, "rss_file_end_mb": int(found["RssFile"][0]) / 1024}
 
 
 def _window_sql(dialect: str = "sqlite") -> str:

@@ -4,7 +4,8 @@ The Arrow schema is generated from the one row contract (`arrow_schema`), so the
 published schema (`schema_publish`) and the warehouse DDL cannot drift apart:
 
 - ``timestamp`` fields are ``timestamp[ms, tz=UTC]``: the source keeps them in the contract's text form
-  (``2026-09-30T12:34:56.789Z``) and Arrow's cast parses a whole column in C;
+  (``2026-09-30T12:34:56.789Z``), parsed over a whole column at once (`_timestamps`, NumPy, from rows;
+  Arrow's cast in `arrow_check` for Arrow batches);
 - ``integer`` fields are ``int64``; ``array`` fields (tags) are ``list<string>``;
 - ``object`` fields (``properties``, ``attributes``) are JSON text in a ``string`` column, exactly the
   bytes the JSONL files carry (both re-encoded by `values.RowChecker`, which checks every batch first): every warehouse loads a string, and each parses JSON with its own function
@@ -12,8 +13,9 @@ published schema (`schema_publish`) and the warehouse DDL cannot drift apart:
   account's free-form keys, which no warehouse agrees on.
 
 Rows are gathered into row groups of `ROW_GROUP` rows counted from the start of each part; each group
-becomes one Arrow record batch (columns built in C from the driver's values: no Python object per value
-beyond what the driver already made, and never through ``pa.array``, which imports pandas) and is
+becomes one Arrow record batch (columns built by whole-column calls from the driver's values, `_strings`
+and `_timestamps`: no Python object per value beyond what the driver already made, and never through
+``pa.array``, which imports pandas) and is
 streamed into the part's file. Output is deterministic: the same rows give byte-identical files (a part
 of unknown outcome is re-sent with the same content). Memory is bounded by one row group (~5 MB of
 source tuples and ~3 MB of Arrow columns for email events) plus the part's compressed body.
