@@ -343,6 +343,10 @@ def rss_section(rep: Report, src: data.Source, sizes: list[int], tmp: str) -> No
         r = rep.add(f"Parquet engine RSS: window of {rows:,} rows",
                     child("engine", source_url=src.url, to_ms=to_ms, tmp=tmp, format="parquet"))  # fmt: skip
         parquet.append(r["peak_rss_mb"])
+        if "rss_file_end_mb" in r:
+            rep.note(f"Parquet window {rows:,}: peak RSS {r['peak_rss_mb']:.0f} MB; at the end "
+                     f"{r['rss_anon_end_mb']:.0f} MB anonymous, {r['rss_file_end_mb']:.0f} MB file-backed "
+                     "(shared library pages: libarrow, libparquet, numpy, ...)")  # fmt: skip
     rep.ratio("Parquet engine peak RSS, largest window (MB)", parquet[-1], "target <= 150 MB", unit="MB")
 
 

@@ -400,3 +400,66 @@ def test_timestamps_of_years_1_999_and_9999_round_trip_and_verify_passes(world: 
     report = verify_bucket(LocalBucket(root), workers=1)
     assert report.ok, report.render()
     assert report.datasets["email_events"].rows == len(stamps)
+
+
+def _reference_part(ds: Any, rows: list[tuple[Any, ...]]) -> bytes:
+    """The part as pyarrow's public API writes it: ``pa.array`` columns, Arrow's cast of the timestamp
+    text, ``pyarrow.parquet.ParquetWriter`` with the writer's settings (issue 46: the writer builds its
+    columns over whole columns and uses pyarrow's writer class directly; the bytes must not change)."""
+    from seqexport_dagster.delivery.parquet_writer import COMPRESSION, COMPRESSION_LEVEL, ROW_GROUP
+    from seqexport_dagster.delivery.values import RowChecker
+
+    schema = arrow_schema(ds)
+    checked = RowChecker(ds)(rows)
+    columns = []
+    for i, f in enumerate(ds.fields):
+        values = [row[i] for row in checked]
+        if f.type == "timestamp":
+            columns.append(pa.array(values, pa.string()).cast(schema.field(i).type))
+        elif f.type == "array":
+            columns.append(pa.array([None if v is None else json.loads(v) for v in values], pa.list_(pa.string())))
+        else:
+            columns.append(pa.array(values, schema.field(i).type))
+    sink = io.BytesIO()
+    with pq.ParquetWriter(
+        sink, schema, compression=COMPRESSION, compression_level=COMPRESSION_LEVEL, use_dictionary=False
+    ) as writer:
+        writer.write_table(pa.Table.from_arrays(columns, schema=schema), row_group_size=ROW_GROUP)
+    return sink.getvalue()
+
+
+@pytest.mark.parametrize("dataset", list(DATASETS))
+def test_part_bytes_match_pyarrow_parquet_writer(dataset: str) -> None:
+    ds = DATASETS[dataset]
+    rows = generated(dataset, n_sends=300)
+    # Text the fast paths treat apart: wide characters, a mostly null column, the contract's extreme years.
+    string_at = [i for i, f in enumerate(ds.fields) if f.type == "string" and f.nullable]
+    stamp_at = [i for i, f in enumerate(ds.fields) if f.type == "timestamp"]
+    stamps = ["0001-01-01T00:00:00.000Z", "9999-12-31T23:59:59.999Z", "2024-02-29T12:00:00.001Z"]
+    varied = []
+    for n, row in enumerate(rows):
+        values = list(row)
+        if string_at:
+            values[string_at[0]] = ["Zürich 東京 🙂", None, "ascii", ""][n % 4]
+        if stamp_at and n < len(stamps):
+            values[stamp_at[-1]] = stamps[n]
+        varied.append(tuple(values))
+    for case in (rows, varied):
+        (part,) = ParquetPartWriter(ds).parts([case])
+        assert part.body == _reference_part(ds, case)
+
+
+def test_column_builders_give_arrows_own_arrays() -> None:
+    from seqexport_dagster.delivery import parquet_writer as pw
+
+    strings: list[list[Any]] = [[], ["a", "bc", ""], ["é", None, "x"], [None, None, "x"], ["x", None, None, "y"]]
+    for values in strings:
+        assert pw._strings(values).equals(pa.array(values, pa.string())), values
+    rng = random.Random(46)
+    first, last = parse_iso_ms("0001-01-01T00:00:00.000Z"), parse_iso_ms("9999-12-31T23:59:59.999Z")
+    millis = [rng.randint(first, last) for _ in range(3000)] + [first, last, 0, -1, 951_782_400_000]
+    texts: list[Any] = [dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=m) for m in millis]
+    texts = [f"{d.year:04d}-{d:%m-%dT%H:%M:%S}.{d.microsecond // 1000:03d}Z" for d in texts] + [None]
+    expected = pa.array(texts, pa.string()).cast(pw.TIMESTAMP)
+    assert pw._timestamps(texts).equals(expected)
+    assert pw._timestamps(texts).cast(pa.int64()).to_pylist() == [*millis, None]
