@@ -66,6 +66,11 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # limit (docs/customers.md, "Moves"). The store records a commit's files before its PUT, and the
     # oracle took that record for the table; it now reads whether the version's commit is in the log.
     40000120: {"days": 3, "wide": 1, "parquet_share": 0.7, "table_share": 1.0},
+    # Long run #12 seed 44000056 (tables on), the table oracle's: an operator's replace took a window
+    # out of the table and failed in a control-plane outage; the key was revoked over the next
+    # scheduled run, then the dataset removed and the export deleted, so no run finished it. The file
+    # oracle knew this state ("files stay"); the table oracle now knows it at the current place too.
+    44000056: {"days": 3, "wide": 1, "parquet_share": 0.7, "table_share": 1.0},
     # Long run #11b seed 31000010 (widened world), the oracle's: after a move to an ordinary store
     # without preconditions, an operator's replace of a day blanked the late part 0002 at the new
     # place (the empty file of a part number its new cut no longer needs, written first) and failed
