@@ -7,8 +7,11 @@ Through the real runner, on the real databases, read back with DuckDB as a custo
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import gzip
 import json
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +160,31 @@ def test_no_value_splits_a_line_for_a_reader_that_splits_on_unicode_line_breaks(
     assert len(text.splitlines()) == 1 and "\u2028" not in text and "\\u2028" in text
     row = json.loads(text)
     assert row["name"] == breaks and row["properties"] == {"s": breaks, "k\u2028": "\u2029"}
+
+
+def test_checking_in_many_threads_at_once_leaves_the_collector_on() -> None:
+    """The checker pauses the (process-wide) collector around its typed copy of a batch; a batch
+    run checks several exports at once in threads. With threads switching every microsecond, a
+    bare isenabled/disable/enable per call left it off for good (found in review); the shared
+    pause turns it back on when the last thread leaves."""
+    ds = DATASETS["subscribers"]
+    row: dict[str, Any] = {f.name: None for f in ds.fields}
+    row.update(id="sub_1", status="subscribed", created_at=iso_ms(DAY0), updated_at=iso_ms(DAY0))
+    batch = [tuple(row[n] for n in ds.field_names)] * 4
+    checker = RowChecker(ds)
+
+    def check() -> None:
+        for _ in range(3000):
+            checker(batch)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=check) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert gc.isenabled()

@@ -8,8 +8,9 @@ may deliver an id again, as in the JSONL statements).
 
 After a format change the day of the change can hold both kinds of part, so both formats' statements
 must run over the same folders side by side:
-- every statement here selects ``*.parquet`` files only (Redshift: one window's key prefix, and a window
-  is never split across formats), the JSONL statements of `warehouse` ``*.jsonl.gz`` only;
+- every statement here selects the ``.parquet`` parts of the ``date=`` folders only (never a Delta
+  table's checkpoints in ``_delta_log/``: `PARTS_GLOB`; Redshift: one window's key prefix, and a
+  window is never split across formats), the JSONL statements of `warehouse` ``*.jsonl.gz`` only;
 - the objects they create have names of their own (``<dataset>_parquet_raw``, the view
   ``<dataset>_parquet``, Redshift's ``<dataset>_parquet_staging``), so neither replaces the other's. Only
   Redshift's typed table ``<dataset>`` is shared, on purpose: both formats load into the same columns.

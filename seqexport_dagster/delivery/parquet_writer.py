@@ -208,7 +208,7 @@ class _PartFile:
         # ``pyarrow.fs`` and with it the S3, GCS, Azure and HDFS filesystems (+13 MB resident,
         # measured), which writing to a BytesIO never uses. The arguments are the ones the wrapper
         # passes for these settings (pyarrow 26), and the bytes are the same
-        # (test_parquet_writer.py::test_part_bytes_match_pyarrow_parquet_writer).
+        # (test_parquet.py::test_part_bytes_match_pyarrow_parquet_writer).
         self.writer = ParquetWriter(
             self.sink,
             schema,

@@ -155,6 +155,7 @@ def reconcile(
         for start in range(0, len(checked), WINDOWS_PER_STATEMENT):
             chunk = checked[start : start + WINDOWS_PER_STATEMENT]
             ledgers = runner.store.parts_of_windows(export_id, state.dataset, chunk, here=export.location)
+            last_commits = runner.store.last_commits_of_windows(export_id, state.dataset, chunk, here=export.location)
             ledger_of = {w: [p for ps in found.values() for p in ps] for w, found in ledgers.items()}
             in_source = runner.source.ids_of_windows(
                 state.dataset, export.account_id, [w for w in chunk if holds_ids(ledger_of[w])]
@@ -162,7 +163,7 @@ def reconcile(
             for window in chunk:
                 here = ledgers[window].get(export.location, [])
                 late = missing_ids(in_source[window], ledger_of[window]) if window in in_source else set()
-                settle = unsettled(runner, export_id, state.dataset, window, export.location, here)
+                settle = unsettled(here, last_commits.get(window))
                 pending = any(not p.landed for p in here) or window in owed or settle
                 report = (
                     _write(
@@ -275,17 +276,17 @@ def rechecked_now(
     return due < len(ages) and ages[due] <= age
 
 
-def unsettled(
-    runner: Runner, export_id: str, dataset: str, window: Window, location: str, here: list[PartRecord]
-) -> bool:
+def unsettled(here: list[PartRecord], last_commit: int | None) -> bool:
     """Parts landed here under an attempt that never committed here (its worker died after the PUT,
-    or its failure went unrecorded in a control-plane outage).
+    or its failure went unrecorded in a control-plane outage): `Runner.unsettled`, with the window's
+    last commit here (None: never) read for a chunk of windows at once.
 
     Their rows count as delivered, so nothing else would come back to the window: without a commit
     the ledger's rows for this place stay short of the bucket's, and the window's newest manifest
     and its Delta table may not list them. One more attempt commits what is there (sim seeds 5000,
     40000144)."""
-    return runner.unsettled(export_id, dataset, window, location, newest_landed_attempt(here))
+    newest = newest_landed_attempt(here)
+    return bool(newest) and (last_commit is None or newest > last_commit)
 
 
 def failing_ahead(state: DatasetState) -> bool:
@@ -325,5 +326,5 @@ def _write(
         (sleep or time.sleep)(delay)
         if not settle and location is not None:
             here = runner.store.window_parts(export_id, dataset, window, location)
-            settle = unsettled(runner, export_id, dataset, window, location, here)
+            settle = runner.unsettled(export_id, dataset, window, location, newest_landed_attempt(here))
     return runner.counting(True).write_window(export_id, dataset, window, run_id=run_id, late_only=True, settle=settle)

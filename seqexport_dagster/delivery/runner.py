@@ -319,8 +319,10 @@ class Runner:
         ``late_only`` (reconciliation): the window is committed somewhere; deliver what no landed
         part carries at any location, here, never a second full copy. A window delivered whole
         before a destination change gets its late rows here, as additional parts of the same name.
-        ``settle`` (reconciliation): late parts landed here under an attempt that never committed
-        (its worker died): this attempt commits them, and writes the manifest that lists them.
+        ``settle`` (reconciliation): parts landed here under an attempt that never committed here
+        (its worker died, or its failure went unrecorded): this attempt commits them, and writes the
+        manifest (and the Delta table commit) that lists them. That can complete a whole copy a
+        backfill had begun at a new place (long run #12 seed 40000144), as the backfill would have.
         """
 
         def write(attempt: Attempt, window_id: int, restarts: int) -> WindowReport:

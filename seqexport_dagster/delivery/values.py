@@ -28,10 +28,12 @@ million rows (benchmarks/writer_checks.py).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import gc
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, Final
 
 import msgspec
@@ -127,6 +129,34 @@ def json_value(value: Any, kind: str) -> str:
     return compact.decode()
 
 
+class _CollectorPause:
+    """Who is inside `_collector_paused` now, and whether the collector was on when the first came.
+
+    The collector is the process's, and a batch run checks several exports' rows in threads at
+    once: a bare ``isenabled()``/``disable()``/``enable()`` per call can interleave so that the last
+    thread out finds it off and leaves it off for good (a review found the order; a test runs it)."""
+
+    lock = threading.Lock()
+    inside = 0
+    was_enabled = False
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    with _CollectorPause.lock:
+        if _CollectorPause.inside == 0:
+            _CollectorPause.was_enabled = gc.isenabled()
+            gc.disable()
+        _CollectorPause.inside += 1
+    try:
+        yield
+    finally:
+        with _CollectorPause.lock:
+            _CollectorPause.inside -= 1
+            if _CollectorPause.inside == 0 and _CollectorPause.was_enabled:
+                gc.enable()
+
+
 class RowChecker:
     """Checks and normalises a dataset's source batches (see the module's docstring)."""
 
@@ -144,17 +174,13 @@ class RowChecker:
         # The collector paused: ``convert`` builds a typed copy of the batch (one tuple per row) that is
         # freed as soon as it returns, and those allocations otherwise trigger a collection every 700
         # tuples (measured: 10 % of the Parquet writer's CPU, all of it spent finding no cycles).
-        paused = gc.isenabled()
-        gc.disable()
         try:
-            msgspec.convert(batch, self._batch_type)
+            with _collector_paused():
+                msgspec.convert(batch, self._batch_type)
         except msgspec.ValidationError as exc:
             found = _AT.search(str(exc))
             at, field = (int(found.group(1)), int(found.group(2))) if found else (0, self._id_at)
             raise self._error(batch[at], self.dataset.fields[field]) from None
-        finally:
-            if paused:
-                gc.enable()
         for i, f in self._timestamps:
             bad = _bad_form([row[i] for row in batch], f.nullable)
             if bad is not None:

@@ -162,6 +162,22 @@ class LatePartsStore(LedgerStore):
         return found
 
     @translate_errors
+    def last_commits_of_windows(
+        self, export_id: str, dataset: str, wanted: Sequence[Window], *, here: str
+    ) -> dict[Window, int]:
+        """`last_commit_id` at ``here`` of several windows in one statement (a window never
+        committed there is absent): what a reconciliation pass compares each window's newest
+        landed part with (`reconcile.unsettled`), instead of a statement per window (issue 29)."""
+        starts = sorted({w.from_ms for w in wanted})
+        if not starts:
+            return {}
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                _LAST_COMMITS_OF_WINDOWS, {"e": export_id, "d": dataset, "starts": starts, "here": here}
+            ).all()
+        return {Window(r.from_ms, r.to_ms): int(r.last) for r in rows}
+
+    @translate_errors
     def parts_everywhere(
         self, export_id: str, dataset: str, window: Window, *, here: str | None = None
     ) -> dict[str, list[PartRecord]]:
@@ -340,6 +356,17 @@ _COMMITTED_PLACES: Final = (
         windows.c.status == COMMITTED,
     )
     .distinct()
+)
+_LAST_COMMITS_OF_WINDOWS: Final = (
+    sa.select(windows.c.from_ms, windows.c.to_ms, sa.func.max(windows.c.id).label("last"))
+    .where(
+        windows.c.export_id == sa.bindparam("e"),
+        windows.c.dataset == sa.bindparam("d"),
+        windows.c.from_ms.in_(sa.bindparam("starts", expanding=True)),
+        windows.c.location == sa.bindparam("here"),
+        windows.c.status == COMMITTED,
+    )
+    .group_by(windows.c.from_ms, windows.c.to_ms)
 )
 _PARTS_OF_WINDOWS: Final = (
     sa.select(*part_record_columns)
