@@ -53,6 +53,13 @@ CI_SEEDS = (1, 2, 3, 5, 6, 7, 8, 9, 12)
 PREDATES_DELETE: dict[str, object] = {"more": ("change format",)}
 #: Seeds that found a bug, each with the world that found it (see the report in docs/operators.md).
 REGRESSION_SEEDS: dict[int, dict[str, object]] = {
+    # Long run #12 seed 48000027 (tables on), the table oracle's: an operator's replace committed the
+    # `remove` of a window and failed in a control-plane outage; the one scheduled run before the
+    # export's delete committed its due window, then its reconciliation pass stopped at an older
+    # unfinished replace (the store too slow to answer: permanent for the run) before it came to
+    # this one. The documented limit (docs/customers.md, "Delta tables"); the oracle took any commit
+    # after the replace for a run that went on, and now also wants that pass run to its end.
+    48000027: {"days": 3, "wide": 1, "parquet_share": 0.7, "table_share": 1.0},
     # Long run #12 seed 40000144 (widened world, tables on), the product's: after a move, an operator's
     # backfill wrote a window at the new place; its part 0000 landed (with two late rows no other part
     # carried) and its last try failed in a control-plane outage, unrecorded. Nothing owed the window

@@ -55,7 +55,7 @@ from seqexport_dagster.management.verify.bucket import Bucket, StoredObject
 from seqexport_dagster.management.verify.checks import PartMemo, verify_bucket
 from seqexport_dagster.management.verify.report import Problem
 from seqexport_dagster.store import snapshot_window
-from seqexport_dagster.store.tables import parts, windows
+from seqexport_dagster.store.tables import export_datasets, parts, windows
 from seqexport_dagster_tests.support.sim.bucket import MemoryBucket
 from seqexport_dagster_tests.support.sim.delay_oracle import DelayCheck, late_delays
 from seqexport_dagster_tests.support.sim.loaders import Loaded, SnowpipeLoader, WindowLoader, ids_of, relative
@@ -361,7 +361,9 @@ def _replace_left(world: World, e: SimExport, place: Place, dataset: str, window
     and no attempt committed the window there since (the product's `replace_unfinished`: a retry of
     the replace that failed before it marked itself does not hide it, long run #11 seed 30001365);
     mid-run only, the next runs finish it. "left by a delete or a removal": the same, and the export was deleted
-    (or the dataset removed) after that replace started, so no run ever finishes it (files stay).
+    (or the dataset removed) after that replace started, and no run went on with the dataset there
+    since the window's last attempt (a commit there, `_committed_since`, and a reconciliation pass
+    run to its end, `_reconciled_since`), so no run ever finishes it (files stay).
     None: no such replace, or at the end one a run could still have finished."""
     t = windows
     with world.engine.connect() as conn:
@@ -374,9 +376,11 @@ def _replace_left(world: World, e: SimExport, place: Place, dataset: str, window
     replaces = [a for a in attempts if a.replacing]
     if not replaces or any(a.id > replaces[-1].id and a.status == "committed" for a in attempts):
         return None
-    if _ended_after(e, dataset, replaces[-1].started_at) and not _committed_since(
-        world, e, place, dataset, attempts[-1].id
-    ):
+    last = attempts[-1]
+    went_on = _committed_since(world, e, place, dataset, last.id) and _reconciled_since(
+        world, e, dataset, last.started_at
+    )
+    if _ended_after(e, dataset, replaces[-1].started_at) and not went_on:
         return "left by a delete or a removal"
     return None if final else "unfinished"
 
@@ -394,6 +398,20 @@ def _committed_since(world: World, e: SimExport, place: Place, dataset: str, aft
             .limit(1)
         ).first()
     return found is not None
+
+
+def _reconciled_since(world: World, e: SimExport, dataset: str, at_ms: int) -> bool:
+    """Whether a scheduled run's reconciliation pass of ``dataset`` ran to its end (`reconcile`
+    marks the dataset reconciled only then) at or after ``at_ms``. A run that committed its due
+    window and then stopped its pass at an older window (an error permanent for the run, such as
+    a store too slow to answer) never came to the replace; the delete before the next run left it
+    (long run #12 seed 48000027)."""
+    t = export_datasets
+    with world.engine.connect() as conn:
+        last = conn.execute(
+            sa.select(sa.func.max(t.c.reconciled_at)).where(t.c.export_id == e.export_id, t.c.dataset == dataset)
+        ).scalar()
+    return last is not None and int(last) >= at_ms
 
 
 def _ended_after(e: SimExport, dataset: str, at_ms: int) -> bool:
