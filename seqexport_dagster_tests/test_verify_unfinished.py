@@ -176,3 +176,28 @@ def test_possible_rows_of_recorded_parts() -> None:
     assert _possible_rows([(5, False)]) == {5}, "the window is in the bucket: part 0000 at least"
     assert _possible_rows([(5, True), (4, False), (2, False)]) == {5, 9, 11}
     assert _possible_rows([]) == set()
+
+
+def test_a_late_part_left_before_a_datasets_re_add_is_the_ledgers(world: World) -> None:
+    """Long run #12 seed 48000010: a committed window's late part landed, its attempt never committed,
+    and the dataset was removed, then added again. Added again, it starts anew from the re-add
+    (docs/cli.md): nothing commits the old window, so its late part is the part ledger's."""
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + DAY_MS, seed=8013, scale=SCALE)
+    api = Exports(world.store, world.policy, clock=world.clock)
+    exp = api.create(
+        account_id="acme", provider="local", bucket=str(world.root / "b"), datasets="email_events,custom_events"
+    )
+    world.clock.advance(HOUR_MS + 2 * MINUTE_MS)
+    world.runner().run_day(exp.id, "email_events", day_of(DAY0))
+    (committed,) = world.store.ledger(exp.id)
+    insert_rows(world.source_engine, "email_events", late_rows(committed.window, 1, "late"))
+    world.clock.advance(10 * MINUTE_MS)
+    late = world.runner(destination_factory=lambda c, p: AfterFirstWrite(c, _too_late))
+    with pytest.raises(EndpointTooSlow):
+        late.write_window(exp.id, "email_events", committed.window, late_only=True)
+
+    assert "ledger_rows_mismatch" in _kinds(world, exp.id), "live: reconciliation will commit it"
+    api.remove_datasets(exp.id, ["email_events"])
+    world.clock.advance(HOUR_MS)
+    api.add_datasets(exp.id, ["email_events"])
+    assert _kinds(world, exp.id).keys() == {"unlisted_part"}, "added again, it starts anew: nothing commits it"

@@ -65,16 +65,19 @@ def late_parts_left(store: ControlPlane, export_id: str, source: str, found: Map
     commit there) whose late parts an attempt left here that nothing will commit: the export was
     deleted, or the dataset removed, after the part was sent (sim seeds 10000494, 10000533: a
     worker died after a late part landed, then the export was deleted). On a live dataset
-    reconciliation commits them (`reconcile.unsettled`), so they are still reported until then."""
+    reconciliation commits them (`reconcile.unsettled`), so they are still reported until then,
+    unless every part of the window here was sent before the dataset's re-add: removed after
+    them, it starts anew from the re-add (long run #12 seed 48000010: a worker died after a
+    late part landed, then `email_events` was removed, and added again the next day)."""
     from seqexport_dagster.store import DELETED, is_control_plane
 
     candidates = {slot for slot in found if slot[0] in EVENT_DATASETS}
     if not candidates or not is_control_plane(store):
         return set()
     export = store.get_export(export_id)
-    live = set() if export.status == DELETED else {d.dataset for d in export.datasets}
-    candidates = {slot for slot in candidates if slot[0] not in live}
-    return _as_recorded(store, export_id, source, export.endpoint, candidates, found)
+    added = {} if export.status == DELETED else {d.dataset: d.added_at for d in export.datasets}
+    candidates = {slot for slot in candidates if slot[0] not in added or slot[1].to_ms <= added[slot[0]]}
+    return _as_recorded(store, export_id, source, export.endpoint, candidates, found, sent_before=added)
 
 
 def _as_recorded(
@@ -84,9 +87,12 @@ def _as_recorded(
     endpoint: str | None,
     candidates: set[Slot],
     found: Mapping[Slot, int],
+    *,
+    sent_before: Mapping[str, int] | None = None,
 ) -> set[Slot]:
     """The windows of ``candidates`` whose rows in the bucket are those of the parts the part
-    ledger recorded for them at ``source`` (`_possible_rows`)."""
+    ledger recorded for them at ``source`` (`_possible_rows`); with ``sent_before`` (dataset ->
+    time), of a dataset it names only if every such part was sent before that time."""
     import sqlalchemy as sa
 
     from seqexport_dagster.management.verify.ledger_scope import source_locations
@@ -98,7 +104,7 @@ def _as_recorded(
     places = source_locations(source, {endpoint})
     with store.engine.connect() as conn:
         rows = conn.execute(
-            sa.select(parts.c.dataset, parts.c.from_ms, parts.c.to_ms, parts.c.rows, parts.c.status)
+            sa.select(parts.c.dataset, parts.c.from_ms, parts.c.to_ms, parts.c.rows, parts.c.status, parts.c.written_at)
             .where(
                 parts.c.export_id == export_id,
                 parts.c.location.in_(sorted(places)),
@@ -108,9 +114,14 @@ def _as_recorded(
             .order_by(parts.c.part)
         ).all()
     recorded: dict[Slot, list[tuple[int, bool]]] = {}
+    since = sent_before or {}
+    touched: set[Slot] = set()
     for r in rows:
-        recorded.setdefault((r.dataset, Window(r.from_ms, r.to_ms)), []).append((r.rows, r.status == PART_LANDED))
-    return {slot for slot in candidates if found[slot] in _possible_rows(recorded.get(slot, []))}
+        slot = (r.dataset, Window(r.from_ms, r.to_ms))
+        recorded.setdefault(slot, []).append((r.rows, r.status == PART_LANDED))
+        if r.dataset in since and r.written_at >= since[r.dataset]:
+            touched.add(slot)
+    return {slot for slot in candidates - touched if found[slot] in _possible_rows(recorded.get(slot, []))}
 
 
 def _possible_rows(recorded: list[tuple[int, bool]]) -> set[int]:
