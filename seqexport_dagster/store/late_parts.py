@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from seqexport_dagster.contract.window import DAY_MS, Window
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.ledger import _WINDOW_BY_ID, LedgerStore
+from seqexport_dagster.store.ledger import _part_params as _place_params  # the same b_ parameters as `_at_place`
 from seqexport_dagster.store.records import COMMITTED, PART_INTENT, PartRecord, part_record_of
 from seqexport_dagster.store.tables import WINDOW_OPEN, export_datasets, part_record_columns, parts, windows
 from seqexport_dagster.store.window_days import read_window_days
@@ -203,17 +204,6 @@ def _at_place(table: sa.Table) -> sa.ColumnElement[bool]:
         table.c.to_ms == sa.bindparam("b_to_ms"),
         table.c.location == sa.bindparam("b_location"),
     )
-
-
-def _place_params(export_id: str, dataset: str, window: Window, location: str) -> dict[str, Any]:
-    """The parameters of `_at_place`."""
-    return {
-        "b_export_id": export_id,
-        "b_dataset": dataset,
-        "b_from_ms": window.from_ms,
-        "b_to_ms": window.to_ms,
-        "b_location": location,
-    }
 
 
 def _attempts_place(conn: sa.Connection, window_id: int) -> dict[str, Any]:

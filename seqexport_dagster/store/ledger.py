@@ -12,7 +12,7 @@ Size: the window and part ledgers share their invariants (one transaction per st
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Final
 
 import sqlalchemy as sa
 
@@ -334,18 +334,7 @@ class LedgerStore:
                 d.last_error_to_ms == window.to_ms,
             )
             before = conn.execute(sa.select(d.failures).where(named)).scalar()
-            cleared = conn.execute(
-                export_datasets.update()
-                .where(named)
-                .values(
-                    failures=0,
-                    next_retry_at=None,
-                    last_error=None,
-                    last_error_at=None,
-                    last_error_from_ms=None,
-                    last_error_to_ms=None,
-                )
-            ).rowcount
+            cleared = conn.execute(export_datasets.update().where(named).values(**_NO_FAILURE)).rowcount
             if cleared:
                 on_recovered(conn, export_id, dataset, failures_before=int(before or 0), now_ms=now_ms)
         return bool(cleared)
@@ -481,18 +470,16 @@ _ADVANCE = (
     .values(position_ms=sa.bindparam("b_to_ms"))
 )
 _FAILURES = sa.select(export_datasets.c.failures).where(_ACTIVE_DATASET)
-_CLEAR_FAILURES = (
-    export_datasets.update()
-    .where(_ACTIVE_DATASET, sa.not_(_failing_elsewhere()))
-    .values(
-        failures=0,
-        next_retry_at=None,
-        last_error=None,
-        last_error_at=None,
-        last_error_from_ms=None,
-        last_error_to_ms=None,
-    )
-)
+#: A dataset's failure columns as a success or a settled error leaves them.
+_NO_FAILURE: Final[dict[str, Any]] = {
+    "failures": 0,
+    "next_retry_at": None,
+    "last_error": None,
+    "last_error_at": None,
+    "last_error_from_ms": None,
+    "last_error_to_ms": None,
+}
+_CLEAR_FAILURES = export_datasets.update().where(_ACTIVE_DATASET, sa.not_(_failing_elsewhere())).values(**_NO_FAILURE)
 #: Attempts (`windows` rows) of one window, at any place.
 _OF_WINDOW = sa.and_(
     windows.c.export_id == sa.bindparam("b_export_id"),
