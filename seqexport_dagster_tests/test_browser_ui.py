@@ -244,6 +244,23 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
             # Registered by one tick, each partition is recorded (green) by the next.
             wait_for("every export's partition recorded", recorded, server, log, 60)
 
+            def healthy_on_schedule() -> bool:
+                # A status recorded before the first delivery may say "behind" (the export was created
+                # up to 35 minutes ago); the delivery moves the position, which records it again.
+                status = dg.AssetKey("export_status")
+                for e in (healthy, third):
+                    records = instance.fetch_materializations(
+                        dg.AssetRecordsFilter(asset_key=status, asset_partitions=[f"{e.account_id}/{e.id}"]),
+                        limit=1,
+                    ).records
+                    event = records[0].asset_materialization if records else None
+                    entry = event.metadata.get("behind email_events") if event else None
+                    if entry is None or "on schedule" not in str(entry.value):
+                        return False
+                return True
+
+            wait_for("the healthy exports' status on schedule", healthy_on_schedule, server, log, 120)
+
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
                 try:
