@@ -80,6 +80,8 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # attempt's table commit met a 503, and the export moved twice before any retry there: the known
     # limit (docs/customers.md, "Moves"). The store records a commit's files before its PUT, and the
     # oracle took that record for the table; it now reads whether the version's commit is in the log.
+    # Since issue 44's move fix no longer a limit: the oracle wants the rows in a table, and the first
+    # run at the new place adds the stranded part as a table-only file (`table.stranded_parts`).
     40000120: {"days": 3, "wide": 1, "parquet_share": 0.7, "table_share": 1.0},
     # Long run #12 seed 44000056 (tables on), the table oracle's: an operator's replace took a window
     # out of the table and failed in a control-plane outage; the key was revoked over the next

@@ -343,6 +343,23 @@ class Attempt:
                 tally.late_rows = tally.rows - before
         return tally
 
+    def recut(self, dataset: str, window: Window, p: PartRecord) -> Part | None:
+        """Part ``p`` (landed at an earlier place) cut again from the source by its recorded ids, as
+        Parquet: the bytes that landed there, or None when the source no longer gives them (a row
+        erased since). Event rows do not change, so a re-cut is the same bytes (`_resend` relies
+        on it too), and a re-send of it under one name is always the same object."""
+        if p.ids is None or p.md5 is None:
+            return None
+        writer = part_writer(PARQUET, DATASETS[dataset], self.part_limit)
+        rows = self._rows(dataset, self.export.account_id, window, None, None, wanted=set(unpack_ids(p.ids)))
+        try:
+            parts = list(writer.parts(rows, first=p.number, empty=False))
+        finally:
+            _close(rows)
+        if len(parts) != 1 or parts[0].content_md5 != p.md5:
+            return None
+        return parts[0]
+
     def mark_success(self, window_id: int, key: str, *, replace: bool) -> None:
         """The snapshot's ``_SUCCESS``, strictly after every part, recorded before its PUT like a part."""
         self.store.record_part_intent(

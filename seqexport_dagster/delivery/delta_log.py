@@ -38,6 +38,13 @@ from seqexport_dagster.contract.table_format import DELTA as DELTA
 from seqexport_dagster.contract.window import iso_ms
 
 LOG_FOLDER: Final = "_delta_log"
+#: Table-only data files (`table.stranded_parts`): rows whose part landed at a place the export left
+#: before that place's table took them, cut again and added to the table here. No file loader sees
+#: them: the documented globs and patterns all need a ``date=`` folder (``<dataset>/date=*/*.parquet``,
+#: Snowflake's ``.*date=[^/]*/[^/]*[.]parquet``, BigQuery's ``<dataset>/date=*.parquet``), there is
+#: none in these paths, and Spark skips folders starting with ``_``. Delta readers read whatever an
+#: ``add`` names, with the partition value the ``add`` gives.
+ROWS_FOLDER: Final = "_delta_rows"
 PARTITION_COLUMN: Final = "date"
 #: A checkpoint every this many versions (Spark's and delta-rs's default is 10 or 100; at one commit
 #: per window with rows, 100 versions is a day of 15-minute windows: benchmarks/delta_log.py).
@@ -48,6 +55,11 @@ _NAMESPACE: Final = uuid.UUID("5b8c8d3e-3f0b-4a51-9d0e-2f7b8f0c4a44")
 
 def table_root(prefix: str, dataset: str) -> str:
     return f"{prefix}/{dataset}/" if prefix else f"{dataset}/"
+
+
+def rows_path(day: str, part_name: str) -> str:
+    """The table path of a table-only file (`ROWS_FOLDER`): ``_delta_rows/YYYY-MM-DD/<part name>``."""
+    return f"{ROWS_FOLDER}/{day}/{part_name}"
 
 
 def commit_key(prefix: str, dataset: str, version: int) -> str:

@@ -48,6 +48,7 @@ from seqexport_dagster.delivery.batch import RETRY_DELAYS_S
 from seqexport_dagster.delivery.delivered import holds_ids, missing_ids, newest_landed_attempt
 from seqexport_dagster.delivery.planner import waiting_for_backoff
 from seqexport_dagster.delivery.runner import Runner, WindowReport
+from seqexport_dagster.delivery.table import stranded_parts
 from seqexport_dagster.errors import ExportError, RunInterrupted
 from seqexport_dagster.source.reader import WINDOWS_PER_STATEMENT
 from seqexport_dagster.store import ACTIVE, PRUNE_AFTER_MS, DatasetState, ExportRecord, PartRecord
@@ -157,6 +158,7 @@ def reconcile(
             ledgers = runner.store.parts_of_windows(export_id, state.dataset, chunk, here=export.location)
             last_commits = runner.store.last_commits_of_windows(export_id, state.dataset, chunk, here=export.location)
             ledger_of = {w: [p for ps in found.values() for p in ps] for w, found in ledgers.items()}
+            strands = _maybe_stranded(runner, export, state.dataset, chunk, ledgers)
             in_source = runner.source.ids_of_windows(
                 state.dataset, export.account_id, [w for w in chunk if holds_ids(ledger_of[w])]
             )
@@ -165,6 +167,12 @@ def reconcile(
                 late = missing_ids(in_source[window], ledger_of[window]) if window in in_source else set()
                 settle = unsettled(here, last_commits.get(window))
                 pending = any(not p.landed for p in here) or window in owed or settle
+                if not (late or pending) and window in strands:
+                    # Rows of a part stranded at a place the export left go into this table
+                    # (`table.stranded_parts`): the window's attempt here writes them.
+                    pending = bool(
+                        stranded_parts(runner.store, export, state.dataset, window, export.location, ledgers[window])
+                    )
                 report = (
                     _write(
                         runner, export_id, state.dataset, window, run_id, retry_delays_s, sleep, settle, export.location
@@ -287,6 +295,29 @@ def unsettled(here: list[PartRecord], last_commit: int | None) -> bool:
     40000144)."""
     newest = newest_landed_attempt(here)
     return bool(newest) and (last_commit is None or newest > last_commit)
+
+
+def _maybe_stranded(
+    runner: Runner,
+    export: ExportRecord,
+    dataset: str,
+    chunk: Sequence[Window],
+    ledgers: dict[Window, dict[str, list[PartRecord]]],
+) -> set[Window]:
+    """Windows of ``chunk`` with a part landed at another place under an attempt that no commit
+    there followed: the few `table.stranded_parts` then looks at closely (one statement per other
+    place for the chunk, and only for an export that keeps a table)."""
+    if export.table is None:
+        return set()
+    others = {place for found in ledgers.values() for place in found if place != export.location}
+    out: set[Window] = set()
+    for place in sorted(others):
+        last = runner.store.last_commits_of_windows(export.id, dataset, chunk, here=place)
+        for window, found in ledgers.items():
+            newest = newest_landed_attempt(p for p in found.get(place, []) if p.rows)
+            if newest and (window not in last or newest > last[window]):
+                out.add(window)
+    return out
 
 
 def failing_ahead(state: DatasetState) -> bool:

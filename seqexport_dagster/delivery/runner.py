@@ -34,6 +34,7 @@ manifests); one order of operations, kept whole until issue 28 moves the deliver
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime as dt
 from collections.abc import Callable, Sequence
@@ -45,12 +46,12 @@ from seqexport_dagster.contract.file_format import FileFormat, window_format
 from seqexport_dagster.contract.keys import SNAPSHOT_DATASET, part_key, snapshot_part_key, success_key
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import DAY_MS, Window, day_start, day_start_ms
-from seqexport_dagster.delivery import planner
+from seqexport_dagster.delivery import delta_log, planner
 from seqexport_dagster.delivery.attempt import Attempt, Sent, Tally
 from seqexport_dagster.delivery.delivered import late_ids, newest_landed_attempt
 from seqexport_dagster.delivery.delta_log import CHECKPOINT_INTERVAL
 from seqexport_dagster.delivery.manifest import write_manifest
-from seqexport_dagster.delivery.table import commit_window_parts, remove_window_files
+from seqexport_dagster.delivery.table import commit_window_parts, remove_window_files, stranded_parts
 from seqexport_dagster.delivery.writer import PART_LIMIT
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, open_destination
 from seqexport_dagster.errors import DestinationChanged, ExportError, RunInterrupted, UntypeableValue, internal_error
@@ -66,6 +67,7 @@ from seqexport_dagster.store import (
     PartRecord,
     snapshot_window,
 )
+from seqexport_dagster.store.table_log import FileChange
 
 _Report = TypeVar("_Report", "WindowReport", "SnapshotReport")
 
@@ -283,7 +285,9 @@ class Runner:
             return True
         if self.late_ids(export, dataset, window, ledger):
             return True
-        return self.unsettled(export.id, dataset, window, location, newest_landed_attempt(ledger))
+        if self.unsettled(export.id, dataset, window, location, newest_landed_attempt(ledger)):
+            return True
+        return bool(stranded_parts(self.store, export, dataset, window, location))
 
     def unsettled(self, export_id: str, dataset: str, window: Window, location: str, newest_landed: int) -> bool:
         """Parts landed at ``location`` under an attempt that never committed there (its worker died
@@ -390,7 +394,9 @@ class Runner:
                     window=window,
                     replace=replace,
                 )
-            self._commit_table(attempt, dataset, window, window_id)
+            # Parts stranded elsewhere are looked for where the window's rows elsewhere count as
+            # delivered (`elsewhere`); a replace, or a first delivery here, cuts every row here.
+            self._commit_table(attempt, dataset, window, window_id, carry=bool(elsewhere) and not replace)
             advanced = self.store.commit_window(
                 window_id, rows=tally.rows, part_count=tally.parts, size=tally.bytes, now_ms=self.clock()
             )
@@ -529,9 +535,26 @@ class Runner:
         keys = [p.key for p in (*ledger, *elsewhere)]
         return window_format(keys, attempt.export.format)  # _SUCCESS has no format
 
-    def _commit_table(self, attempt: Attempt, dataset: str, window: Window, window_id: int) -> None:
+    def _commit_table(
+        self, attempt: Attempt, dataset: str, window: Window, window_id: int, *, carry: bool = False
+    ) -> None:
         """The dataset's Delta table (``--table delta``) takes what it lacks of the window, after
-        the manifest and before the commit, through the attempt's own create-only write (`table`)."""
+        the manifest and before the commit, through the attempt's own create-only write (`table`).
+
+        With it (``carry``), the rows of parts stranded at a place the export left
+        (`table.stranded_parts`): each part is cut again from the source, written here as a
+        table-only file, create-only, and added by the same commit (a retry writes the same bytes
+        under the same name, and the commit's record says it is in the table here)."""
+        carried: list[FileChange] = []
+        stranded = stranded_parts(self.store, attempt.export, dataset, window, attempt.location) if carry else []
+        for s in stranded:
+            part = attempt.recut(dataset, window, s.part)
+            if part is None:
+                continue  # the source no longer gives the bytes that landed there
+            key = delta_log.table_root(attempt.config.prefix, dataset) + s.path
+            attempt.create(key, part.body, outcome_unknown=True)
+            md5 = base64.b64decode(part.content_md5).hex()
+            carried.append(FileChange(s.path, window.from_ms, window.to_ms, part.size, part.rows, md5, removed=False))
         commit_window_parts(
             self.store,
             attempt.write_manifest,
@@ -543,6 +566,7 @@ class Runner:
             window_id=window_id,
             now_ms=self.clock(),
             checkpoint_interval=self.checkpoint_interval,
+            carried=carried,
         )
 
     def _unlist_before_replace(self, attempt: Attempt, dataset: str, window: Window, window_id: int) -> None:

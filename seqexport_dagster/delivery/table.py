@@ -30,13 +30,16 @@ state would not be that version's), and readers simply replay more JSON.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from seqexport_dagster.contract.file_format import PARQUET, format_of_key
+from seqexport_dagster.contract.keys import SNAPSHOT_DATASET
 from seqexport_dagster.contract.window import Window
 from seqexport_dagster.delivery import delta_log
 from seqexport_dagster.delivery.delta_log import TableFile
+from seqexport_dagster.delivery.writer import unpack_ids
 from seqexport_dagster.destination import PutOutcome
 from seqexport_dagster.store import SUCCESS_MARK, ControlPlane, ExportRecord, PartRecord
 from seqexport_dagster.store.table_log import FileChange, TableFileRecord
@@ -50,10 +53,17 @@ def _md5_hex(content_md5: str | None) -> str | None:
 
 
 def _date_of(path: str) -> str:
-    folder = path.split("/", 1)[0]
-    if not folder.startswith(DATE_FOLDER):
-        raise ValueError(f"{path!r} is not under a date= folder")
-    return folder[len(DATE_FOLDER) :]
+    folder, _, rest = path.partition("/")
+    if folder.startswith(DATE_FOLDER):
+        return folder[len(DATE_FOLDER) :]
+    if folder == delta_log.ROWS_FOLDER:  # a table-only file: ``_delta_rows/YYYY-MM-DD/<name>``
+        return rest.split("/", 1)[0]
+    raise ValueError(f"{path!r} is not under a date= folder")
+
+
+def is_table_only(path: str) -> bool:
+    """A table-only file (`stranded_parts`), not one of the window's parts here."""
+    return path.startswith(delta_log.ROWS_FOLDER + "/")
 
 
 def table_changes(
@@ -75,7 +85,9 @@ def table_changes(
         if f is None or f.removed or f.bytes != p.size or f.md5 != md5 or f.rows != p.rows:
             out.append(FileChange(path, window.from_ms, window.to_ms, p.size, p.rows, md5, removed=False))
     for path, f in current.items():
-        if not f.removed and path not in wanted:
+        # A table-only file carries rows of a part at an earlier place (`stranded_parts`), which no
+        # part here holds: it stays until an operator's replace (`remove_window_files`).
+        if not f.removed and path not in wanted and not is_table_only(path):
             out.append(FileChange(path, f.from_ms, f.to_ms, f.bytes, f.rows, f.md5, removed=True))
     return out
 
@@ -159,14 +171,16 @@ def commit_window_parts(
     window_id: int,
     now_ms: int,
     checkpoint_interval: int = delta_log.CHECKPOINT_INTERVAL,
+    carried: Sequence[FileChange] = (),
 ) -> int | None:
-    """Commit what the table lacks of the window at this place; the version written, or None."""
+    """Commit what the table lacks of the window at this place; the version written, or None.
+    ``carried``: table-only files already written here (`stranded_parts`), added by the same commit."""
     if export.table != delta_log.DELTA:
         return None
     _flush(store, put, export.id, dataset, location)
     ledger = store.window_parts(export.id, dataset, window, location)
     held = store.table_files(export.id, dataset, location, from_ms=window.from_ms, to_ms=window.to_ms)
-    changes = table_changes(prefix, dataset, window, ledger, held)
+    changes = [*table_changes(prefix, dataset, window, ledger, held), *carried]
     if not changes:
         return None
     return _commit(
@@ -221,3 +235,91 @@ def remove_window_files(
         now_ms=now_ms,
         checkpoint_interval=0,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Stranded:
+    """A part of the window landed at an earlier place, in no table: its rows go into the table
+    here as a table-only file at ``path`` (relative to the table's root)."""
+
+    part: PartRecord
+    path: str
+
+
+def stranded_parts(
+    store: ControlPlane,
+    export: ExportRecord,
+    dataset: str,
+    window: Window,
+    here: str,
+    found: dict[str, list[PartRecord]] | None = None,
+) -> list[Stranded]:
+    """Parts of ``window`` that landed at a place the export left, with rows no table holds: the
+    attempt that landed them ended before the commit there (its table commit failed, or its worker
+    died after the PUT), and the export moved before a retry (long run #12 seed 40000120). Their
+    rows count as delivered (the files there hold them), so no late part brings them here, and
+    nothing is ever written at the old place again. The table here takes them instead, as
+    table-only files (`delta_log.ROWS_FOLDER`) that no file loader sees.
+
+    A part counts when, by the control plane: it landed with rows, in Parquet, under an attempt no
+    commit of the window at its place followed (a committed window is in that table, unless the
+    table was off, which leaves it out on purpose); that place's table has no ``add`` of it, or one
+    whose commit never landed (its outcome unknown: see docs/customers.md, "Moves"); no replace is
+    unfinished there (that case is the replace's); no place's table carries it already (a second
+    move carries it once); and no landed part here holds any of its rows (a whole copy here, an
+    operator's replace, is in this table already). ``found``: the window's parts by place, when
+    the caller has read them (`ControlPlane.parts_everywhere`)."""
+    if export.table != delta_log.DELTA or dataset == SNAPSHOT_DATASET:
+        return []
+    if found is None:
+        found = store.parts_everywhere(export.id, dataset, window, here=here)
+    candidates: dict[str, list[PartRecord]] = {}
+    for place, parts in found.items():
+        if place == here:
+            continue
+        landed = [
+            p
+            for p in parts
+            if p.landed
+            and p.rows
+            and p.ids is not None
+            and p.attempt
+            and p.kind != SUCCESS_MARK
+            and format_of_key(p.key) == PARQUET
+        ]
+        if not landed:
+            continue
+        last = store.last_commit_id(export.id, dataset, window, place)
+        newer = [p for p in landed if last is None or p.attempt is not None and p.attempt > last]
+        if newer and not store.replace_unfinished(export.id, dataset, window, place):
+            candidates[place] = newer
+    if not candidates:
+        return []
+    files = store.table_files_everywhere(export.id, dataset, window.from_ms, window.to_ms)
+    unlanded = {
+        place: store.unlanded_table_versions(export.id, dataset, place) if place != here else set()
+        for place in {*candidates, *files}
+    }
+    # Carried into a table already: here (an unlanded commit here is sent again by the next one), or
+    # at another place the export left whose commit landed (one of unknown outcome there is treated
+    # as not landed, like the stranded part's own: see below).
+    carried = {
+        f.path
+        for place, records in files.items()
+        for f in records
+        if is_table_only(f.path) and f.version not in unlanded[place]
+    }
+    ours = {i for p in found.get(here, []) if p.landed and p.ids for i in unpack_ids(p.ids)}
+    out: list[Stranded] = []
+    for place, parts in sorted(candidates.items()):
+        there = {f.path: f for f in files.get(place, [])}
+        for p in parts:
+            in_place = "/".join(p.key.split("/")[-2:])  # date=YYYY-MM-DD/<name>, the path there
+            f = there.get(in_place)
+            if f is not None and (f.removed or f.version not in unlanded[place]):
+                continue  # in that table (or taken out of it by a replace)
+            path = delta_log.rows_path(window.date_key, p.key.rsplit("/", 1)[-1])
+            if path in carried or not ours.isdisjoint(unpack_ids(p.ids or b"")):
+                continue
+            out.append(Stranded(p, path))
+    return out

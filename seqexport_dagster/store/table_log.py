@@ -116,6 +116,47 @@ class TableLogStore:
         ]
 
     @translate_errors
+    def table_files_everywhere(
+        self, export_id: str, dataset: str, from_ms: int, to_ms: int
+    ) -> dict[str, list[TableFileRecord]]:
+        """The table files of one window at every place, by location, and each place's versions
+        whose commit has not landed (`table.stranded_parts` reads both in one go)."""
+        t = table_files
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(
+                    t.c.location,
+                    t.c.path,
+                    t.c.from_ms,
+                    t.c.to_ms,
+                    t.c.bytes,
+                    t.c.rows,
+                    t.c.md5,
+                    t.c.version,
+                    t.c.removed,
+                )
+                .where(t.c.export_id == export_id, t.c.dataset == dataset, t.c.from_ms == from_ms, t.c.to_ms == to_ms)
+                .order_by(t.c.location, t.c.version, t.c.path)
+            ).all()
+        found: dict[str, list[TableFileRecord]] = {}
+        for r in rows:
+            found.setdefault(r[0], []).append(
+                TableFileRecord(r[1], int(r[2]), int(r[3]), int(r[4]), int(r[5]), r[6], int(r[7]), bool(r[8]))
+            )
+        return found
+
+    @translate_errors
+    def unlanded_table_versions(self, export_id: str, dataset: str, location: str) -> set[int]:
+        """The versions at ``location`` whose commit was claimed and never marked landed."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(table_commits.c.version).where(
+                    self._here(table_commits, export_id, dataset, location), table_commits.c.landed.is_(False)
+                )
+            ).all()
+        return {int(r[0]) for r in rows}
+
+    @translate_errors
     def claim_table_commit(
         self,
         export_id: str,

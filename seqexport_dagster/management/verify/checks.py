@@ -34,7 +34,7 @@ from seqexport_dagster.management.verify.manifests import manifest_problems
 from seqexport_dagster.management.verify.parquet_rows import parquet_rows
 from seqexport_dagster.management.verify.report import DatasetSummary, Problem, VerifyReport
 from seqexport_dagster.management.verify.row import row_problem
-from seqexport_dagster.management.verify.table import is_log_object, verify_tables
+from seqexport_dagster.management.verify.table import is_table_object, verify_tables
 from seqexport_dagster.progress import Advance, no_progress
 
 if TYPE_CHECKING:
@@ -414,8 +414,9 @@ def verify_bucket(
     checker = _Checker(report, part_limit, bucket.limits, memo)
     progress("listing objects", 0, None)
     listed_all = sorted(bucket.list(), key=lambda o: o.key)
-    # Delta logs (``<dataset>/_delta_log/``, issue 44) are checked by `verify.table`, not as parts.
-    objects = [o for o in listed_all if not is_log_object(o.key)]
+    # Delta logs (``<dataset>/_delta_log/``, issue 44) and table-only files (``<dataset>/_delta_rows/``)
+    # are checked by `verify.table`, not as parts.
+    objects = [o for o in listed_all if not is_table_object(o.key)]
     events, snapshot_parts, successes = _classify(checker, objects)
     _count_progress(checker, progress, events, snapshot_parts)
     for name in DATASETS:

@@ -4,8 +4,9 @@ From the bucket alone: commit versions run 0, 1, 2, ... without a gap; every fil
 names is in the bucket with that size; no path is added twice without a ``remove`` between (an
 operator's replace re-adds a part it overwrote with another size or row count, which the protocol
 reads as the newest ``add`` winning: allowed); each ``add``'s ``numRecords`` equals the rows of the
-part as `verify` read it. With ``--ledger``: the table's live files and rows equal what the control
-plane says the exporter committed at this place (files of a commit not landed yet left out).
+part as `verify` read it (of a table-only file under ``_delta_rows/``, its footer's count). With
+``--ledger``: the table's live files and rows equal what the control plane says the exporter
+committed at this place (files of a commit not landed yet left out).
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from seqexport_dagster.management.verify.bucket import Bucket, StoredObject
+from seqexport_dagster.management.verify.parquet_rows import parquet_row_count
 from seqexport_dagster.management.verify.report import Problem
 
 if TYPE_CHECKING:  # the remote CLI's `verify --ledger` must not load the control plane (test_remote_cli_imports)
     from seqexport_dagster.store import ControlPlane
 
 LOG: Final = "_delta_log"
+ROWS: Final = "_delta_rows"
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 
@@ -29,6 +32,14 @@ _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 def is_log_object(key: str) -> bool:
     parts = key.split("/")
     return len(parts) == 3 and parts[1] == LOG
+
+
+def is_table_object(key: str) -> bool:
+    """A log object, or a table-only data file (``<dataset>/_delta_rows/<day>/<name>``: rows whose
+    part landed at an earlier place of the export, cut again for the table here; no file loader
+    reads that folder). Both are checked here, not as parts."""
+    parts = key.split("/")
+    return is_log_object(key) or (len(parts) == 4 and parts[1] == ROWS)
 
 
 def verify_tables(
@@ -93,6 +104,9 @@ def _check_log(
             out.append(Problem("table_size_mismatch", dataset, key, f"log says {add['size']} B, bucket {sizes[key]} B"))
         n = int(json.loads(add.get("stats") or "{}").get("numRecords", -1))
         rows[path] = n
+        if path.startswith(ROWS + "/") and key not in part_rows:
+            # A table-only file is no part: its footer gives its rows (read once, here).
+            part_rows = {**part_rows, key: parquet_row_count(bucket.read(key))}
         if key in part_rows and part_rows[key] != n:
             out.append(
                 Problem("table_rows_mismatch", dataset, key, f"log says {n} rows, the part holds {part_rows[key]}")

@@ -6,7 +6,10 @@ since the last copy) and read with ``deltalake``, as a customer's reader would:
 - no event row is in a table twice (a snapshot table: no subscriber twice in one day's partition);
 - at the end, every event row the export owes (`oracles.expected_rows`) is in one of its tables,
   and DuckDB's ``delta`` extension reads as many rows from every table as delta-rs.
-Exactly once holds per place, as for the loaders: a move starts a new table at the new place.
+Exactly once holds per place, as for the loaders: a move starts a new table at the new place. A row
+whose part landed at a place the export left before that place's table took it is owed too: the
+table at a later place takes it as a table-only file (`delivery.table.stranded_parts`; long run #12
+seed 40000120 had it in no table, then a documented limit).
 
 Inside an operator's replace that has not finished, the log may name a part by its old size while
 the store already holds the new bytes (the replace commits the new ``add`` when it is whole), so a
@@ -98,12 +101,6 @@ class TableOracle:
                 # one left unfinished at a place the export then left never puts it back there.
                 self.known["row of a replace left unfinished (a move, a delete or a removal)"] += 1
                 continue
-            if _cut_off_by_a_move(world, e, dataset, recorded_ms):
-                # Known limit (docs/customers.md, "Moves"): a late part landed at a place, its
-                # window's attempt failed before the table commit, and the export moved away: the
-                # row is in that place's files, and reconciliation counts it delivered (sim seed 4).
-                self.known["late part left out of an earlier place's table by a move"] += 1
-                continue
             out.append(("row not in table", f"{dataset} {rid} owed, in no table of the export", rid))
         return out
 
@@ -160,26 +157,3 @@ def _left_in_a_replace(world: Any, e: SimExport, dataset: str, recorded_ms: int)
         for w in windows
         for p in e.places
     )
-
-
-def _cut_off_by_a_move(world: Any, e: SimExport, dataset: str, recorded_ms: int) -> bool:
-    current = e.places[-1].location
-    windows = {a.window for a in world.store.ledger(e.export_id, dataset=dataset) if a.window.contains(recorded_ms)}
-    for w in windows:
-        for place in e.places:
-            if place.location == current:
-                continue
-            parts = world.store.window_parts(e.export_id, dataset, w, place.location)
-            head = f"{place.prefix}/{dataset}/" if place.prefix else f"{dataset}/"
-            # In the table: recorded with a version whose commit is in the log. The store records a
-            # commit's files before its PUT; one whose PUT failed (a 503, then the move) is not
-            # there (long run #12 seed 40000120).
-            logged = world.buckets.get(place.bucket).objects
-            live = {
-                f.path
-                for f in world.store.table_files(e.export_id, dataset, place.location)
-                if not f.removed and f"{head}_delta_log/{f.version:020d}.json" in logged
-            }
-            if any(p.landed and p.rows and p.key.removeprefix(head) not in live for p in parts):
-                return True
-    return False
