@@ -96,6 +96,8 @@ def test_late_rows_stranded_at_the_old_place_are_in_the_new_table_once(
         for hour in range(1, 7):
             world.clock.now_ms = DAY0 + hour * HOUR_MS + 120_000
             runner.run_day(export.id, DATASET, day)
+        # A scheduled pass (lateness one hour): from here on, scheduled passes reach back from it only.
+        reconcile(runner, export.id, lateness_ms=HOUR_MS, thin=True, retry_delays_s=())
         late = late_rows(LATE, 3, "stranded")
         insert_rows(world.source_engine, DATASET, late)
         world.clock.now_ms += 5 * MINUTE_MS
@@ -126,14 +128,16 @@ def test_late_rows_stranded_at_the_old_place_are_in_the_new_table_once(
         old_table = table_ids(tmp_path / "old" / "old" / DATASET)
         assert not {r[1] for r in late} & set(old_table), "the old table took the late rows after all"
 
-        # The move, before any retry at `old`; then two hours at `new`, each with its pass.
+        # The move, before any retry at `old`; then two hours at `new`, each with its scheduled pass,
+        # which reaches back to 05:00 only: the window is looked at because its part landed at `old`
+        # under an attempt no commit there followed (or, on a refused commit, as the error's window).
         config, _ = world.store.destination_config(export.id)
         world.clock.now_ms = DAY0 + 6 * HOUR_MS + 45 * MINUTE_MS
         world.store.update_destination(export.id, dataclasses.replace(config, prefix="new"), world.clock())
         for hour in (7, 8):
             world.clock.now_ms = DAY0 + hour * HOUR_MS + 120_000
             runner.run_day(export.id, DATASET, day)
-            reconcile(runner, export.id, retry_delays_s=())
+            reconcile(runner, export.id, lateness_ms=HOUR_MS, thin=True, retry_delays_s=())
         assert keys_under(s3, bucket, "old/") == old, "something was written at the old place after the move"
         new = keys_under(s3, bucket, "new/")
         copy_out(new, tmp_path / "new")
@@ -189,7 +193,7 @@ def test_late_rows_stranded_at_the_old_place_are_in_the_new_table_once(
 
         # Idempotent: one more pass finds nothing stranded and writes nothing.
         world.clock.now_ms += 10 * MINUTE_MS
-        reconcile(runner, export.id, retry_delays_s=())
+        reconcile(runner, export.id, lateness_ms=HOUR_MS, thin=True, retry_delays_s=())
         assert keys_under(s3, bucket, "new/") == new
         assert proxy.overwrites == []
     finally:

@@ -148,7 +148,16 @@ def reconcile(
         }
         if state.failures and state.last_error_window is not None:
             owed.add(state.last_error_window)  # a late-row window that failed: retried, whatever its age
-        checked = sorted({*recent, *owed})
+        # With a table, windows whose part landed at a place the export left and never reached a
+        # table there are looked at whatever their age (`_maybe_stranded` then decides which).
+        elsewhere = (
+            runner.store.windows_landed_elsewhere_unsettled(
+                export_id, state.dataset, export.location, state.position_ms, after_ms=kept
+            )
+            if export.table is not None
+            else []
+        )
+        checked = sorted({*recent, *owed, *elsewhere})
         # Read up front for a chunk of the pass's windows at a time, in a few statements instead of
         # a few per window (issue 29), and a chunk's ids only in memory at once (a manual pass may
         # reach back days). The pass holds the export's lease, and each window it writes touches

@@ -18,7 +18,8 @@ operations for one window, and why:
 5. Write the window's manifest (`seqexport_dagster.delivery.manifest`) once all its parts landed, create-only,
    under a name of its own for each set of parts (late parts get a new one).
 6. With ``--table delta``, commit what the dataset's Delta table lacks of the window (`table`), after
-   the manifest, through the same create-only write.
+   the manifest, through the same create-only write; with it, parts of the window stranded at a
+   place the export left, in no table there, as table-only files here (`table.stranded_parts`).
 7. Commit: ledger row and position in one transaction. Nothing before this point is visible as
    progress, so a crash anywhere above is repaired by the next attempt resuming from the ledger.
 

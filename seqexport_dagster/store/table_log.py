@@ -13,11 +13,14 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Final
 
 import sqlalchemy as sa
 
+from seqexport_dagster.contract.window import DAY_MS, Window
 from seqexport_dagster.store.database import translate_errors
-from seqexport_dagster.store.tables import table_commits, table_files
+from seqexport_dagster.store.records import COMMITTED, PART_LANDED
+from seqexport_dagster.store.tables import parts, table_commits, table_files, windows
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +160,29 @@ class TableLogStore:
         return {int(r[0]) for r in rows}
 
     @translate_errors
+    def windows_landed_elsewhere_unsettled(
+        self, export_id: str, dataset: str, location: str, until_ms: int, *, after_ms: int
+    ) -> list[Window]:
+        """Windows ending in ``(after_ms, until_ms]`` with a part that landed, with rows, at a place
+        other than ``location`` under an attempt no commit there followed: the windows whose rows a
+        place the export left may hold in no table (`delivery.table.stranded_parts` decides). A
+        reconciliation pass of an export that keeps a table checks them whatever their recheck age:
+        the move may come after the window's last one."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                _LANDED_ELSEWHERE_UNSETTLED,
+                {
+                    "e": export_id,
+                    "d": dataset,
+                    "here": location,
+                    "after": after_ms,
+                    "until": until_ms,
+                    "from_after": after_ms - DAY_MS,
+                },
+            ).all()
+        return sorted(Window(r.from_ms, r.to_ms) for r in rows)
+
+    @translate_errors
     def claim_table_commit(
         self,
         export_id: str,
@@ -233,3 +259,34 @@ class TableLogStore:
                 .where(self._here(table_commits, export_id, dataset, location), table_commits.c.version == version)
                 .values(landed=True, body=None)
             )
+
+
+def _landed_elsewhere_unsettled() -> sa.Select[Any]:
+    later = windows.alias("later")
+    committed_since = sa.exists().where(
+        later.c.export_id == parts.c.export_id,
+        later.c.dataset == parts.c.dataset,
+        later.c.from_ms == parts.c.from_ms,
+        later.c.to_ms == parts.c.to_ms,
+        later.c.location == parts.c.location,
+        later.c.status == COMMITTED,
+        later.c.id >= parts.c.window_id,
+    )
+    return (
+        sa.select(parts.c.from_ms, parts.c.to_ms)
+        .where(
+            parts.c.export_id == sa.bindparam("e"),
+            parts.c.dataset == sa.bindparam("d"),
+            parts.c.from_ms > sa.bindparam("from_after"),  # windows are at most a day long
+            parts.c.to_ms > sa.bindparam("after"),
+            parts.c.to_ms <= sa.bindparam("until"),
+            parts.c.location != sa.bindparam("here"),
+            parts.c.status == PART_LANDED,
+            parts.c.rows > 0,
+            ~committed_since,
+        )
+        .distinct()
+    )
+
+
+_LANDED_ELSEWHERE_UNSETTLED: Final = _landed_elsewhere_unsettled()
