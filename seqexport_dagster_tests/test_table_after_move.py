@@ -191,6 +191,12 @@ def test_late_rows_stranded_at_the_old_place_are_in_the_new_table_once(
         assert checked.problems == []
         assert verify_tables(LocalBucket(tmp_path / "new" / "new"), ledger=(world.store, export.id)) == []
 
+        # And it reads the table-only file: another body there is found by its size and its footer.
+        other = old[f"old/{DATASET}/{LATE_PART.replace('-0001.', '-0000.')}"]
+        (root / TABLE_ONLY).write_bytes(other)
+        kinds = {p.kind for p in verify_tables(LocalBucket(tmp_path / "new" / "new"))}
+        assert {"table_size_mismatch", "table_rows_mismatch"} <= kinds, kinds
+
         # Idempotent: one more pass finds nothing stranded and writes nothing.
         world.clock.now_ms += 10 * MINUTE_MS
         reconcile(runner, export.id, lateness_ms=HOUR_MS, thin=True, retry_delays_s=())
