@@ -29,10 +29,12 @@ from deltalake import DeltaTable
 from seqexport_dagster.contract import warehouse_parquet
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS, Window, day_of, iso_ms
+from seqexport_dagster.delivery import delta_log
 from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
 from seqexport_dagster.errors import ExportError
 from seqexport_dagster.management.verify import LocalBucket, verify_bucket
+from seqexport_dagster.management.verify import table as verify_table
 from seqexport_dagster.management.verify.table import verify_tables
 from seqexport_dagster_tests.support import duckdb_httpfs
 from seqexport_dagster_tests.support import snowflake_emulator as sf
@@ -196,6 +198,10 @@ def test_late_rows_stranded_at_the_old_place_are_in_the_new_table_once(
         (root / TABLE_ONLY).write_bytes(other)
         kinds = {p.kind for p in verify_tables(LocalBucket(tmp_path / "new" / "new"))}
         assert {"table_size_mismatch", "table_rows_mismatch"} <= kinds, kinds
+        (root / TABLE_ONLY).write_bytes(b"not parquet")
+        kinds = {p.kind for p in verify_tables(LocalBucket(tmp_path / "new" / "new"))}
+        assert {"table_size_mismatch", "corrupt_parquet"} <= kinds, kinds
+        assert verify_table.ROWS == delta_log.ROWS_FOLDER  # the folder's name, in verify and in the writer
 
         # Idempotent: one more pass finds nothing stranded and writes nothing.
         world.clock.now_ms += 10 * MINUTE_MS

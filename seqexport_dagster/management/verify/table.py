@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from seqexport_dagster.errors import ObjectTooLarge
 from seqexport_dagster.management.verify.bucket import Bucket, StoredObject
 from seqexport_dagster.management.verify.parquet_rows import parquet_row_count
 from seqexport_dagster.management.verify.report import Problem
@@ -106,7 +107,11 @@ def _check_log(
         rows[path] = n
         if path.startswith(ROWS + "/") and key not in part_rows:
             # A table-only file is no part: its footer gives its rows (read once, here).
-            part_rows = {**part_rows, key: parquet_row_count(bucket.read(key))}
+            footer = _footer_rows(bucket, dataset, key)
+            if isinstance(footer, Problem):
+                out.append(footer)
+                continue
+            part_rows = {**part_rows, key: footer}
         if key in part_rows and part_rows[key] != n:
             out.append(
                 Problem("table_rows_mismatch", dataset, key, f"log says {n} rows, the part holds {part_rows[key]}")
@@ -137,3 +142,13 @@ def _check_log(
                 )
             )
     return out
+
+
+def _footer_rows(bucket: Bucket, dataset: str, key: str) -> int | Problem:
+    """The rows a table-only file's footer claims, or the problem reading it (within the bound)."""
+    try:
+        return parquet_row_count(bucket.read(key))
+    except ObjectTooLarge as exc:
+        return Problem("too_large", dataset, key, str(exc))
+    except Exception as exc:  # pyarrow's errors for a body that is not Parquet
+        return Problem("corrupt_parquet", dataset, key, f"{type(exc).__name__}: {str(exc)[:200]}")
