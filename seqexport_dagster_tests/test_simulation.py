@@ -440,6 +440,8 @@ def test_regression_seed(seed: int) -> None:
     days = float(world.pop("days", 2))  # type: ignore[arg-type]
     result = simulate(seed, days=days, **world)
     assert result.ok, result.summary()
+    if seed == 40000120:  # its stranded part went into a later place's table, not past the oracle
+        assert result.table_only_files == 1 and not result.table_known, result.summary()
 
 
 @pytest.mark.parametrize("seed", [3, 9])

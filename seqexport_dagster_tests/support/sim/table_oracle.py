@@ -32,6 +32,7 @@ from seqexport_dagster_tests.support import duckdb_httpfs
 from seqexport_dagster_tests.support.sim.model import SimExport
 
 LOG = "/_delta_log/"
+ROWS = "/_delta_rows/"
 
 
 @dataclass
@@ -46,6 +47,9 @@ class TableOracle:
     #: folder -> rows delta-rs read there at the last check; DuckDB must read as many (`duckdb_agrees`).
     counts: dict[str, int] = field(default_factory=dict)
     duckdb_tables: int = 0
+    #: Table-only files (``<dataset>/_delta_rows/``) in the buckets at the end: how often the stranded
+    #: parts of a move went into a later place's table (`delivery.table.stranded_parts`).
+    table_only_files: int = 0
 
     def check(self, world: Any, e: SimExport, *, final: bool) -> list[tuple[str, str, str | None]]:
         """(invariant, detail, row) of every violation in ``e``'s tables now."""
@@ -56,6 +60,8 @@ class TableOracle:
         for place in e.places:
             bucket = world.buckets.get(place.bucket)
             head = place.prefix + "/" if place.prefix else ""
+            if final:
+                self.table_only_files += sum(1 for k in bucket.objects if k.startswith(head) and ROWS in k)
             datasets = sorted(
                 {k[len(head) :].split("/", 1)[0] for k in bucket.objects if k.startswith(head) and LOG in k}
             )
