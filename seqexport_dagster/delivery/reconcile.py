@@ -149,12 +149,13 @@ def reconcile(
         if state.failures and state.last_error_window is not None:
             owed.add(state.last_error_window)  # a late-row window that failed: retried, whatever its age
         # With a table, windows whose part landed at a place the export left and never reached a
-        # table there are looked at whatever their age (`_maybe_stranded` then decides which).
+        # table there are looked at whatever their age (`_maybe_stranded` then decides which). An
+        # export whose destination never changed has no other place: no statement for it.
         elsewhere = (
             runner.store.windows_landed_elsewhere_unsettled(
                 export_id, state.dataset, export.location, state.position_ms, after_ms=kept
             )
-            if export.table is not None
+            if export.table is not None and export.destination_version > 1
             else []
         )
         checked = sorted({*recent, *owed, *elsewhere})
