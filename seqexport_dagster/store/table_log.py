@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from seqexport_dagster.contract.window import DAY_MS, Window
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.records import COMMITTED, PART_LANDED
-from seqexport_dagster.store.tables import parts, table_commits, table_files, windows
+from seqexport_dagster.store.tables import WINDOW_OPEN, parts, table_commits, table_files, windows
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,27 +262,32 @@ class TableLogStore:
 
 
 def _landed_elsewhere_unsettled() -> sa.Select[Any]:
+    """An attempt whose landed part no commit at its place followed is itself not committed: read
+    from the partial index of attempts not committed (`tables.windows_open`), a small part of the
+    ledger, not from every part of the range (2.3 ms a pass for 7 days of a moved 15-minute export)."""
+    w = windows
     later = windows.alias("later")
+    landed = sa.exists().where(parts.c.window_id == w.c.id, parts.c.status == PART_LANDED, parts.c.rows > 0)
     committed_since = sa.exists().where(
-        later.c.export_id == parts.c.export_id,
-        later.c.dataset == parts.c.dataset,
-        later.c.from_ms == parts.c.from_ms,
-        later.c.to_ms == parts.c.to_ms,
-        later.c.location == parts.c.location,
+        later.c.export_id == w.c.export_id,
+        later.c.dataset == w.c.dataset,
+        later.c.from_ms == w.c.from_ms,
+        later.c.to_ms == w.c.to_ms,
+        later.c.location == w.c.location,
         later.c.status == COMMITTED,
-        later.c.id >= parts.c.window_id,
+        later.c.id > w.c.id,
     )
     return (
-        sa.select(parts.c.from_ms, parts.c.to_ms)
+        sa.select(w.c.from_ms, w.c.to_ms)
         .where(
-            parts.c.export_id == sa.bindparam("e"),
-            parts.c.dataset == sa.bindparam("d"),
-            parts.c.from_ms > sa.bindparam("from_after"),  # windows are at most a day long
-            parts.c.to_ms > sa.bindparam("after"),
-            parts.c.to_ms <= sa.bindparam("until"),
-            parts.c.location != sa.bindparam("here"),
-            parts.c.status == PART_LANDED,
-            parts.c.rows > 0,
+            w.c.export_id == sa.bindparam("e"),
+            w.c.dataset == sa.bindparam("d"),
+            WINDOW_OPEN,
+            w.c.from_ms > sa.bindparam("from_after"),  # windows are at most a day long
+            w.c.to_ms > sa.bindparam("after"),
+            w.c.to_ms <= sa.bindparam("until"),
+            w.c.location != sa.bindparam("here"),
+            landed,
             ~committed_since,
         )
         .distinct()
