@@ -55,7 +55,16 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, st
 @pytest.mark.postgres
 @pytest.mark.parametrize(
     "path",
-    ["sensor tick", "status", "history", "leases", "reconciliation", "verify --ledger", "backfill of a compacted day"],
+    [
+        "sensor tick",
+        "status",
+        "history",
+        "leases",
+        "reconciliation",
+        "verify --ledger",
+        "backfill of a compacted day",
+        "stranded parts after a move",
+    ],
 )
 def test_hot_path_queries_stay_on_an_index(loaded: tuple[World, str, int], path: str) -> None:
     world, template, now = loaded

@@ -15,6 +15,7 @@ from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.management.history import history
 from seqexport_dagster.management.status import export_status
 from seqexport_dagster.management.verify.ledger import ledger_problems
+from seqexport_dagster.store import PRUNE_AFTER_MS
 from seqexport_dagster.store.fleet import changed_since, day_totals, unfinished_attempts
 from seqexport_dagster.store.lease import Leases
 from seqexport_dagster_tests.support.metadata_rows import export_id
@@ -84,5 +85,10 @@ def hot_paths(world: World, template: str, now: int) -> dict[str, Callable[[], A
         "verify --ledger": verify_ledger,
         "backfill of a compacted day": lambda: store.committed_windows(
             deep, "email_events", Window.whole_day(day_of(now - 30 * DAY_MS)).date_key
+        ),
+        # A pass of a table-keeping export after a move: every attempt of the deep export is at a
+        # place other than this one (`reconcile`, `delivery.table.stranded_parts`).
+        "stranded parts after a move": lambda: store.windows_landed_elsewhere_unsettled(
+            deep, "email_events", "moved-here", now, after_ms=now - PRUNE_AFTER_MS
         ),
     }
