@@ -10,7 +10,10 @@ the difference between the window's landed parts and what the table already hold
   first overwrite), and its commit ``add``s the new ones; a part whose content changed otherwise is
   ``add``ed again under its path (the newest ``add`` of a path wins, so it is in the table once);
   one left empty (a part number a new cut no longer needs) is ``remove``d;
-- empty parts (a window without rows writes one, DESIGN §4) carry no row and stay out of the table.
+- empty parts (a window without rows writes one, DESIGN §4) carry no row and stay out of the table;
+- parts stranded at a place the export left (landed there, in no table there: `stranded_parts`) are
+  ``add``ed here as table-only files, ``_delta_rows/…``, which the part ledger does not hold (the
+  rows count as delivered once, by the part at the old place) and only a replace ``remove``s.
 
 Order, and why: a commit left by an earlier attempt whose outcome is unknown is sent first, with its
 recorded bytes under its version (create-only: a 412 means our own commit had landed: the txn of
