@@ -183,3 +183,53 @@ def test_a_literal_is_read_back_verbatim(value: str) -> None:
     tag = literal(value).split("$")[1]
     assert literal(value) == f"${tag}${value}${tag}$"
     assert (value + f"${tag}$").find(f"${tag}$") == len(value), "the closing tag is the first one"
+
+
+def _backend(engine: sa.Engine) -> int:
+    """The server process id of the ADBC connection a window read gets (one read, to its end)."""
+    from seqexport_dagster.source.arrow_read import record_batches
+
+    (batch,) = list(record_batches(engine, "SELECT pg_backend_pid() AS pid"))
+    return int(batch.column(0)[0].as_py())
+
+
+def _gone(engine: sa.Engine, pid: int) -> bool:
+    """Whether the server process ``pid`` has ended, waiting up to 10 s (a backend exits just after
+    its client closes)."""
+    import time
+
+    deadline = time.monotonic() + 10
+    while True:
+        with engine.connect() as conn:
+            query = sa.text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p")
+            if not conn.execute(query, {"p": pid}).scalar():
+                return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+@pytest.mark.postgres
+def test_window_reads_share_a_connection_and_never_one_left_mid_stream_or_closed(pg_world: World) -> None:
+    """Opening ADBC's database reads PostgreSQL's type catalog (45-70 ms of CPU a window): reads of one
+    process reuse it and an idle connection (`arrow_read._Connections`). A stream given up half-way
+    (a failed PUT) may still be inside its COPY: its connection is closed, never reused. One the
+    server ended while idle is replaced on the next read, without an error. Disposing the engine
+    (a resource's teardown) closes what is idle."""
+    from seqexport_dagster.source.arrow_read import record_batches
+
+    engine = pg_world.source_engine
+    first = _backend(engine)
+    assert _backend(engine) == first, "the second read reused the first one's connection"
+    stream = record_batches(engine, "SELECT g, repeat('x', 200) FROM generate_series(1, 300000) AS g")
+    assert next(stream).num_rows > 0
+    stream.close()  # given up half-way
+    assert _gone(engine, first), "the half-read connection was closed, not returned"
+    after = _backend(engine)
+    with engine.connect() as conn:
+        conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": after})
+    assert _gone(engine, after)
+    replaced = _backend(engine)  # no RetryableError: the dead idle connection is replaced
+    assert replaced != after
+    engine.dispose()
+    assert _gone(engine, replaced), "the engine's disposal closed the idle connection"

@@ -18,6 +18,9 @@ process on one file do not see each other's locks (reader.py tells what that did
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -51,32 +54,141 @@ def record_batches(engine: sa.Engine, sql: str) -> Iterator[Any]:
     (its first line, with the password taken out should a driver ever echo it).
 
     The driver manager's low-level API, not its DB-API module: that one imports ``pyarrow.dataset`` and
-    pandas (+54 MB resident, measured), which a window read never uses."""
+    pandas (+54 MB resident, measured), which a window read never uses. The connection comes from the
+    engine's `_Connections` and goes back there when the stream was read to its end."""
     import adbc_driver_manager as adbc
-    import adbc_driver_postgresql
     import pyarrow as pa
 
+    connections = _connections(engine)
     password = engine.url.password or ""
-    handles: list[Any] = []  # closed in reverse: statement, connection, database
+    conn: Any = None
+    handles: list[Any] = []  # closed in reverse: statement, reader
+    done = False
     try:
         try:
-            database = adbc_driver_postgresql.connect(libpq_uri(engine))
-            handles.append(database)
-            conn = adbc.AdbcConnection(database)  # autocommit, the ADBC default: one read-only statement
-            handles.append(conn)
-            statement = adbc.AdbcStatement(conn)
-            handles.append(statement)
-            statement.set_options(**{"adbc.postgresql.batch_size_hint_bytes": str(BATCH_BYTES)})
-            statement.set_sql_query(sql)
-            stream, _ = statement.execute_query()
-            reader = pa.RecordBatchReader._import_from_c(stream.address)
-            handles.append(reader)
+            conn, reused = connections.take()
+            try:
+                reader = _execute(adbc, pa, conn, sql, handles)
+            except adbc.Error:
+                if not reused:
+                    raise
+                # An idle connection the server or the network closed since its last read (a restart,
+                # ``idle_session_timeout``): what ``pool_pre_ping`` does for the engine, without a
+                # round trip on every read. One fresh connection, then a failure is the source's.
+                _close_all(handles)
+                handles.clear()
+                conn.close()
+                conn = None
+                conn, _ = connections.take(fresh=True)
+                reader = _execute(adbc, pa, conn, sql, handles)
             yield from reader
+            done = True
         except adbc.Error as exc:
             line = (str(exc).strip().splitlines() or ["unknown error"])[0]
             if password:
                 line = line.replace(password, "***")
             raise RetryableError(f"source database error: {line}") from None
     finally:
-        for handle in reversed(handles):
-            handle.close()
+        _close_all(handles)
+        # Read to its end, the connection is idle (autocommit: no transaction is left open) and the
+        # next read may use it; a stream given up half-way or failed may still be inside its COPY.
+        if done:
+            connections.give(conn)
+        elif conn is not None:
+            conn.close()
+
+
+def _execute(adbc: Any, pa: Any, conn: Any, sql: str, handles: list[Any]) -> Any:
+    statement = adbc.AdbcStatement(conn)
+    handles.append(statement)
+    statement.set_options(**{"adbc.postgresql.batch_size_hint_bytes": str(BATCH_BYTES)})
+    statement.set_sql_query(sql)
+    stream, _ = statement.execute_query()
+    reader = pa.RecordBatchReader._import_from_c(stream.address)
+    handles.append(reader)
+    return reader
+
+
+def _close_all(handles: list[Any]) -> None:
+    for handle in reversed(handles):
+        handle.close()
+
+
+#: Idle connections kept per engine: a run's worker threads (`batch.DEFAULT_WORKERS`) read one window
+#: each at a time, and a connection beyond these is closed when its read ends.
+IDLE_CONNECTIONS: Final = 8
+
+
+class _Connections:
+    """One engine's ADBC database and its idle connections, reused by every window read of the
+    process (each run's `SourceReader` is new; the engine is the resource's, so this is shared).
+
+    Why: opening the ADBC database reads PostgreSQL's type catalog into the driver's type resolver,
+    measured at 45-70 ms of the exporter's CPU and ~100 ms wall per window, more than a 15-minute
+    window of a few hundred rows costs to write. A connection is used by one read at a time, and
+    only returned when its stream ended (`record_batches`). Closed when the engine is disposed
+    (``engine_disposed``: the resource's teardown, a test world's); a forked child opens its own,
+    never the parent's sockets."""
+
+    def __init__(self, uri: str) -> None:
+        self._uri = uri
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._database: Any = None
+        self._idle: list[Any] = []
+
+    def take(self, *, fresh: bool = False) -> tuple[Any, bool]:
+        """A connection, and whether it was used before (an idle one may have been closed by the
+        server since); ``fresh``: a new one, whatever is idle."""
+        import adbc_driver_manager as adbc
+        import adbc_driver_postgresql
+
+        with self._lock:
+            self._after_fork()
+            if self._idle and not fresh:
+                return self._idle.pop(), True
+            if self._database is None:
+                self._database = adbc_driver_postgresql.connect(self._uri)
+            database = self._database
+        # Autocommit, the ADBC default: one read-only statement per read, no transaction left open.
+        return adbc.AdbcConnection(database), False
+
+    def give(self, conn: Any) -> None:
+        with self._lock:
+            if os.getpid() == self._pid and len(self._idle) < IDLE_CONNECTIONS:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self, *_: Any) -> None:
+        with self._lock:
+            if os.getpid() != self._pid:
+                self._after_fork()
+                return
+            idle, database = self._idle, self._database
+            self._idle, self._database = [], None
+        for conn in idle:
+            conn.close()
+        if database is not None:
+            database.close()
+
+    def _after_fork(self) -> None:
+        """In a forked child the parent's handles share the parent's sockets: closing them would end
+        the parent's sessions, so they are left alone (kept referenced) and this process opens its own."""
+        if os.getpid() != self._pid:
+            _INHERITED.append((self._database, self._idle))
+            self._pid, self._database, self._idle = os.getpid(), None, []
+
+
+_INHERITED: list[Any] = []
+_BY_ENGINE: weakref.WeakKeyDictionary[sa.Engine, _Connections] = weakref.WeakKeyDictionary()
+_BY_ENGINE_LOCK = threading.Lock()
+
+
+def _connections(engine: sa.Engine) -> _Connections:
+    with _BY_ENGINE_LOCK:
+        found = _BY_ENGINE.get(engine)
+        if found is None:
+            found = _BY_ENGINE[engine] = _Connections(libpq_uri(engine))
+            sa.event.listen(engine, "engine_disposed", found.close)
+        return found
