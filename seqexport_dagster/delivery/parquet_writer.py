@@ -4,8 +4,8 @@ The Arrow schema is generated from the one row contract (`arrow_schema`), so the
 published schema (`schema_publish`) and the warehouse DDL cannot drift apart:
 
 - ``timestamp`` fields are ``timestamp[ms, tz=UTC]``: the source keeps them in the contract's text form
-  (``2026-09-30T12:34:56.789Z``), parsed over a whole column at once (`_timestamps`, NumPy, from rows;
-  Arrow's cast in `arrow_check` for Arrow batches);
+  (``2026-09-30T12:34:56.789Z``), parsed over a whole column at once in NumPy (`_timestamps` from
+  rows, `arrow_check` from Arrow batches: the same arithmetic, `epoch_millis`);
 - ``integer`` fields are ``int64``; ``array`` fields (tags) are ``list<string>``;
 - ``object`` fields (``properties``, ``attributes``) are JSON text in a ``string`` column, exactly the
   bytes the JSONL files carry (both re-encoded by `values.RowChecker`, which checks every batch first): every warehouse loads a string, and each parses JSON with its own function
@@ -44,6 +44,7 @@ import pyarrow as pa
 from pyarrow._parquet import ParquetWriter
 
 from seqexport_dagster.contract.schema import Dataset, Field
+from seqexport_dagster.delivery.timestamp_text import civil_fields, epoch_millis
 from seqexport_dagster.delivery.values import RowChecker
 from seqexport_dagster.delivery.writer import PART_LIMIT, Part, SortKey
 from seqexport_dagster.errors import InvalidInput
@@ -135,22 +136,7 @@ def _timestamps(values: Sequence[Any]) -> pa.Array:
     nulls = np.fromiter((v is None for v in values), dtype=np.bool_, count=n) if None in values else None
     texts = values if nulls is None else ["0001-01-01T00:00:00.000Z" if v is None else v for v in values]
     text = np.frombuffer("".join(texts).encode("ascii"), dtype=np.uint8).reshape(n, _TIMESTAMP_WIDTH)
-
-    def number(start: int, end: int) -> np.ndarray[Any, Any]:
-        value = np.zeros(n, dtype=np.int64)
-        for at in range(start, end):
-            value = value * 10 + (text[:, at] - 48)
-        return value
-
-    year, month, day = number(0, 4), number(5, 7), number(8, 10)
-    hour, minute, second, milli = number(11, 13), number(14, 16), number(17, 19), number(20, 23)
-    # Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
-    year = year - (month <= 2)
-    era = year // 400
-    yoe = year - era * 400
-    doy = (153 * (month + np.where(month > 2, -3, 9)) + 2) // 5 + day - 1
-    days = era * 146_097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719_468
-    millis = (((days * 24 + hour) * 60 + minute) * 60 + second) * 1000 + milli
+    millis = epoch_millis(*civil_fields(text))
     validity = None if nulls is None else _validity(nulls)
     return pa.Array.from_buffers(TIMESTAMP, n, [validity, pa.py_buffer(millis)])
 
