@@ -121,7 +121,10 @@ def _timestamps(column: pa.Array) -> pa.Array | None:
     if (lengths != _WIDTH).any():
         return None
     data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
-    text = data[starts[:, None] + np.arange(_WIDTH)]
+    if present is None:  # every value 24 bytes, back to back: the column's bytes are the matrix
+        text = data[offsets[0] : offsets[0] + n * _WIDTH].reshape(n, _WIDTH)
+    else:
+        text = data[starts[:, None] + np.arange(_WIDTH)]
     if (text[:, _DIGITS] - 48 > 9).any() or (text[:, _FIXED_AT] != _FIXED).any():  # uint8: below "0" wraps
         return None
     fields = civil_fields(text)
