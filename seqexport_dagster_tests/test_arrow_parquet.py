@@ -304,7 +304,7 @@ def test_window_reads_share_a_connection_and_never_one_left_mid_stream_or_closed
     process reuse it and an idle connection (`arrow_read._Connections`). A stream given up half-way
     (a failed PUT) may still be inside its COPY: its connection is closed, never reused. One the
     server ended while idle is replaced on the next read, without an error. Disposing the engine
-    (a resource's teardown) closes what is idle."""
+    (a resource's teardown) closes what is idle, and never fails for a read still under way."""
     from seqexport_dagster.source.arrow_read import record_batches
 
     engine = pg_world.source_engine
@@ -322,6 +322,14 @@ def test_window_reads_share_a_connection_and_never_one_left_mid_stream_or_closed
     assert replaced != after
     engine.dispose()
     assert _gone(engine, replaced), "the engine's disposal closed the idle connection"
+    # Disposed while a read is under way (another thread's window): the read ends normally, and its
+    # connection is closed with it instead of being kept (ADBC refuses to close a database that
+    # still has a connection: the disposal must not raise).
+    reading = record_batches(engine, "SELECT g FROM generate_series(1, 300000) AS g")
+    first_batch = next(reading)
+    engine.dispose()
+    assert first_batch.num_rows + sum(b.num_rows for b in reading) == 300_000
+    assert _backend(engine) != replaced, "a new database and connection after the disposal"
 
 
 @pytest.mark.postgres
