@@ -13,12 +13,13 @@ published schema (`schema_publish`) and the warehouse DDL cannot drift apart:
   account's free-form keys, which no warehouse agrees on.
 
 Rows are gathered into row groups of `ROW_GROUP` rows counted from the start of each part; each group
-becomes one Arrow record batch (columns built by whole-column calls from the driver's values, `_strings`
-and `_timestamps`: no Python object per value beyond what the driver already made, and never through
-``pa.array``, which imports pandas) and is
-streamed into the part's file. Output is deterministic: the same rows give byte-identical files (a part
-of unknown outcome is re-sent with the same content). Memory is bounded by one row group (~5 MB of
-source tuples and ~3 MB of Arrow columns for email events) plus the part's compressed body.
+becomes one Arrow record batch (columns built `PIECE` rows at a time by whole-column calls from the
+driver's values, `_strings` and `_timestamps`, then joined: no Python object per value beyond what
+the driver already made, and never through ``pa.array``, which imports pandas) and is streamed into
+the part's file. Output is deterministic: the same rows give byte-identical files (a part of unknown
+outcome is re-sent with the same content). Memory is bounded by one row group's Arrow columns (~3 MB
+for email events), at most ``PIECE`` + one fetch of source tuples (~2 MB), the part's ids and its
+compressed body.
 
 From PostgreSQL the rows arrive as Arrow record batches instead (`source/arrow_read.py`, ADBC): they are
 checked per column (`arrow_check.py`) and sliced into the same row groups, with no Python object per
