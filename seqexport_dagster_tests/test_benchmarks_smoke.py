@@ -131,3 +131,42 @@ def test_http_api_benchmark_tiny_mode() -> None:
     assert set(raw["results"]) == {"status: HTTP", "status: Python API", "list: HTTP", "list: Python API"}
     assert all(r["requests"] >= 40 and r["p99_ms"] >= r["p50_ms"] > 0 for r in raw["results"].values())
     assert "status: Python API / HTTP throughput" in out.stdout
+
+
+@pytest.mark.slow
+def test_engine_revs_compares_parquet_windows_and_their_peak_memory(tmp_path: Path) -> None:
+    """benchmarks/engine_revs.py with the options issue 46's third pass used: a window picked from the
+    generated day, Parquet, peak RSS per tree. A revision against this tree writes the same bytes."""
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.engine_revs", "--before-rev", "HEAD", "--rows", "2000", "--subscribers",
+         "500", "--window", "2000", "--format", "parquet", "--rounds", "1", "--no-floor",
+         "--data-dir", str(tmp_path / "data")],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    raw = json.loads(out.stdout[out.stdout.index("{") :])
+    assert (raw["format"], raw["source"], raw["rows"]) == ("parquet", "sqlite", 2000)
+    assert raw["bytes"]["before"] == raw["bytes"]["after"] and raw["bytes"]["after"][0] > 0
+    assert all(raw["peak_rss_mb"][tree][0] > 0 for tree in ("before", "after"))
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_pg_windows_reads_the_same_windows_with_and_without_reused_connections(tmp_path: Path) -> None:
+    from benchmarks import data
+
+    src = data.ensure_source(2000, 500, tmp_path / "data")
+    name = f"seqexport_bench_smoke_{tmp_path.name[-8:].lower().replace('-', '_')}"
+    url = data.ensure_postgres(src, 2000, name)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "benchmarks.pg_windows", "--url", url, "--window-s", "600", "--windows", "2",
+             "--rounds", "1"],
+            cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+    finally:
+        data.drop_postgres(name)
+    assert out.returncode == 0, out.stderr[-3000:]
+    raw = json.loads(out.stdout)
+    assert raw["fresh"]["rows_per_window"] == raw["reuse"]["rows_per_window"] > 0
+    assert all(raw[mode]["cpu_ms_per_window"][0] > 0 for mode in ("fresh", "reuse"))

@@ -463,3 +463,58 @@ def test_column_builders_give_arrows_own_arrays() -> None:
     expected = pa.array(texts, pa.string()).cast(pw.TIMESTAMP)
     assert pw._timestamps(texts).equals(expected)
     assert pw._timestamps(texts).cast(pa.int64()).to_pylist() == [*millis, None]
+
+
+#: What a worker writing Parquet from SQLite never loads (issue 46, peak memory): pandas (``pa.array``
+#: and ``pyarrow.parquet`` look for it, +55 MB), ``pyarrow.parquet`` with ``pyarrow.fs`` and its bucket
+#: filesystems (+13 MB), ``pyarrow.compute`` (+12 MB: only the Arrow read path from PostgreSQL checks
+#: with it), the ADBC driver, and psycopg2 with its libpq and OpenSSL (+4 MB: a SQLite source never
+#: uses it; `source.reader._source_errors`).
+NEVER_IN_A_SQLITE_PARQUET_WORKER = (
+    "pandas",
+    "pyarrow.parquet",
+    "pyarrow.fs",
+    "pyarrow.compute",
+    "pyarrow.dataset",
+    "adbc_driver_manager",
+    "adbc_driver_postgresql",
+    "seqexport_dagster.delivery.arrow_check",
+    "psycopg2",
+    "dagster",
+    "alembic",
+)
+
+
+def test_a_parquet_worker_on_sqlite_loads_nothing_it_does_not_use(tmp_path: Path) -> None:
+    """Each of these modules is resident memory in every run worker (docs/performance.md, peak RSS):
+    one that creeps back onto the write path fails here, in a process that writes real parts."""
+    import subprocess
+    import sys
+
+    from seqexport_dagster.store.crypto import new_key_spec
+    from seqexport_dagster_tests.support.processes import ROOT, run_in_group
+
+    key_spec = new_key_spec("t1")
+    world = World.in_files(tmp_path, DAY0, key_spec)
+    try:
+        seed(world)
+        export = world.local_export(datasets=("email_events",), file_format="parquet")
+    finally:
+        world.dispose()
+    now = DAY0 + 2 * HOUR_MS + LAG
+    listing = tmp_path / "modules.txt"
+    command = [
+        sys.executable, "-m", "seqexport_dagster_tests.support.worker_imports", str(listing),
+        world.control_url, world.source_url, key_spec, export.id, str(now),
+    ]  # fmt: skip
+    done = run_in_group(command, timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+                        stdin=subprocess.DEVNULL)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.strip()) > 0, "the worker wrote rows"
+    assert [p.suffix for p in bucket_files(tmp_path / "bucket", "email_events")][:1] == [".parquet"]
+    modules = set(listing.read_text().split())
+    assert "pyarrow" in modules and "seqexport_dagster.delivery.parquet_writer" in modules
+    loaded = sorted(
+        m for m in modules if any(m == r or m.startswith(r + ".") for r in NEVER_IN_A_SQLITE_PARQUET_WORKER)
+    )
+    assert loaded == []
