@@ -120,7 +120,7 @@ def _weight_key(nodeid: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`make test` runs ``-n 2`` with ``--dist loadgroup`` (pyproject's addopts), scheduled by
+    """`make test` runs ``-n 3`` with ``--dist loadgroup`` (pyproject's addopts), scheduled by
     `scope_of`. Not xdist's own loadgroup: it groups by renaming each test's node id, which pytest 9
     no longer lets a plugin do (the id is ``Node._id``), so every test ended up on its own."""
     if config.getvalue("dist") != "loadgroup":

@@ -121,8 +121,8 @@ def test_make_test_prepares_first_and_ci_only_calls_make_test() -> None:
     ).stdout.splitlines()
     steps = [line.split()[0] for line in plan]
     assert steps.index("./.ci/prepare-test") < steps.index(".venv/bin/ruff") < steps.index(".venv/bin/mypy")
-    # Every test, on two xdist workers: no marker, keyword or path selects a part of the suite in CI
+    # Every test, on three xdist workers: no marker, keyword or path selects a part of the suite in CI
     # (it prints the 25 slowest tests at its end).
-    assert plan[-1].startswith("env -u HTTP_PROXY") and plan[-1].endswith(".venv/bin/pytest -q -n 2 --durations=25")
+    assert plan[-1].startswith("env -u HTTP_PROXY") and plan[-1].endswith(".venv/bin/pytest -q -n 3 --durations=25")
     commands = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
     assert commands == ["set -euo pipefail", 'cd "$(dirname "$0")/.."', "make test"]
