@@ -134,7 +134,7 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
     key_spec = new_key_spec("ui")
     now = wall_clock_ms()
     # Created 20 minutes before the last quarter-hour: a 15-minute window is due at once.
-    created = floor_to_grid(now, 15 * MINUTE_MS) - 20 * MINUTE_MS
+    created = floor_to_grid(now, 15 * MINUTE_MS) - 35 * MINUTE_MS
     world = World.in_files(tmp_path, created, key_spec)
     secret = f"ui-secret-{uuid.uuid4().hex}"
 
@@ -247,13 +247,18 @@ def test_failing_export_is_red_with_its_account_and_pages_say_why(
             def healthy_on_schedule() -> bool:
                 # A status recorded before the first delivery may say "behind" (the export was created
                 # up to 35 minutes ago); the delivery moves the position, which records it again.
+                # A change is recorded as an observation (the first status as a materialization):
+                # the partition page shows the newest of either.
                 status = dg.AssetKey("export_status")
                 for e in (healthy, third):
-                    records = instance.fetch_materializations(
-                        dg.AssetRecordsFilter(asset_key=status, asset_partitions=[f"{e.account_id}/{e.id}"]),
-                        limit=1,
-                    ).records
-                    event = records[0].asset_materialization if records else None
+                    wanted = dg.AssetRecordsFilter(asset_key=status, asset_partitions=[f"{e.account_id}/{e.id}"])
+                    records = [
+                        *instance.fetch_materializations(wanted, limit=1).records,
+                        *instance.fetch_observations(wanted, limit=1).records,
+                    ]
+                    if not records:
+                        return False
+                    event = max(records, key=lambda r: r.timestamp).asset_event
                     entry = event.metadata.get("behind email_events") if event else None
                     if entry is None or "on schedule" not in str(entry.value):
                         return False
