@@ -576,6 +576,10 @@ class Runner:
         if attempt.export.table is None:
             return
         attempt.check_may_overwrite()
+        # Marked replacing before the `remove` commits, not at the first overwrite: a worker lost
+        # between the two left the window out of the table with nothing naming the replace, so no
+        # pass finished it (long run #13 seed 53000047). `replace_unfinished` now names it.
+        self.store.mark_replacing(window_id)
         remove_window_files(
             self.store,
             attempt.write_manifest,
