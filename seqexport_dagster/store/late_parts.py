@@ -295,7 +295,7 @@ _AWAITING_PARTS: Final = (
 
 
 def _range_params(export_id: str, dataset: str, location: str, after_ms: int, until_ms: int) -> dict[str, Any]:
-    """Of `_AWAITING_PARTS` and `_REPLACE_UNFINISHED`: windows ending in ``(after_ms, until_ms]``
+    """Of `_AWAITING_PARTS` and `open_attempts_in_range`: windows ending in ``(after_ms, until_ms]``
     at ``location``; they start at most a day before they end."""
     return {
         "e": export_id,
@@ -307,7 +307,10 @@ def _range_params(export_id: str, dataset: str, location: str, after_ms: int, un
     }
 
 
-def _replace_unfinished() -> sa.Select[Any]:
+def open_attempts_in_range(*where: Any) -> sa.Select[Any]:
+    """Windows ending in ``(after, until]`` (`_range_params`) of attempts not committed that no
+    commit at their own place followed since, and that meet ``where``: read from the partial index
+    of attempts not committed (``ix_windows_open``), a small part of the ledger."""
     w = windows
     later = windows.alias("later")
     committed_since = sa.exists().where(
@@ -328,15 +331,16 @@ def _replace_unfinished() -> sa.Select[Any]:
             w.c.from_ms > sa.bindparam("from_after"),  # windows are at most a day long
             w.c.to_ms > sa.bindparam("after"),
             w.c.to_ms <= sa.bindparam("until"),
-            w.c.location == sa.bindparam("here"),
-            w.c.replacing.is_(True),
+            *where,
             ~committed_since,
         )
         .distinct()
     )
 
 
-_REPLACE_UNFINISHED: Final = _replace_unfinished()
+_REPLACE_UNFINISHED: Final = open_attempts_in_range(
+    windows.c.location == sa.bindparam("here"), windows.c.replacing.is_(True)
+)
 _COMMITTED_PLACES: Final = (
     sa.select(windows.c.from_ms, windows.c.to_ms, windows.c.location)
     .where(

@@ -17,10 +17,11 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
-from seqexport_dagster.contract.window import DAY_MS, Window
+from seqexport_dagster.contract.window import Window
 from seqexport_dagster.store.database import translate_errors
-from seqexport_dagster.store.records import COMMITTED, PART_LANDED
-from seqexport_dagster.store.tables import WINDOW_OPEN, parts, table_commits, table_files, windows
+from seqexport_dagster.store.late_parts import _range_params, open_attempts_in_range
+from seqexport_dagster.store.records import PART_LANDED
+from seqexport_dagster.store.tables import parts, table_commits, table_files, windows
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,15 +171,7 @@ class TableLogStore:
         the move may come after the window's last one."""
         with self.engine.connect() as conn:
             rows = conn.execute(
-                _LANDED_ELSEWHERE_UNSETTLED,
-                {
-                    "e": export_id,
-                    "d": dataset,
-                    "here": location,
-                    "after": after_ms,
-                    "until": until_ms,
-                    "from_after": after_ms - DAY_MS,
-                },
+                _LANDED_ELSEWHERE_UNSETTLED, _range_params(export_id, dataset, location, after_ms, until_ms)
             ).all()
         return sorted(Window(r.from_ms, r.to_ms) for r in rows)
 
@@ -263,35 +256,11 @@ class TableLogStore:
 
 def _landed_elsewhere_unsettled() -> sa.Select[Any]:
     """An attempt whose landed part no commit at its place followed is itself not committed: read
-    from the partial index of attempts not committed (`tables.windows_open`), a small part of the
+    from the partial index of attempts not committed (`open_attempts_in_range`), a small part of the
     ledger, not from every part of the range (2.3 ms a pass for 7 days of a moved 15-minute export)."""
     w = windows
-    later = windows.alias("later")
     landed = sa.exists().where(parts.c.window_id == w.c.id, parts.c.status == PART_LANDED, parts.c.rows > 0)
-    committed_since = sa.exists().where(
-        later.c.export_id == w.c.export_id,
-        later.c.dataset == w.c.dataset,
-        later.c.from_ms == w.c.from_ms,
-        later.c.to_ms == w.c.to_ms,
-        later.c.location == w.c.location,
-        later.c.status == COMMITTED,
-        later.c.id > w.c.id,
-    )
-    return (
-        sa.select(w.c.from_ms, w.c.to_ms)
-        .where(
-            w.c.export_id == sa.bindparam("e"),
-            w.c.dataset == sa.bindparam("d"),
-            WINDOW_OPEN,
-            w.c.from_ms > sa.bindparam("from_after"),  # windows are at most a day long
-            w.c.to_ms > sa.bindparam("after"),
-            w.c.to_ms <= sa.bindparam("until"),
-            w.c.location != sa.bindparam("here"),
-            landed,
-            ~committed_since,
-        )
-        .distinct()
-    )
+    return open_attempts_in_range(w.c.location != sa.bindparam("here"), landed)
 
 
 _LANDED_ELSEWHERE_UNSETTLED: Final = _landed_elsewhere_unsettled()
