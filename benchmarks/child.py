@@ -136,16 +136,14 @@ def engine(p: dict[str, Any]) -> Result:
             from seqexport_dagster.delivery import parquet_writer  # noqa: F401
 
             if p["source_url"].startswith("postgresql"):  # the Arrow read path (SQLite rows never load it)
-                import ctypes
-
-                import adbc_driver_manager  # noqa: F401
-                import adbc_driver_postgresql
+                # What a worker loads once, at its first window from PostgreSQL: psycopg2 (libpq and
+                # OpenSSL inside) and Arrow's CSV reader (`source/csv_read.py`). DuckDB's LOAD and
+                # ATTACH are outside its clock too.
+                import psycopg2  # noqa: F401
+                import pyarrow.csv  # noqa: F401
 
                 from seqexport_dagster.delivery import arrow_check  # noqa: F401
-
-                # The driver's library (libpq and OpenSSL inside), which ADBC loads at the first
-                # connect: once per worker process. DuckDB's LOAD and ATTACH are outside its clock too.
-                ctypes.CDLL(adbc_driver_postgresql._driver_path())
+                from seqexport_dagster.source import csv_read  # noqa: F401
         if "start_at" in p:  # processes measured together start their timed sections together
             time.sleep(max(0.0, p["start_at"] - time.time()))
             result.extra["started_at"] = time.time()

@@ -87,24 +87,53 @@ class SourceReader:
         self, dataset: str, account_id: str, window: Window, *, after: tuple[str, ...] | None = None
     ) -> Iterator[Any]:
         """`window_batches`, as ``pyarrow.RecordBatch`` es where the source reads into Arrow natively
-        (PostgreSQL, through ADBC: `arrow_read`), else as row batches; the Parquet writer takes both."""
+        (PostgreSQL: its CSV COPY parsed by Arrow, `csv_read`), else as row batches; the Parquet writer
+        takes both."""
         if self.dialect != "postgresql":
             return self.window_batches(dataset, account_id, window, after=after)
-        from seqexport_dagster.source.arrow_read import literal, record_batches
-
         ds = DATASETS[dataset]
         if ds.is_snapshot:
             raise ValueError(f"{dataset} is a snapshot, not a windowed dataset")
+        return self._postgres_record_batches(ds, account_id, window, after)
+
+    def _postgres_record_batches(
+        self, ds: Dataset, account_id: str, window: Window, after: tuple[str, ...] | None
+    ) -> Iterator[Any]:
+        """Through CSV (`csv_read`); what Arrow's CSV reader cannot take (``ArrowInvalid``: a row wider
+        than its block, an integer past int64) continues through ADBC's binary COPY (`arrow_read`) after
+        the last row handed over: ``(recorded_at, id)`` is unique and ordered, so no row is repeated or
+        skipped, as when a retry continues after a landed part."""
+        import pyarrow as pa
+
+        from seqexport_dagster.source.arrow_read import record_batches
+        from seqexport_dagster.source.csv_read import csv_record_batches
+
+        last = after
+        try:
+            for batch in csv_record_batches(self.engine, self._postgres_select(ds, account_id, window, last), ds):
+                if batch.num_rows:
+                    last = tuple(batch.column(name)[-1].as_py() for name in ds.order_by)
+                yield batch
+        except pa.ArrowInvalid:
+            pass
+        else:
+            return
+        yield from record_batches(self.engine, self._postgres_select(ds, account_id, window, last))
+
+    def _postgres_select(self, ds: Dataset, account_id: str, window: Window, after: tuple[str, ...] | None) -> str:
+        """The window's SELECT with its values as literals (neither COPY nor ADBC's streaming read takes
+        parameters: `arrow_read.literal`)."""
+        from seqexport_dagster.source.arrow_read import literal
+
         low, high = (literal(v) for v in _bounds(window))
         where = ""
         if after is not None:
             where = f" AND (recorded_at, id) > ({', '.join(literal(v) for v in after)})"
-        sql = (
+        return (
             f"SELECT {select_list(ds, self.dialect)} FROM {ds.name} "
             f"WHERE account_id = {literal(account_id)} AND recorded_at > {low} AND recorded_at <= {high}{where} "
             f"ORDER BY recorded_at, id"
         )
-        return record_batches(self.engine, sql)
 
     def snapshot_batches(
         self, account_id: str, *, after: tuple[str, ...] | None = None, until: tuple[str, ...] | None = None
