@@ -67,7 +67,7 @@ def csv_record_batches(engine: sa.Engine, select: str, ds: Dataset) -> Iterator[
     )
     try:
         conn = engine.raw_connection()
-    except sa.exc.DBAPIError as exc:
+    except _driver_errors() as exc:
         raise RetryableError(f"source database unavailable: {_first_line(exc)}") from None
     read_fd, write_fd = os.pipe()
     failure: list[BaseException] = []
