@@ -1,10 +1,11 @@
-"""Small PostgreSQL windows to Parquet, one process, the ADBC connection reused or opened per window.
+"""Small PostgreSQL windows to Parquet, one process, the source's connections reused or opened per window.
 
-A run worker writes many small windows (a day of 15-minute windows is 96). Opening ADBC's database
-reads PostgreSQL's type catalog; `source/arrow_read.py` now keeps the database and an idle
-connection per engine. This measures what that saves per window: the same windows read and written
-(`ParquetPartWriter`, no destination) with the engine's connections kept (``reuse``) and with them
-closed before every window (``fresh``: what every window did before), interleaved, the order
+A run worker writes many small windows (a day of 15-minute windows is 96). The window read
+(`source/csv_read.py`, psycopg2's COPY from the engine's pool; before it ADBC's, whose database read
+PostgreSQL's type catalog when opened: `source/arrow_read.py` keeps it) should cost little beyond
+its rows. This measures it per window: the same windows read and written (`ParquetPartWriter`, no
+destination) with the engine's connections kept (``reuse``) and with them closed before every
+window (``fresh``: ``engine.dispose()``, which closes the pool's and ADBC's), interleaved, the order
 reversed every round.
 
 ``python -m benchmarks.pg_windows --url postgresql+psycopg2://postgres@127.0.0.1:5432/seqexport_bench_200000``
@@ -25,13 +26,11 @@ from benchmarks.data import ACCOUNT, DAY0
 
 
 def _windows(reader: Any, writer: Any, windows: list[Any], fresh: bool, engine: Any) -> tuple[float, float, int]:
-    from seqexport_dagster.source import arrow_read
-
     rows = 0
     cpu, wall = time.process_time(), time.perf_counter()
     for window in windows:
         if fresh:
-            arrow_read._connections(engine).close()  # every window opens its own, as before the reuse
+            engine.dispose()  # every window opens its own connection
         for part in writer.parts(reader.window_record_batches("email_events", ACCOUNT, window)):
             rows += part.rows
     return time.process_time() - cpu, time.perf_counter() - wall, rows

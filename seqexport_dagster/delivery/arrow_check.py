@@ -1,4 +1,5 @@
-"""`values.RowChecker`'s guarantees over whole Arrow columns, for record batches read natively (ADBC).
+"""`values.RowChecker`'s guarantees over whole Arrow columns, for record batches read natively
+(PostgreSQL's CSV COPY parsed by Arrow, or ADBC's binary COPY).
 
 A batch passes when every column already holds what the contract allows, checked per column over
 the column's own buffers (NumPy; not ``pyarrow.compute``, +8 MB resident in every worker, measured):

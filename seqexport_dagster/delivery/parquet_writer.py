@@ -21,7 +21,8 @@ outcome is re-sent with the same content). Memory is bounded by one row group's 
 for email events), at most ``PIECE`` + one fetch of source tuples (~2 MB), the part's ids and its
 compressed body.
 
-From PostgreSQL the rows arrive as Arrow record batches instead (`source/arrow_read.py`, ADBC): they are
+From PostgreSQL the rows arrive as Arrow record batches instead (`source/csv_read.py`, ADBC's
+`source/arrow_read.py` after what that cannot read): they are
 checked per column (`arrow_check.py`) and sliced into the same row groups, with no Python object per
 value, and the file's bytes are the same as from rows (test_arrow_parquet.py).
 """

@@ -2,10 +2,10 @@
 Parquet parts: psycopg2 streams PostgreSQL's CSV into a pipe, Arrow's C++ CSV reader makes the columns.
 
 Why not ADBC's binary COPY (`arrow_read.py`), which this replaces for window reads: measured on a
-200,000-row window of email events (2026-12-06, ``/tmp`` micro-benchmarks quoted in
-docs/performance.md), ADBC cost 1.45-1.55 CPU-s per million rows of the exporter to hand over Arrow
-batches, while psycopg2 receives the same COPY in 0.23 (binary or CSV alike) and Arrow parses the CSV
-in ~0.4-0.5: ADBC's decoder, not the network, was half of the Parquet window's CPU.
+200,000-row window of email events (2026-12-06, docs/performance.md, "Fourth pass"), ADBC cost
+1.45-1.65 CPU-s per million rows of the exporter to hand over Arrow batches, while psycopg2 receives
+the same COPY in 0.23 (binary or CSV alike) and Arrow parses the CSV in ~0.4-0.5 (this module,
+whole: 0.9-1.1 at 1 MB blocks): ADBC's decoder, not the network, was half of the Parquet window's CPU.
 
 What CSV keeps exact:
 - a NULL is PostgreSQL's unquoted empty field and an empty string its quoted ``""``; Arrow reads the
@@ -17,11 +17,12 @@ What CSV keeps exact:
 The batches then go through `delivery.arrow_check` like any Arrow batch, so a value the row path would
 refuse is still refused there, by name.
 
-What CSV cannot take, Arrow refuses with ``ArrowInvalid`` (a row wider than a block, an integer out of
-int64's range): the caller continues the window after the last row handed over (`reader.py`).
+What CSV cannot take, Arrow refuses with ``ArrowInvalid`` (an integer out of int64's range, text that
+is not UTF-8): the caller continues the window after the last row handed over, through ADBC
+(`reader.py`). A row wider than a block is not one of those: the buffer grows to hold it.
 
 The COPY runs in a thread (psycopg2's ``copy_expert`` pushes into a file; Arrow pulls from one), through
-a pipe: memory stays one pipe buffer, one write buffer and one CSV block. If the consumer stops early,
+a pipe: memory stays one pipe buffer, one write buffer, one CSV block and one batch. If the consumer stops early,
 the COPY is cancelled, the pipe closed and the connection dropped from the pool; a COPY that fails
 raises its error where the stream would have ended, so a truncated stream never reads as a short one.
 """

@@ -6,7 +6,8 @@ window. Timestamps are stored in the contract's text form and JSON fields arrive
 does no per-field work in Python.
 
 Parquet exports from PostgreSQL read windows as Arrow record batches instead
-(`window_record_batches`, through ADBC: `arrow_read.py`); everything else reads tuples here.
+(`window_record_batches`: PostgreSQL's CSV COPY parsed by Arrow, `csv_read.py`, with ADBC's binary
+COPY, `arrow_read.py`, after the last row for what Arrow's CSV refuses); everything else reads tuples here.
 
 We go below SQLAlchemy's ORM/Core row layer to the DBAPI cursor on purpose: it is the hot path and
 Row objects cost more than the whole serialization (DESIGN §9).
