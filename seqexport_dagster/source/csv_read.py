@@ -70,7 +70,11 @@ def csv_record_batches(engine: sa.Engine, select: str, ds: Dataset) -> Iterator[
         conn = engine.raw_connection()
     except _driver_errors() as exc:
         raise RetryableError(f"source database unavailable: {_first_line(exc)}") from None
-    read_fd, write_fd = os.pipe()
+    try:
+        read_fd, write_fd = os.pipe()
+    except OSError:
+        conn.close()
+        raise
     failure: list[BaseException] = []
 
     def copy() -> None:
@@ -85,15 +89,18 @@ def csv_record_batches(engine: sa.Engine, select: str, ds: Dataset) -> Iterator[
     ended = False
     try:
         _widen(write_fd)
-        thread.start()
+        try:
+            thread.start()
+        except BaseException:
+            os.close(write_fd)  # else the thread's to close
+            raise
         gathered: list[Any] = []
         size = 0
         for block in _row_blocks(read_fd, thread, failure):
-            # Small blocks parsed one at a time: Arrow's parser keeps scratch memory in proportion to
-            # its block (measured peak over the process before the read: +10 MB at 128 kB blocks, +18 at
-            # 256 kB, +45 at 1 MB), and its streaming reader over the pipe read up to 32 blocks ahead on
-            # an IO thread (+63 MB at 1 MB). Batches are gathered to ~`BATCH_BYTES` for the writer's
-            # per-batch checks, as ADBC's were.
+            # Blocks parsed one at a time (`BLOCK_BYTES` tells why that size): Arrow's streaming reader
+            # over the pipe read up to 32 blocks ahead on an IO thread (+63 MB peak at 1 MB blocks).
+            # Batches are gathered to ~`BATCH_BYTES`: the writer's checks cost per batch, and ADBC's
+            # batches were that size too.
             read_options.block_size = max(BLOCK_BYTES, len(block) + 1)
             table = pcsv.read_csv(
                 pa.BufferReader(block),
@@ -190,7 +197,8 @@ def _finish(conn: Any, thread: threading.Thread, read_fd: int, *, ended: bool) -
         except Exception:  # best effort: closing the pipe stops the writer as well
             pass
     os.close(read_fd)  # a writer still writing gets EPIPE
-    thread.join(STOP_SECONDS)
+    if thread.ident is not None:  # started
+        thread.join(STOP_SECONDS)
     if ended and not thread.is_alive():
         conn.rollback()
         conn.close()
