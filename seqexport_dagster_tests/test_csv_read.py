@@ -5,6 +5,7 @@ window; what Arrow's CSV reader refuses continues through ADBC after the last ro
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -170,3 +171,50 @@ def test_an_unreachable_source_is_a_retryable_error_that_never_shows_the_passwor
     with pytest.raises(RetryableError) as raised:
         list(csv_read.csv_record_batches(engine, _select(1), DATASETS["custom_events"]))
     assert "source database" in str(raised.value) and "s3cret-pw" not in str(raised.value)
+
+
+@pytest.mark.parametrize(("column", "kind"), [("segments", "numeric"), ("phone", "uuid USING NULL")])
+def test_a_column_whose_type_csv_would_hide_is_read_through_adbc_and_refused_as_the_row_path_refuses_it(
+    pg_world: World, monkeypatch: pytest.MonkeyPatch, column: str, kind: str
+) -> None:
+    """CSV makes every value text: an integral ``numeric`` would pass as an integer and a ``uuid`` as
+    text, where the row path gets a ``Decimal`` or a ``UUID`` and refuses it. Such a SELECT is read
+    through ADBC (nothing through CSV), and the writer refuses the same row and field either way."""
+    from seqexport_dagster.delivery.parquet_writer import ParquetPartWriter
+    from seqexport_dagster.errors import UntypeableValue
+
+    with pg_world.source_engine.begin() as conn:
+        conn.execute(sa.text(f"ALTER TABLE sms_events ALTER COLUMN {column} TYPE {kind}"))
+    ds = DATASETS["sms_events"]
+    rows = []
+    for i in range(60):
+        row: dict[str, Any] = {f.name: None for f in ds.fields}
+        row.update(
+            id=f"sms_{i:03d}", event_type="sent", occurred_at=iso_ms(DAY0 + 1 + i), recorded_at=iso_ms(DAY0 + 1 + i)
+        )
+        row.update(segments=i, phone=f"00000000-0000-4000-8000-{i:012d}" if column == "phone" else None)
+        rows.append(tuple(row[n] for n in ds.field_names))
+    insert_rows(pg_world.source_engine, "sms_events", [("acme", *r) for r in rows])
+    reader = pg_world.runner().source
+    handed = []
+    real = csv_read.csv_record_batches
+
+    def counted(engine: sa.Engine, select: str, dataset: Any) -> Iterator[Any]:
+        for batch in real(engine, select, dataset):
+            handed.append(batch.num_rows)
+            yield batch
+
+    monkeypatch.setattr(csv_read, "csv_record_batches", counted)
+    outcomes = []
+    for batches in (
+        reader.window_record_batches("sms_events", "acme", WINDOW),
+        reader.window_batches("sms_events", "acme", WINDOW),
+    ):
+        try:
+            outcomes.append([hashlib.md5(p.body).hexdigest() for p in ParquetPartWriter(ds).parts(batches)])
+        except UntypeableValue as exc:
+            outcomes.append(str(exc))
+    assert outcomes[0] == outcomes[1]
+    assert handed == [], "nothing was read through CSV"
+    if column != "phone":
+        assert "sms_000" in outcomes[0] and column in outcomes[0]

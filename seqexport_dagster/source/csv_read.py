@@ -49,13 +49,25 @@ BLOCK_BYTES: Final = 1 << 19
 BATCH_BYTES: Final = 1 << 20
 #: The COPY thread's write buffer in front of the pipe (psycopg2 writes one call per row).
 WRITE_BUFFER: Final = 1 << 16
+#: PostgreSQL type OIDs whose values psycopg2 hands the row path as they are in CSV: ``str`` for text,
+#: varchar and char; ``int`` for int2, int4 and int8. A column of any other type (``numeric``, ``uuid``,
+#: ``timestamptz``, an enum…) is read as ADBC reads it, so that the checks see the type the row path sees.
+TEXT_TYPES: Final = frozenset({25, 1043, 1042})
+INTEGER_TYPES: Final = frozenset({20, 21, 23})
 #: How long a cancelled COPY may take to stop before its connection is dropped all the same.
 STOP_SECONDS: Final = 30.0
 
 
+class NotPlainColumns(Exception):
+    """The SELECT has a column whose type CSV would hide (see `TEXT_TYPES`): read it another way."""
+
+
 def csv_record_batches(engine: sa.Engine, select: str, ds: Dataset) -> Iterator[Any]:
     """``select``'s rows (the dataset's fields in order, values as literals: COPY takes no parameters)
-    as ``pyarrow.RecordBatch`` es typed as said in the module; a source error is `RetryableError`."""
+    as ``pyarrow.RecordBatch`` es typed as said in the module; a source error is `RetryableError`;
+    `NotPlainColumns` before any batch when a column's type is not one CSV carries as the row path
+    reads it (CSV turns every value into text: an integral ``numeric`` would pass as an integer, a
+    ``uuid`` as text, where the row path refuses a ``Decimal`` or a ``UUID``)."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
@@ -71,10 +83,18 @@ def csv_record_batches(engine: sa.Engine, select: str, ds: Dataset) -> Iterator[
     except _driver_errors() as exc:
         raise RetryableError(f"source database unavailable: {_first_line(exc)}") from None
     try:
+        plain = _plain_columns(conn, select, ds)
         read_fd, write_fd = os.pipe()
-    except OSError:
+    except BaseException as exc:
         conn.close()
+        if isinstance(exc, _driver_errors()):
+            raise RetryableError(f"source database error: {_first_line(exc)}") from None
         raise
+    if not plain:
+        conn.close()
+        os.close(read_fd)
+        os.close(write_fd)
+        raise NotPlainColumns(select)
     failure: list[BaseException] = []
 
     def copy() -> None:
@@ -121,6 +141,17 @@ def csv_record_batches(engine: sa.Engine, select: str, ds: Dataset) -> Iterator[
         raise RetryableError(f"source database error: {_first_line(exc)}") from None
     finally:
         _finish(conn, thread, read_fd, ended=ended and not failure)
+
+
+def _plain_columns(conn: Any, select: str, ds: Dataset) -> bool:
+    """Whether every column of ``select`` has a type CSV carries as the row path reads it (one planned,
+    unexecuted statement: ``LIMIT 0``)."""
+    with closing(conn.cursor()) as cur:
+        cur.execute(f"SELECT * FROM ({select}) AS window_rows LIMIT 0")
+        kinds = [column.type_code for column in cur.description]
+    conn.rollback()
+    allowed = [INTEGER_TYPES if f.type == "integer" else TEXT_TYPES for f in ds.fields]
+    return len(kinds) == len(allowed) and all(k in a for k, a in zip(kinds, allowed, strict=True))
 
 
 def _parse_pool(pa: Any) -> Any:

@@ -100,14 +100,15 @@ class SourceReader:
     def _postgres_record_batches(
         self, ds: Dataset, account_id: str, window: Window, after: tuple[str, ...] | None
     ) -> Iterator[Any]:
-        """Through CSV (`csv_read`); what Arrow's CSV reader cannot take (``ArrowInvalid``: a row wider
-        than its block, an integer past int64) continues through ADBC's binary COPY (`arrow_read`) after
+        """Through CSV (`csv_read`); a column of a type CSV would hide (`csv_read.NotPlainColumns`: say an
+        operator's view with a ``numeric``) reads through ADBC's binary COPY (`arrow_read`) instead, and
+        what Arrow's CSV reader refuses (``ArrowInvalid``: text not UTF-8) continues through it after
         the last row handed over: ``(recorded_at, id)`` is unique and ordered, so no row is repeated or
         skipped, as when a retry continues after a landed part."""
         import pyarrow as pa
 
         from seqexport_dagster.source.arrow_read import record_batches
-        from seqexport_dagster.source.csv_read import csv_record_batches
+        from seqexport_dagster.source.csv_read import NotPlainColumns, csv_record_batches
 
         last = after
         try:
@@ -115,7 +116,7 @@ class SourceReader:
                 if batch.num_rows:
                     last = tuple(batch.column(name)[-1].as_py() for name in ds.order_by)
                 yield batch
-        except pa.ArrowInvalid:
+        except (pa.ArrowInvalid, NotPlainColumns):
             pass
         else:
             return
