@@ -86,9 +86,10 @@ def csv_record_batches(engine: sa.Engine, select: str, ds: Dataset) -> Iterator[
         plain = _plain_columns(conn, select, ds)
         read_fd, write_fd = os.pipe()
     except BaseException as exc:
-        conn.close()
         if isinstance(exc, _driver_errors()):
+            conn.invalidate()  # the server may have dropped it: not back to the pool
             raise RetryableError(f"source database error: {_first_line(exc)}") from None
+        conn.close()
         raise
     if not plain:
         conn.close()
