@@ -13,8 +13,10 @@ transaction: the connection is a pooled `sa.Connection` and a driver error is ra
 as SQLAlchemy does (`Connection._handle_dbapi_exception`: wrapped as `sa.exc.DBAPIError`, the
 connection invalidated on a disconnect). A connection with event listeners (tests that capture
 statements, `support.explain`), and any statement this cannot run as compiled (expanding or
-post-compile parameters, parameters naming no bind, duplicate result names), go through
-``conn.execute`` unchanged.
+post-compile parameters, Python-side defaults, duplicate result names), go through
+``conn.execute`` unchanged. Parameters that name no bind are ignored, as SQLAlchemy ignores them
+(an UPDATE is compiled with every name as a column key, as ``conn.execute`` compiles it, and
+raises the same error for a name that is no column).
 """
 
 from __future__ import annotations
@@ -120,9 +122,13 @@ class Prepared:
         self.sets_named_columns = isinstance(statement, sa.Update)
         self._plans: weakref.WeakKeyDictionary[Dialect, dict[frozenset[str], _Plan]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        self._last: tuple[Dialect, frozenset[str], _Plan] | None = None
 
     def plan(self, dialect: Dialect, params: Mapping[str, Any]) -> _Plan:
         names = frozenset(params) if self.sets_named_columns else frozenset()
+        last = self._last  # the one plan nearly every call wants: no lookups
+        if last is not None and last[0] is dialect and last[1] == names:
+            return last[2]
         plan = self._plans.get(dialect, {}).get(names)
         if plan is None:
             with self._lock:
@@ -130,6 +136,7 @@ class Prepared:
                 plan = plans.get(names)
                 if plan is None:
                     plan = plans[names] = _Plan(self.statement, dialect, sorted(names) if names else None)
+        self._last = (dialect, names, plan)
         return plan
 
 
@@ -155,9 +162,7 @@ def _direct(conn: sa.Connection, prepared: Prepared, params: Mapping[str, Any]) 
     if conn._has_events or conn.engine._has_events:
         return None
     plan = prepared.plan(conn.dialect, params)
-    if not plan.usable or any(k not in plan.static for k in params):
-        return None
-    return plan
+    return plan if plan.usable else None
 
 
 def _run(conn: sa.Connection, plan: _Plan, params: Mapping[str, Any]) -> Any:
