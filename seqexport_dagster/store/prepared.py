@@ -15,8 +15,7 @@ connection invalidated on a disconnect). A connection with event listeners (test
 statements, `support.explain`), and any statement this cannot run as compiled (expanding or
 post-compile parameters, Python-side defaults, duplicate result names), go through
 ``conn.execute`` unchanged. Parameters that name no bind are ignored, as SQLAlchemy ignores them
-(an UPDATE is compiled with every name as a column key, as ``conn.execute`` compiles it, and
-raises the same error for a name that is no column).
+(an UPDATE is compiled with every name as a column key, as ``conn.execute`` compiles it).
 """
 
 from __future__ import annotations
