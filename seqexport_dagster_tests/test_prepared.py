@@ -145,3 +145,20 @@ def test_listeners_see_every_statement(engine: sa.Engine) -> None:
     finally:
         sa.event.remove(engine, "before_cursor_execute", listen)
     assert len(seen) == 2 and seen[0].lstrip().startswith("SELECT") and seen[1].lstrip().startswith("UPDATE")
+
+
+def test_engines_alike_share_a_plan_and_others_do_not(tmp_path: Path) -> None:
+    """Each world of the simulator has engines of its own: a statement is compiled once for all
+    engines whose dialects are alike, and apart for a dialect with other settings."""
+    prepared = Prepared(_BY_NAME)
+    engines = [create_engine(f"sqlite:///{tmp_path / f'{n}.db'}") for n in range(2)]
+    other = sa.create_engine(f"sqlite:///{tmp_path / 'other.db'}", paramstyle="named")
+    plans = []
+    for engine in (*engines, other):
+        meta.create_all(engine)
+        with engine.connect() as conn:
+            assert fetch(conn, prepared, {"b_name": "a"}) == []
+            plans.append(prepared.plan(conn.dialect, {"b_name": "a"}))
+        engine.dispose()
+    assert plans[0] is plans[1] and plans[2] is not plans[0]
+    assert plans[0].positional and not plans[2].positional

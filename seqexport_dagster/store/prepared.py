@@ -110,6 +110,33 @@ class _Plan:
         return self.processors
 
 
+#: Helpers a dialect makes for itself from its settings, and its cache of type implementations:
+#: not settings of their own.
+_DERIVED: Final = frozenset({"identifier_preparer", "type_compiler", "type_compiler_instance", "_type_memos"})
+_DIALECT_KEYS: weakref.WeakKeyDictionary[Dialect, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def _dialect_key(dialect: Dialect) -> tuple[Any, ...]:
+    """Dialects that compile alike: same class and same settings (the values of its attributes, by
+    identity where they have no value: a function, a dict). Every engine has a dialect of its own;
+    the simulator and the tests make one engine per world, and compiling every statement again for
+    each cost a few per cent of a seed. Taken once the dialect met its database (a plan is made on
+    a connection), when its server version and the like are known."""
+    key = _DIALECT_KEYS.get(dialect)
+    if key is None:
+        settings = []
+        for name, value in sorted(vars(dialect).items()):
+            if name in _DERIVED:
+                continue
+            try:
+                hash(value)
+            except TypeError:
+                value = ("id", id(value))
+            settings.append((name, value))
+        key = _DIALECT_KEYS[dialect] = (type(dialect), tuple(settings))
+    return key
+
+
 class Prepared:
     """A statement built once at import (``Prepared(sa.select(...))``), run with `fetch` or `change`.
 
@@ -119,7 +146,7 @@ class Prepared:
     def __init__(self, statement: sa.Executable) -> None:
         self.statement = statement
         self.sets_named_columns = isinstance(statement, sa.Update)
-        self._plans: weakref.WeakKeyDictionary[Dialect, dict[frozenset[str], _Plan]] = weakref.WeakKeyDictionary()
+        self._plans: dict[tuple[Any, ...], dict[frozenset[str], _Plan]] = {}
         self._lock = threading.Lock()
         self._last: tuple[Dialect, frozenset[str], _Plan] | None = None
 
@@ -128,10 +155,11 @@ class Prepared:
         last = self._last  # the one plan nearly every call wants: no lookups
         if last is not None and last[0] is dialect and last[1] == names:
             return last[2]
-        plan = self._plans.get(dialect, {}).get(names)
+        key = _dialect_key(dialect)
+        plan = self._plans.get(key, {}).get(names)
         if plan is None:
             with self._lock:
-                plans = self._plans.setdefault(dialect, {})
+                plans = self._plans.setdefault(key, {})
                 plan = plans.get(names)
                 if plan is None:
                     plan = plans[names] = _Plan(self.statement, dialect, sorted(names) if names else None)
