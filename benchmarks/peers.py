@@ -4,7 +4,7 @@ DuckDB's sqlite extension cannot be downloaded from DuckDB's site here; PyPI car
 DuckDB 1.5.5 (``duckdb-extension-sqlite-scanner``), while the project pins DuckDB 2.0.1 for its
 loading tests. The peer gets its own virtualenv, built once and cached beside the generated data, or
 in ``$SEQEXPORT_BENCH_PEERS`` when set: the smoke test (test_benchmarks_smoke.py) generates its data
-in a scratch folder but keeps the peers in ``benchmarks/.data/``, since building both took about
+in a scratch folder but keeps the peers in the user's cache folder, since building both took about
 11 CPU-s and a minute or two of pip on every run.
 """
 

@@ -16,11 +16,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def kept_peers() -> dict[str, str]:
     """The environment of a benchmark whose peers' virtualenvs (DuckDB 1.5.5, APSW) are built once, in
-    `make bench`'s cache folder, not in each run's scratch data (benchmarks/peers.py): building them
-    cost about 11 CPU-s and a minute or two of pip on every run."""
+    the user's cache folder, not in each run's scratch data (benchmarks/peers.py): building them cost
+    about 11 CPU-s and a minute or two of pip on every run. Not under the checkout: the tests that
+    read every ``*.py`` of ``benchmarks/`` would read the virtualenvs' site-packages too."""
     from benchmarks.peers import PEERS_VARIABLE
 
-    return {**os.environ, PEERS_VARIABLE: str(ROOT / "benchmarks" / ".data")}
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return {**os.environ, PEERS_VARIABLE: str(cache / "seqexport-bench-peers")}
 
 
 @pytest.mark.postgres
