@@ -244,7 +244,7 @@ def running(mode: str) -> Iterator[HostileBucket]:
     port = free_port()
     command = [sys.executable, "-m", "seqexport_dagster_tests.support.hostile_bucket", str(port), mode]
     with group_process(command, grace_s=2) as process:
-        deadline = time.monotonic() + 60  # the bombs take a few seconds to build
+        deadline = time.monotonic() + 60  # an interpreter start, slow on a loaded host
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
