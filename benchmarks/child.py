@@ -59,6 +59,14 @@ def _rss_parts_mb() -> dict[str, float]:
     return {"rss_anon_end_mb": int(found["RssAnon"][0]) / 1024, "rss_file_end_mb": int(found["RssFile"][0]) / 1024}
 
 
+def start_together() -> None:
+    """Processes measured side by side (`run.side_by_side`) start their timed sections at the same
+    instant: each says it is set up, then waits for the word that every one of them is."""
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    sys.stdin.readline()
+
+
 def _window_sql(dialect: str = "sqlite") -> str:
     from seqexport_dagster.contract.schema import DATASETS
     from seqexport_dagster.source.reader import select_list
@@ -144,8 +152,8 @@ def engine(p: dict[str, Any]) -> Result:
 
                 from seqexport_dagster.delivery import arrow_check  # noqa: F401
                 from seqexport_dagster.source import csv_read  # noqa: F401
-        if "start_at" in p:  # processes measured together start their timed sections together
-            time.sleep(max(0.0, p["start_at"] - time.time()))
+        if p.get("together"):
+            start_together()
             result.extra["started_at"] = time.time()
         with timed(result):
             if p.get("dataset") == "subscribers":
@@ -471,7 +479,8 @@ def spin(p: dict[str, Any]) -> Result:
     """Pure interpreter work touching no memory to speak of: how the machine's two vCPUs scale when
     the work needs neither cache nor memory bandwidth (the calibration of the two-core figure)."""
     result = Result()
-    time.sleep(max(0.0, p.get("start_at", 0.0) - time.time()))
+    if p.get("together"):
+        start_together()
     result.extra["started_at"] = time.time()
     with timed(result):
         total = 0

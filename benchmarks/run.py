@@ -88,17 +88,29 @@ def child(task: str, module: str = "benchmarks.child", **params: Any) -> dict[st
 
 
 def children(tasks: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Run tasks at the same time, each in its own process."""
+    """Run tasks at the same time, each in its own process; once every one is set up (its first
+    line, ``ready``: `child.start_together`), tell them all to start."""
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.child", task, json.dumps(params)],
+            [sys.executable, "-m", "benchmarks.child", task, json.dumps(params | {"together": True})],
             cwd=ROOT,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for task, params in tasks
     ]
+    for proc in procs:
+        assert proc.stdout is not None
+        proc.stdout.readline()  # "ready"; or "" if it failed in its setup (reported below)
+    for proc in procs:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        except BrokenPipeError:  # it failed in its setup: reported below
+            pass
     results = []
     for proc in procs:
         stdout, stderr = proc.communicate()
@@ -353,8 +365,7 @@ def rss_section(rep: Report, src: data.Source, sizes: list[int], tmp: str) -> No
 def side_by_side(task: str, params: dict[str, Any], halves: list[dict[str, Any]]) -> dict[str, Any]:
     """Two processes that set up first and then start their timed sections at the same instant; wall
     time runs from that instant to the later one's end, so the two really share the machine."""
-    start_at = time.time() + 5.0
-    found = children([(task, params | half | {"start_at": start_at}) for half in halves])
+    found = children([(task, params | half) for half in halves])
     span = max(h["ended_at"] for h in found) - min(h["started_at"] for h in found)
     return _total(found) | {"wall": span, "half_rows": [h["rows"] for h in found]}
 
@@ -372,12 +383,14 @@ def cores_section(rep: Report, src: data.Source, size: int, tmp: str, *, repeat:
     # plane, as two run workers do.
     mid = data.row_midpoint(src, to_ms)
     common = {"source_url": src.url, "tmp": tmp}
+    # The loop calibrates the figure, a second of CPU a run; --quick (the smoke test) only shows it runs.
+    spin = {"loops": 2_000_000} if quick else {}
     ones, twos, spins = [], [], []
     for n in range(pairs):
         ones.append(child("engine", **common, to_ms=to_ms))
         shared = {"control_path": str(Path(tmp) / f"shared-control-{n}.db")}
         twos.append(side_by_side("engine", common | shared, [{"to_ms": mid}, {"from_ms": mid, "to_ms": to_ms}]))
-        spins.append((child("spin"), side_by_side("spin", {}, [{}, {}])))
+        spins.append((child("spin", **spin), side_by_side("spin", spin, [{}, {}])))
     pair_speedups = [speedup(one, two) for one, two in zip(ones, twos, strict=True)]
     overall = speedup(_total(ones), _total(twos))
     spin_overall = speedup(_total([a for a, _ in spins]), _total([b for _, b in spins]))

@@ -4,6 +4,7 @@ section measured the same rows and that the results file is complete."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def kept_peers() -> dict[str, str]:
+    """The environment of a benchmark whose peers' virtualenvs (DuckDB 1.5.5, APSW) are built once, in
+    the user's cache folder, not in each run's scratch data (benchmarks/peers.py): building them cost
+    about 11 CPU-s and a minute or two of pip on every run. Not under the checkout: the tests that
+    read every ``*.py`` of ``benchmarks/`` would read the virtualenvs' site-packages too."""
+    from benchmarks.peers import PEERS_VARIABLE
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return {**os.environ, PEERS_VARIABLE: str(cache / "seqexport-bench-peers")}
+
+
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_benchmark_runner_tiny_mode(tmp_path: Path) -> None:
@@ -20,7 +32,7 @@ def test_benchmark_runner_tiny_mode(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--rows", "3000", "--subscribers", "2000", "--ticks", "20", "--daemon-ticks", "40",
          "--data-dir", str(tmp_path / "data"), "--results", str(results), "--scratch", "--quick", "--repeat", "2", "--compare-rounds", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,  # ~100 s alone; 300 ran out under load
+        cwd=ROOT, env=kept_peers(), capture_output=True, text=True, timeout=900, check=False,  # ~100 s alone; 300 ran out under load
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
 

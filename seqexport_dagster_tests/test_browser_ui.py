@@ -61,7 +61,7 @@ def wait_for(what: str, check: Callable[[], Any], server: subprocess.Popen[bytes
         found = check()
         if found:
             return found
-        time.sleep(1)
+        time.sleep(0.25)  # a check is a query or a request: cheap; a second per wait was idle
     raise AssertionError(f"{what} within {seconds:.0f} s:\n" + log.read_text()[-3000:])
 
 

@@ -100,7 +100,7 @@ def test_make_dev_stops_with_everything_it_started(
             while not answers(f"http://127.0.0.1:{port}/server_info"):
                 assert make.poll() is None, log.read_text()[-3000:]
                 assert time.monotonic() < deadline, "the UI did not answer:\n" + log.read_text()[-3000:]
-                time.sleep(1)
+                time.sleep(0.25)
             # The daemon starts its code server a little after the UI answers: wait for the full
             # tree, then until it has not changed for a second (a code server per process).
             settled, since = {}, time.monotonic()

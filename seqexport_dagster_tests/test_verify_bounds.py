@@ -223,3 +223,12 @@ def test_the_cli_defaults_are_the_library_defaults() -> None:
 
     args = build_parser().parse_args(["verify", "somewhere"])
     assert isinstance(args, argparse.Namespace) and verify_limits(args) == DEFAULT_LIMITS
+
+
+def test_the_hostile_bombs_are_one_gzip_member_of_what_they_claim() -> None:
+    """The bombs are built from one deflated MiB repeated (`hostile_bucket._bomb`): any gzip reader
+    must read them back as the bytes they stand for (here 3 MiB; the bucket serves 1 GiB)."""
+    for head, fill in ((b"", b"\0"), (b'{"id":"', b"a")):
+        body = hostile_bucket._bomb(head, fill, mebibytes=3)
+        reader = zlib.decompressobj(31)
+        assert reader.decompress(body) == head + fill * (3 * 1024 * 1024) and reader.eof and not reader.unused_data

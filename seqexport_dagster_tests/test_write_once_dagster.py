@@ -23,6 +23,7 @@ import pytest
 
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS, Window, iso_ms
 from seqexport_dagster.defs.resources import ExporterResource
+from seqexport_dagster.delivery.batch import RETRY_DELAYS_S, BatchRunner
 from seqexport_dagster.delivery.day_run import REPLACE_TAG
 from seqexport_dagster.delivery.runner import Runner
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
@@ -40,13 +41,21 @@ KEY_ID, SECRET = "GOOG1EWRITEONCEHMAC", "write-once-hmac-secret-0001"
 W01, W12 = Window(DAY0, DAY0 + HOUR_MS), Window(DAY0 + HOUR_MS, DAY0 + 2 * HOUR_MS)
 
 
+#: The in-run retry delays the batched runs asked for, in order (`SmallParts.batch`).
+WAITED: list[float] = []
+
+
 class SmallParts(ExporterResource):
-    """Production wiring with a small part limit, so an ordinary hour has three parts."""
+    """Production wiring with a small part limit, so an ordinary hour has three parts. Its batched
+    runs note their in-run retry delays instead of sleeping them (6 s of the test's wall time)."""
 
     part_limit: int = 10
 
     def runner(self, **kwargs: Any) -> Runner:
         return super().runner(part_limit=self.part_limit, **kwargs)
+
+    def batch(self, *, holder: str, **kwargs: Any) -> BatchRunner:
+        return super().batch(holder=holder, sleep=WAITED.append, **kwargs)
 
 
 @pytest.fixture
@@ -100,7 +109,9 @@ def test_gcs_creator_role_export_survives_a_fault_a_late_row_and_a_backfill(h, m
     target = f"email_events-{W12.from_ms}-{W12.to_ms}-0001"
     outage = proxy.add(fp.slow_down(match=target, times=None))
     at(h, 2)
+    WAITED.clear()
     (failed,) = h.tick().results
+    assert WAITED == list(RETRY_DELAYS_S)  # every in-run retry, each after its delay
     assert not failed.success  # the run carried only this export: it fails as the export did
     state = h.world.store.get_export(export.id).dataset_state("email_events")
     assert state is not None and state.failures == 1 and "SlowDown" in (state.last_error or "")

@@ -7,11 +7,13 @@ share a process with the tests (or with another server that should stay permissi
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -46,13 +48,7 @@ class MotoServer:
 
     def admin_client(self, service: str = "s3") -> Any:
         """A plain boto3 client with admin rights (only meaningful while auth is off)."""
-        client = boto3.session.Session(
-            aws_access_key_id=ADMIN_KEY, aws_secret_access_key=ADMIN_SECRET, region_name="us-east-1"
-        ).client(
-            cast(Any, service),
-            endpoint_url=self.endpoint,
-            config=Config(s3={"addressing_style": "path"}, proxies={}, retries={"total_max_attempts": 1}),
-        )
+        client = _client(service, (ADMIN_KEY, ADMIN_SECRET), self.endpoint)
         self._clients.append(client)
         return client
 
@@ -76,12 +72,7 @@ class MotoServer:
 
     def client_as(self, key: tuple[str, str]) -> Any:
         """An S3 client signing with ``key`` (an IAM user's), one attempt per call."""
-        client = boto3.session.Session(aws_access_key_id=key[0], aws_secret_access_key=key[1]).client(
-            "s3",
-            endpoint_url=self.endpoint,
-            region_name="us-east-1",
-            config=Config(s3={"addressing_style": "path"}, proxies={}, retries={"total_max_attempts": 1}),
-        )
+        client = _client("s3", key, self.endpoint)
         self._clients.append(client)
         return client
 
@@ -90,6 +81,30 @@ class MotoServer:
             client.close()
         # The server runs in its own session: signal the group so a reloader child dies too.
         stop_group(self.process, grace_s=5)
+
+
+_SESSION_LOCK = threading.Lock()
+
+
+@functools.cache
+def _session() -> boto3.session.Session:
+    return boto3.session.Session()
+
+
+def _client(service: str, key: tuple[str, str], endpoint: str) -> Any:
+    """A client of the process's one boto3 session, signing with ``key``, one attempt per call. A
+    session of its own per client parsed botocore's endpoint and service models again (~0.1 CPU-s a
+    client, one or more a test); clients of one session share them. A session is not
+    thread-safe (its clients are), so creating one holds a lock."""
+    with _SESSION_LOCK:
+        return _session().client(
+            cast(Any, service),
+            aws_access_key_id=key[0],
+            aws_secret_access_key=key[1],
+            region_name="us-east-1",
+            endpoint_url=endpoint,
+            config=Config(s3={"addressing_style": "path"}, proxies={}, retries={"total_max_attempts": 1}),
+        )
 
 
 def _no_proxy_opener() -> urllib.request.OpenerDirector:
