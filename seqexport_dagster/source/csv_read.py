@@ -58,14 +58,16 @@ INTEGER_TYPES: Final = frozenset({20, 21, 23})
 STOP_SECONDS: Final = 30.0
 
 
-class NotPlainColumns(Exception):
-    """The SELECT has a column whose type CSV would hide (see `TEXT_TYPES`): read it another way."""
+class _NotPlainColumns(Exception):
+    """The SELECT has a column whose type CSV would hide (see `TEXT_TYPES`): read it another way. A
+    control-flow signal to `source.reader`, never an error anyone sees: private, so it stays here and
+    not in `errors.py` (test_error_tree)."""
 
 
 def csv_record_batches(engine: sa.Engine, select: str, ds: Dataset) -> Iterator[Any]:
     """``select``'s rows (the dataset's fields in order, values as literals: COPY takes no parameters)
     as ``pyarrow.RecordBatch`` es typed as said in the module; a source error is `RetryableError`;
-    `NotPlainColumns` before any batch when a column's type is not one CSV carries as the row path
+    `_NotPlainColumns` before any batch when a column's type is not one CSV carries as the row path
     reads it (CSV turns every value into text: an integral ``numeric`` would pass as an integer, a
     ``uuid`` as text, where the row path refuses a ``Decimal`` or a ``UUID``)."""
     import pyarrow as pa
@@ -95,7 +97,7 @@ def csv_record_batches(engine: sa.Engine, select: str, ds: Dataset) -> Iterator[
         conn.close()
         os.close(read_fd)
         os.close(write_fd)
-        raise NotPlainColumns(select)
+        raise _NotPlainColumns(select)
     failure: list[BaseException] = []
 
     def copy() -> None:

@@ -100,7 +100,7 @@ class SourceReader:
     def _postgres_record_batches(
         self, ds: Dataset, account_id: str, window: Window, after: tuple[str, ...] | None
     ) -> Iterator[Any]:
-        """Through CSV (`csv_read`); a column of a type CSV would hide (`csv_read.NotPlainColumns`: say an
+        """Through CSV (`csv_read`); a column of a type CSV would hide (`csv_read._NotPlainColumns`: say an
         operator's view with a ``numeric``) reads through ADBC's binary COPY (`arrow_read`) instead, and
         what Arrow's CSV reader refuses (``ArrowInvalid``: text not UTF-8) continues through it after
         the last row handed over: ``(recorded_at, id)`` is unique and ordered, so no row is repeated or
@@ -108,7 +108,7 @@ class SourceReader:
         import pyarrow as pa
 
         from seqexport_dagster.source.arrow_read import record_batches
-        from seqexport_dagster.source.csv_read import NotPlainColumns, csv_record_batches
+        from seqexport_dagster.source.csv_read import _NotPlainColumns, csv_record_batches
 
         last = after
         try:
@@ -116,7 +116,7 @@ class SourceReader:
                 if batch.num_rows:
                     last = tuple(batch.column(name)[-1].as_py() for name in ds.order_by)
                 yield batch
-        except (pa.ArrowInvalid, NotPlainColumns):
+        except (pa.ArrowInvalid, _NotPlainColumns):
             pass
         else:
             return
