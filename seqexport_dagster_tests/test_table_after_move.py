@@ -335,6 +335,15 @@ def test_a_replace_left_unfinished_at_the_old_place_is_in_the_new_table_once(
         world.clock.now_ms += 10 * MINUTE_MS
         reconcile(runner, export.id, lateness_ms=HOUR_MS, thin=True, retry_delays_s=())
         assert keys_under(s3, bucket, "new/") == new
+        # A second move carries nothing again: the window is whole in the table at `new`.
+        config, _ = world.store.destination_config(export.id)
+        world.store.update_destination(export.id, dataclasses.replace(config, prefix="third"), world.clock())
+        world.clock.now_ms = DAY0 + 9 * HOUR_MS + 120_000
+        runner.run_day(export.id, DATASET, day)
+        reconcile(runner, export.id, lateness_ms=HOUR_MS, thin=True, retry_delays_s=())
+        third = keys_under(s3, bucket, "third/")
+        assert third and not [k for k in third if "/_delta_rows/" in k], sorted(third)
+        assert keys_under(s3, bucket, "new/") == new
         assert proxy.overwrites == overwrites and all(k.startswith(f"/{bucket}/old/") for k in overwrites), overwrites
     finally:
         proxy.close()

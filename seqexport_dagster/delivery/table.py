@@ -386,14 +386,12 @@ def table_carry(
         return Carry([])
     if found is None:
         found = store.parts_everywhere(export.id, dataset, window, here=here)
-    unfinished = [
+    others = [
         place
-        for place, parts in sorted(found.items())
-        if place != here
-        and any(p.landed and p.rows and format_of_key(p.key) == PARQUET for p in parts)
-        and store.replace_unfinished(export.id, dataset, window, place)
+        for place, parts in found.items()
+        if place != here and any(p.landed and p.rows and format_of_key(p.key) == PARQUET for p in parts)
     ]
-    if not unfinished:
+    if not others or not store.places_replace_unfinished(export.id, dataset, window).intersection(others):
         return Carry(stranded_parts(store, export, dataset, window, here, found))
     return Carry([], replaced_rows(store, export, dataset, window, here, found))
 
