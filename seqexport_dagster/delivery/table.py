@@ -274,10 +274,10 @@ def stranded_parts(
     commit of the window at its place followed (a committed window is in that table, unless the
     table was off, which leaves it out on purpose); that place's table has no ``add`` of it, or one
     whose commit never landed (its outcome unknown: see docs/customers.md, "Moves"); no replace is
-    unfinished there (`table_carry` takes that window whole); no place's table carries it already (a second
-    move carries it once); and no landed part here holds any of its rows (a whole copy here, an
-    operator's replace, is in this table already). ``found``: the window's parts by place, when
-    the caller has read them (`ControlPlane.parts_everywhere`)."""
+    unfinished there (`table_carry` takes that window whole); no place's table carries it already
+    (a second move carries it once); and no landed part here holds any of its rows (a whole copy
+    here, an operator's replace, is in this table already). ``found``: the window's parts by place,
+    when the caller has read them (`ControlPlane.parts_everywhere`)."""
     if export.table != delta_log.DELTA or dataset == SNAPSHOT_DATASET:
         return []
     if found is None:
