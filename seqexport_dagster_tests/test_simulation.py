@@ -71,9 +71,12 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # finished it and the window stayed out of the table (6 rows in no table). The attempt is now
     # marked replacing before the `remove` commits (`Runner._unlist_before_replace`).
     53000047: {"days": 3, "wide": 1, "parquet_share": 0.7, "table_share": 1.0, "only": MOVES_WORLD},
-    # Long run #13 seed 53000044 (moves world, tables on), the table oracle's: a late part stranded
-    # at a place the export left that the later place's table did not take either (after an
-    # operator's replace of that day at the old place): a documented limit again, counted apart.
+    # Long run #13 seed 53000044 (moves world, tables on), the table oracle's, then the product's: an
+    # operator's replace at a place committed the `remove` of a window from its table and was lost
+    # (as in 53000047) before it marked itself replacing; the export moved, and 25 rows were in no
+    # table (counted as a documented limit). Marked replacing first (53000047's fix), the replace is
+    # found unfinished at the old place, and the new place's table takes the window whole
+    # (`table.replaced_rows`): no documented limit is met (the oracle no longer has one for a move).
     53000044: {"days": 3, "wide": 1, "parquet_share": 0.7, "table_share": 1.0, "only": MOVES_WORLD},
     # Long run #12 seed 48000027 (tables on), the table oracle's: an operator's replace committed the
     # `remove` of a window and failed in a control-plane outage; the one scheduled run before the
@@ -464,6 +467,8 @@ def test_regression_seed(seed: int) -> None:
     assert result.ok, result.summary()
     if seed == 40000120:  # its stranded part went into a later place's table, not past the oracle
         assert result.table_only_files == 1 and not result.table_known, result.summary()
+    if seed in (53000044, 53000047):  # rows of a replace a move left unfinished: in the later table
+        assert not result.table_known, (result.table_known, result.summary())
 
 
 @pytest.mark.parametrize("seed", [3, 9])

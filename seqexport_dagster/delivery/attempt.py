@@ -360,6 +360,24 @@ class Attempt:
             return None
         return parts[0]
 
+    def cut_rows(self, dataset: str, window: Window, ids: frozenset[str]) -> Iterator[Part] | None:
+        """The window's rows with these ids, as Parquet parts numbered from 0000 (`table.ReplacedRows`),
+        or None when the source no longer holds every one of them (a row erased since): the same
+        ids then always give the same bytes (event rows do not change). Parts are cut as they are
+        read, so a whole window is never held at once."""
+        present: set[str] = set()
+        batches = self.source.ids(dataset, self.export.account_id, window)
+        try:
+            for batch in batches:
+                present.update(i for i in batch if i in ids)
+        finally:
+            _close(batches)
+        if len(present) != len(ids):
+            return None
+        writer = part_writer(PARQUET, DATASETS[dataset], self.part_limit)
+        rows = self._rows(dataset, self.export.account_id, window, None, None, wanted=set(ids))
+        return _closing(writer.parts(rows, first=0, empty=False), rows)
+
     def mark_success(self, window_id: int, key: str, *, replace: bool) -> None:
         """The snapshot's ``_SUCCESS``, strictly after every part, recorded before its PUT like a part."""
         self.store.record_part_intent(
@@ -651,6 +669,14 @@ def _one_part(writer: Writer, rows: Iterator[list[Row]], number: int) -> Part:
     """The rows of one recorded part, re-cut; never more than the part limit (they were one part)."""
     parts = list(writer.parts(rows, first=number))
     return parts[0]
+
+
+def _closing(parts: Iterator[Part], rows: Iterator[list[Row]]) -> Iterator[Part]:
+    """``parts``, then the source's ``rows`` closed (also when the caller stops early)."""
+    try:
+        yield from parts
+    finally:
+        _close(rows)
 
 
 def _close(batches: Iterator[object]) -> None:

@@ -38,8 +38,9 @@ from seqexport_dagster.contract.table_format import DELTA as DELTA
 from seqexport_dagster.contract.window import iso_ms
 
 LOG_FOLDER: Final = "_delta_log"
-#: Table-only data files (`table.stranded_parts`): rows whose part landed at a place the export left
-#: before that place's table took them, cut again and added to the table here. No file loader sees
+#: Table-only data files (`table.table_carry`): rows whose part landed at a place the export left
+#: before that place's table took them, or of a window whose replace there did not finish (it took the
+#: window out of that table first), cut again and added to the table here. No file loader sees
 #: them: the documented globs and patterns all need a ``date=`` folder (``<dataset>/date=*/*.parquet``,
 #: Snowflake's ``.*date=[^/]*/[^/]*[.]parquet``, BigQuery's ``<dataset>/date=*.parquet``), there is
 #: none in these paths, and Spark skips folders starting with ``_``. Delta readers read whatever an

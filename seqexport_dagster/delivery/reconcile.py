@@ -48,7 +48,7 @@ from seqexport_dagster.delivery.batch import RETRY_DELAYS_S
 from seqexport_dagster.delivery.delivered import holds_ids, missing_ids, newest_landed_attempt
 from seqexport_dagster.delivery.planner import waiting_for_backoff
 from seqexport_dagster.delivery.runner import Runner, WindowReport
-from seqexport_dagster.delivery.table import stranded_parts
+from seqexport_dagster.delivery.table import table_carry
 from seqexport_dagster.errors import ExportError, RunInterrupted
 from seqexport_dagster.source.reader import WINDOWS_PER_STATEMENT
 from seqexport_dagster.store import ACTIVE, PRUNE_AFTER_MS, DatasetState, ExportRecord, PartRecord
@@ -149,8 +149,9 @@ def reconcile(
         if state.failures and state.last_error_window is not None:
             owed.add(state.last_error_window)  # a late-row window that failed: retried, whatever its age
         # With a table, windows whose part landed at a place the export left and never reached a
-        # table there are looked at whatever their age (`_maybe_stranded` then decides which). An
-        # export whose destination never changed has no other place: no statement for it.
+        # table there, or whose replace there did not finish, are looked at whatever their age
+        # (`table.table_carry` then decides). An export whose destination never changed has no
+        # other place: no statement for it.
         elsewhere = (
             runner.store.windows_landed_elsewhere_unsettled(
                 export_id, state.dataset, export.location, state.position_ms, after_ms=kept
@@ -168,7 +169,9 @@ def reconcile(
             ledgers = runner.store.parts_of_windows(export_id, state.dataset, chunk, here=export.location)
             last_commits = runner.store.last_commits_of_windows(export_id, state.dataset, chunk, here=export.location)
             ledger_of = {w: [p for ps in found.values() for p in ps] for w, found in ledgers.items()}
-            strands = _maybe_stranded(runner, export, state.dataset, chunk, ledgers)
+            strands = _maybe_stranded(runner, export, state.dataset, chunk, ledgers) | set(elsewhere).intersection(
+                chunk
+            )
             in_source = runner.source.ids_of_windows(
                 state.dataset, export.account_id, [w for w in chunk if holds_ids(ledger_of[w])]
             )
@@ -178,10 +181,10 @@ def reconcile(
                 settle = unsettled(here, last_commits.get(window))
                 pending = any(not p.landed for p in here) or window in owed or settle
                 if not (late or pending) and window in strands:
-                    # Rows of a part stranded at a place the export left go into this table
-                    # (`table.stranded_parts`): the window's attempt here writes them.
+                    # Rows no table at a place the export left holds go into this table
+                    # (`table.table_carry`): the window's attempt here writes them.
                     pending = bool(
-                        stranded_parts(runner.store, export, state.dataset, window, export.location, ledgers[window])
+                        table_carry(runner.store, export, state.dataset, window, export.location, ledgers[window])
                     )
                 report = (
                     _write(
@@ -315,7 +318,7 @@ def _maybe_stranded(
     ledgers: dict[Window, dict[str, list[PartRecord]]],
 ) -> set[Window]:
     """Windows of ``chunk`` with a part landed at another place under an attempt that no commit
-    there followed: the few `table.stranded_parts` then looks at closely (one statement per other
+    there followed: the few `table.table_carry` then looks at closely (one statement per other
     place for the chunk, and only for an export that keeps a table)."""
     if export.table is None:
         return set()

@@ -18,8 +18,8 @@ operations for one window, and why:
 5. Write the window's manifest (`seqexport_dagster.delivery.manifest`) once all its parts landed, create-only,
    under a name of its own for each set of parts (late parts get a new one).
 6. With ``--table delta``, commit what the dataset's Delta table lacks of the window (`table`), after
-   the manifest, through the same create-only write; with it, parts of the window stranded at a
-   place the export left, in no table there, as table-only files here (`table.stranded_parts`).
+   the manifest, through the same create-only write; with it, rows of the window in no table at a
+   place the export left, as table-only files here (`table.table_carry`).
 7. Commit: ledger row and position in one transaction. Nothing before this point is visible as
    progress, so a crash anywhere above is repaired by the next attempt resuming from the ledger.
 
@@ -52,8 +52,8 @@ from seqexport_dagster.delivery.attempt import Attempt, Sent, Tally
 from seqexport_dagster.delivery.delivered import late_ids, newest_landed_attempt
 from seqexport_dagster.delivery.delta_log import CHECKPOINT_INTERVAL
 from seqexport_dagster.delivery.manifest import write_manifest
-from seqexport_dagster.delivery.table import commit_window_parts, remove_window_files, stranded_parts
-from seqexport_dagster.delivery.writer import PART_LIMIT
+from seqexport_dagster.delivery.table import Carry, commit_window_parts, remove_window_files, table_carry
+from seqexport_dagster.delivery.writer import PART_LIMIT, Part
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, open_destination
 from seqexport_dagster.errors import DestinationChanged, ExportError, RunInterrupted, UntypeableValue, internal_error
 from seqexport_dagster.source.reader import SourceReader
@@ -288,7 +288,7 @@ class Runner:
             return True
         if self.unsettled(export.id, dataset, window, location, newest_landed_attempt(ledger)):
             return True
-        return bool(stranded_parts(self.store, export, dataset, window, location))
+        return bool(table_carry(self.store, export, dataset, window, location))
 
     def unsettled(self, export_id: str, dataset: str, window: Window, location: str, newest_landed: int) -> bool:
         """Parts landed at ``location`` under an attempt that never committed there (its worker died
@@ -542,20 +542,28 @@ class Runner:
         """The dataset's Delta table (``--table delta``) takes what it lacks of the window, after
         the manifest and before the commit, through the attempt's own create-only write (`table`).
 
-        With it (``carry``), the rows of parts stranded at a place the export left
-        (`table.stranded_parts`): each part is cut again from the source, written here as a
-        table-only file, create-only, and added by the same commit (a retry writes the same bytes
-        under the same name, and the commit's record says it is in the table here)."""
+        With it (``carry``), the rows no table at a place the export left holds (`table.table_carry`):
+        parts stranded there, each cut again from the source, or the window whole where a replace
+        there did not finish, cut by id; written here as table-only files, create-only, and added
+        by the same commit (a retry writes the same bytes under the same name, and the commit's
+        record says they are in the table here)."""
         carried: list[FileChange] = []
-        stranded = stranded_parts(self.store, attempt.export, dataset, window, attempt.location) if carry else []
-        for s in stranded:
+        plan = table_carry(self.store, attempt.export, dataset, window, attempt.location) if carry else Carry([])
+        root = delta_log.table_root(attempt.config.prefix, dataset)
+        for s in plan.parts:
             part = attempt.recut(dataset, window, s.part)
             if part is None:
                 continue  # the source no longer gives the bytes that landed there
-            key = delta_log.table_root(attempt.config.prefix, dataset) + s.path
-            attempt.create(key, part.body, outcome_unknown=True)
-            md5 = base64.b64decode(part.content_md5).hex()
-            carried.append(FileChange(s.path, window.from_ms, window.to_ms, part.size, part.rows, md5, removed=False))
+            attempt.create(root + s.path, part.body, outcome_unknown=True)
+            carried.append(_carried(s.path, window, part))
+        replaced = plan.replaced
+        if replaced is not None:
+            # None: the source no longer holds every row (one erased since); nothing is cut.
+            for piece in attempt.cut_rows(dataset, window, replaced.ids) or ():
+                path = replaced.path(window, piece.number)
+                attempt.create(root + path, piece.body, outcome_unknown=True)
+                carried.append(_carried(path, window, piece))
+                del piece  # written and recorded: its body goes now, not while the next is cut
         commit_window_parts(
             self.store,
             attempt.write_manifest,
@@ -610,3 +618,9 @@ class Runner:
         export = self.store.get_export(export_id)
         if export.export_now_at is not None and not any(export.export_now_pending(s) for s in export.datasets):
             self.store.clear_export_now(export_id, export.export_now_at)
+
+
+def _carried(path: str, window: Window, part: Part) -> FileChange:
+    """A table-only file written here, as its commit adds it."""
+    md5 = base64.b64decode(part.content_md5).hex()
+    return FileChange(path, window.from_ms, window.to_ms, part.size, part.rows, md5, removed=False)

@@ -130,6 +130,17 @@ class LatePartsStore(LedgerStore):
         return committed is None or int(committed) < int(replaced)
 
     @translate_errors
+    def places_replace_unfinished(self, export_id: str, dataset: str, window: Window) -> set[str]:
+        """The places where `replace_unfinished` holds for the window, in one statement (what
+        `delivery.table.table_carry` asks of every place a moved window was committed at)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                _PLACES_REPLACE_UNFINISHED,
+                {"e": export_id, "d": dataset, "f": window.from_ms, "t": window.to_ms},
+            ).all()
+        return {r.location for r in rows}
+
+    @translate_errors
     def mark_reconciled(self, export_id: str, dataset: str, at_ms: int) -> None:
         """A scheduled reconciliation pass that started at ``at_ms`` checked every window of the
         dataset it had to: the next pass reaches back from there (`reconcile.since_for`)."""
@@ -340,6 +351,36 @@ def open_attempts_in_range(*where: Any) -> sa.Select[Any]:
     )
 
 
+def _places_replace_unfinished() -> sa.Select[Any]:
+    """An attempt of the window that is not committed and overwrote as a replace, with no commit
+    at its place since (the later ``replacing`` attempt committed is a finished replace)."""
+    w = windows
+    later = windows.alias("later")
+    committed_since = sa.exists().where(
+        later.c.export_id == w.c.export_id,
+        later.c.dataset == w.c.dataset,
+        later.c.from_ms == w.c.from_ms,
+        later.c.to_ms == w.c.to_ms,
+        later.c.location == w.c.location,
+        later.c.status == COMMITTED,
+        later.c.id > w.c.id,
+    )
+    return (
+        sa.select(w.c.location)
+        .where(
+            w.c.export_id == sa.bindparam("e"),
+            w.c.dataset == sa.bindparam("d"),
+            w.c.from_ms == sa.bindparam("f"),
+            w.c.to_ms == sa.bindparam("t"),
+            w.c.replacing.is_(True),
+            w.c.status != COMMITTED,
+            ~committed_since,
+        )
+        .distinct()
+    )
+
+
+_PLACES_REPLACE_UNFINISHED: Final = _places_replace_unfinished()
 _REPLACE_UNFINISHED: Final = Prepared(
     open_attempts_in_range(windows.c.location == sa.bindparam("here"), windows.c.replacing.is_(True))
 )

@@ -165,8 +165,9 @@ class TableLogStore:
         self, export_id: str, dataset: str, location: str, until_ms: int, *, after_ms: int
     ) -> list[Window]:
         """Windows ending in ``(after_ms, until_ms]`` with a part that landed, with rows, at a place
-        other than ``location`` under an attempt no commit there followed: the windows whose rows a
-        place the export left may hold in no table (`delivery.table.stranded_parts` decides). A
+        other than ``location`` under an attempt no commit there followed, or whose replace there
+        no commit followed (it took the window out of that table first): the windows whose rows a
+        place the export left may hold in no table (`delivery.table.table_carry` decides). A
         reconciliation pass of an export that keeps a table checks them whatever their recheck age:
         the move may come after the window's last one."""
         with self.engine.connect() as conn:
@@ -255,12 +256,13 @@ class TableLogStore:
 
 
 def _landed_elsewhere_unsettled() -> sa.Select[Any]:
-    """An attempt whose landed part no commit at its place followed is itself not committed: read
-    from the partial index of attempts not committed (`open_attempts_in_range`), a small part of the
-    ledger, not from every part of the range (2.3 ms a pass for 7 days of a moved 15-minute export)."""
+    """An attempt whose landed part no commit at its place followed is itself not committed, and so
+    is a replace left unfinished: read from the partial index of attempts not committed
+    (`open_attempts_in_range`), a small part of the ledger, not from every part of the range (2.3 ms
+    a pass for 7 days of a moved 15-minute export)."""
     w = windows
     landed = sa.exists().where(parts.c.window_id == w.c.id, parts.c.status == PART_LANDED, parts.c.rows > 0)
-    return open_attempts_in_range(w.c.location != sa.bindparam("here"), landed)
+    return open_attempts_in_range(w.c.location != sa.bindparam("here"), sa.or_(landed, w.c.replacing.is_(True)))
 
 
 _LANDED_ELSEWHERE_UNSETTLED: Final = _landed_elsewhere_unsettled()

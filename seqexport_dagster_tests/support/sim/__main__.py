@@ -93,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{result.late_worst_ms / 60_000:.0f} min); not timed: {dict(result.late_untimed)}"
         )
         if result.table_only_files:
-            say(f"  table-only files (stranded parts of a move, in a later place's table): {result.table_only_files}")
+            say(
+                f"  table-only files (stranded parts of a move, in a later place's table): {result.table_only_files}"
+                f" ({result.table_replaced_files} of replaces left unfinished by a move)"
+            )
         if result.table_known:
             say(f"  table oracle, documented limits met: {dict(result.table_known)}")
         return 0 if result.ok else 1

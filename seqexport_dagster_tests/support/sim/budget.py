@@ -191,7 +191,8 @@ def totals(results: list[SimResult], wall_s: float | None = None, cpu_all_s: flo
         f"Delta tables (issue 44): {sum(r.tabled for r in results)} exports with a table, "
         f"{sum(r.tables_read for r in results)} delta-rs reads ({sum(r.table_rows_read for r in results)} rows), "
         f"{sum(r.duckdb_tables for r in results)} DuckDB reads, "
-        f"{sum(r.table_only_files for r in results)} table-only files of stranded parts, "
+        f"{sum(r.table_only_files for r in results)} table-only files of stranded parts "
+        f"({sum(r.table_replaced_files for r in results)} of replaces left unfinished by a move), "
         f"{sum(r.export_days for r in results if r.tabled):.0f} export-days in seeds with a table, "
         f"{sum(r.table_export_days for r in results):.0f} export-days of exports with a table; documented "
         f"limits met: {dict(sum((r.table_known for r in results), Counter())) or 'none'}",

@@ -356,7 +356,9 @@ def _replace_unfinished_at(
     return _replace_left(world, e, place, dataset, parsed.window, final=final)
 
 
-def _replace_left(world: World, e: SimExport, place: Place, dataset: str, window: Window, *, final: bool) -> str | None:
+def _replace_left(
+    world: World, e: SimExport, place: Place, dataset: str, window: Window, *, final: bool, moved: bool = False
+) -> str | None:
     """ "unfinished": an attempt of the window at ``place`` overwrote parts as an operator's replace
     and no attempt committed the window there since (the product's `replace_unfinished`: a retry of
     the replace that failed before it marked itself does not hide it, long run #11 seed 30001365);
@@ -364,7 +366,10 @@ def _replace_left(world: World, e: SimExport, place: Place, dataset: str, window
     (or the dataset removed) after that replace started, and no run went on with the dataset there
     since the window's last attempt (a commit there, `_committed_since`, and a reconciliation pass
     run to its end, `_reconciled_since`), so no run ever finishes it (files stay).
-    None: no such replace, or at the end one a run could still have finished."""
+    None: no such replace, or at the end one a run could still have finished. ``moved``: ``place``
+    is one the export left, where nothing finishes the replace; a reconciliation pass at a later
+    place that ran to its end since takes the window into its table (`delivery.table.replaced_rows`),
+    so only a delete or a removal before any such pass leaves it out of every table."""
     t = windows
     with world.engine.connect() as conn:
         attempts = conn.execute(
@@ -377,7 +382,7 @@ def _replace_left(world: World, e: SimExport, place: Place, dataset: str, window
     if not replaces or any(a.id > replaces[-1].id and a.status == "committed" for a in attempts):
         return None
     last = attempts[-1]
-    went_on = _committed_since(world, e, place, dataset, last.id) and _reconciled_since(
+    went_on = (moved or _committed_since(world, e, place, dataset, last.id)) and _reconciled_since(
         world, e, dataset, last.started_at
     )
     if _ended_after(e, dataset, replaces[-1].started_at) and not went_on:

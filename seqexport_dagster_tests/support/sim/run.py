@@ -63,6 +63,8 @@ class SimResult:
     duckdb_tables: int = 0
     #: Table-only files written for parts stranded at a place the export left (`TableOracle`).
     table_only_files: int = 0
+    #: Of those, the files of windows whose replace at an earlier place did not finish.
+    table_replaced_files: int = 0
     #: Rows the table oracle let pass as a documented limit (docs/customers.md, "Delta tables"), by case.
     table_known: Counter[str] = field(default_factory=Counter)
 
@@ -164,6 +166,7 @@ def simulate(
         result.tables_read, result.table_rows_read = oracles.tables.tables_read, oracles.tables.rows_read
         result.duckdb_tables = oracles.tables.duckdb_tables
         result.table_only_files = oracles.tables.table_only_files
+        result.table_replaced_files = oracles.tables.replaced_files
         result.table_known = Counter(oracles.tables.known)
         oracles.tables.dispose()
         if world.schedule is not None and world.storms is not None:

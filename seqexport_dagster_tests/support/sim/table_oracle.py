@@ -9,7 +9,11 @@ since the last copy) and read with ``deltalake``, as a customer's reader would:
 Exactly once holds per place, as for the loaders: a move starts a new table at the new place. A row
 whose part landed at a place the export left before that place's table took it is owed too: the
 table at a later place takes it as a table-only file (`delivery.table.stranded_parts`; long run #12
-seed 40000120 had it in no table, then a documented limit).
+seed 40000120 had it in no table, then a documented limit), and so are the rows of a window whose
+replace at a place the export left did not finish (it took the window out of that table first): the
+later place's table takes the window whole (`delivery.table.replaced_rows`; long run #13 seeds
+53000044 and 53000047 had such rows in no table, then a documented limit). Only a delete or the
+dataset's removal before any run went on keeps such rows out of every table.
 
 Inside an operator's replace that has not finished, the log may name a part by its old size while
 the store already holds the new bytes (the replace commits the new ``add`` when it is whole), so a
@@ -20,6 +24,7 @@ duplicate inside an unfinished replace).
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import tempfile
 from collections import Counter, defaultdict
@@ -33,6 +38,7 @@ from seqexport_dagster_tests.support.sim.model import SimExport
 
 LOG = "/_delta_log/"
 ROWS = "/_delta_rows/"
+REPLACED = re.compile(r"-\d+-\d+-r[0-9a-f]{12}-\d{4}\.parquet$")
 
 
 @dataclass
@@ -50,6 +56,9 @@ class TableOracle:
     #: Table-only files (``<dataset>/_delta_rows/``) in the buckets at the end: how often the stranded
     #: parts of a move went into a later place's table (`delivery.table.stranded_parts`).
     table_only_files: int = 0
+    #: Of those, the files of windows whose replace at an earlier place did not finish
+    #: (`delivery.table.replaced_rows`).
+    replaced_files: int = 0
 
     def check(self, world: Any, e: SimExport, *, final: bool) -> list[tuple[str, str, str | None]]:
         """(invariant, detail, row) of every violation in ``e``'s tables now."""
@@ -62,6 +71,9 @@ class TableOracle:
             head = place.prefix + "/" if place.prefix else ""
             if final:
                 self.table_only_files += sum(1 for k in bucket.objects if k.startswith(head) and ROWS in k)
+                self.replaced_files += sum(
+                    1 for k in bucket.objects if k.startswith(head) and ROWS in k and REPLACED.search(k)
+                )
             datasets = sorted(
                 {k[len(head) :].split("/", 1)[0] for k in bucket.objects if k.startswith(head) and LOG in k}
             )
@@ -104,16 +116,9 @@ class TableOracle:
                 continue
             if _left_in_a_replace(world, e, dataset, recorded_ms):
                 # docs/customers.md: a replace takes the window out of the table before it overwrites;
-                # one left unfinished at a place the export then left never puts it back there.
-                self.known["row of a replace left unfinished (a move, a delete or a removal)"] += 1
-                continue
-            if _cut_off_by_a_move(world, e, dataset, recorded_ms):
-                # What `delivery.table.stranded_parts` does not carry yet (docs/customers.md, "Moves":
-                # found by long run #13 seed 53000044 on the day it landed): a late part landed at
-                # a place, no table there took it, the export moved, and the later place's table
-                # did not take it either. Counted apart from the replace above; seed 40000120 must
-                # carry its part (`test_simulation`).
-                self.known["late part left out of an earlier place's table by a move, not carried"] += 1
+                # one that a delete or the dataset's removal left unfinished never puts it back (at
+                # a place the export left, the later place's table takes the window instead).
+                self.known["row of a replace left unfinished (a delete or a removal)"] += 1
                 continue
             out.append(("row not in table", f"{dataset} {rid} owed, in no table of the export", rid))
         return out
@@ -156,41 +161,18 @@ class TableOracle:
 
 
 def _left_in_a_replace(world: Any, e: SimExport, dataset: str, recorded_ms: int) -> bool:
-    """A replace took the row's window out of a table and no run will put it back: the export left
-    that place, or (at its current place) the export was deleted or the dataset removed before any
-    run finished the replace (files stay as the replace left them: `oracles._replace_left`; long run
-    #12 seed 44000056)."""
+    """A replace took the row's window out of a table and no run will put it back: the export was
+    deleted or the dataset removed before any run finished the replace (files stay as the replace
+    left them: `oracles._replace_left`; long run #12 seed 44000056) or, at a place the export left,
+    before any reconciliation pass at a later place ran to its end (which takes the window into its
+    table: `delivery.table.replaced_rows`)."""
     from seqexport_dagster_tests.support.sim.oracles import _replace_left  # oracles imports this module
 
     current = e.places[-1].location
     windows = {a.window for a in world.store.ledger(e.export_id, dataset=dataset) if a.window.contains(recorded_ms)}
     return any(
-        world.store.replace_unfinished(e.export_id, dataset, w, p.location)
-        if p.location != current
-        else _replace_left(world, e, p, dataset, w, final=True) == "left by a delete or a removal"
+        _replace_left(world, e, p, dataset, w, final=True, moved=p.location != current)
+        == "left by a delete or a removal"
         for w in windows
         for p in e.places
     )
-
-
-def _cut_off_by_a_move(world: Any, e: SimExport, dataset: str, recorded_ms: int) -> bool:
-    current = e.places[-1].location
-    windows = {a.window for a in world.store.ledger(e.export_id, dataset=dataset) if a.window.contains(recorded_ms)}
-    for w in windows:
-        for place in e.places:
-            if place.location == current:
-                continue
-            parts = world.store.window_parts(e.export_id, dataset, w, place.location)
-            head = f"{place.prefix}/{dataset}/" if place.prefix else f"{dataset}/"
-            # In the table: recorded with a version whose commit is in the log. The store records a
-            # commit's files before its PUT; one whose PUT failed (a 503, then the move) is not
-            # there (long run #12 seed 40000120).
-            logged = world.buckets.get(place.bucket).objects
-            live = {
-                f.path
-                for f in world.store.table_files(e.export_id, dataset, place.location)
-                if not f.removed and f"{head}_delta_log/{f.version:020d}.json" in logged
-            }
-            if any(p.landed and p.rows and p.key.removeprefix(head) not in live for p in parts):
-                return True
-    return False
