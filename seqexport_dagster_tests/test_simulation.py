@@ -76,7 +76,7 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # (as in 53000047) before it marked itself replacing; the export moved, and 25 rows were in no
     # table (counted as a documented limit). Marked replacing first (53000047's fix), the replace is
     # found unfinished at the old place, and the new place's table takes the window whole
-    # (`table.replaced_rows`): no documented limit is met (the oracle no longer has one for a move).
+    # (`table_moves.replaced_rows`): no documented limit is met (the oracle no longer has one for a move).
     53000044: {"days": 3, "wide": 1, "parquet_share": 0.7, "table_share": 1.0, "only": MOVES_WORLD},
     # Long run #12 seed 48000027 (tables on), the table oracle's: an operator's replace committed the
     # `remove` of a window and failed in a control-plane outage; the one scheduled run before the
@@ -106,7 +106,7 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
     # limit (docs/customers.md, "Moves"). The store records a commit's files before its PUT, and the
     # oracle took that record for the table; it now reads whether the version's commit is in the log.
     # Since issue 44's move fix no longer a limit: the oracle wants the rows in a table, and the first
-    # run at the new place adds the stranded part as a table-only file (`table.stranded_parts`).
+    # run at the new place adds the stranded part as a table-only file (`table_moves.stranded_parts`).
     40000120: {"days": 3, "wide": 1, "parquet_share": 0.7, "table_share": 1.0},
     # Long run #12 seed 44000056 (tables on), the table oracle's: an operator's replace took a window
     # out of the table and failed in a control-plane outage; the key was revoked over the next

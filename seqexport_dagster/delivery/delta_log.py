@@ -38,7 +38,7 @@ from seqexport_dagster.contract.table_format import DELTA as DELTA
 from seqexport_dagster.contract.window import iso_ms
 
 LOG_FOLDER: Final = "_delta_log"
-#: Table-only data files (`table.table_carry`): rows whose part landed at a place the export left
+#: Table-only data files (`table_moves.table_carry`): rows whose part landed at a place the export left
 #: before that place's table took them, or of a window whose replace there did not finish (it took the
 #: window out of that table first), cut again and added to the table here. No file loader sees
 #: them: the documented globs and patterns all need a ``date=`` folder (``<dataset>/date=*/*.parquet``,

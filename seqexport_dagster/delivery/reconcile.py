@@ -48,7 +48,7 @@ from seqexport_dagster.delivery.batch import RETRY_DELAYS_S
 from seqexport_dagster.delivery.delivered import holds_ids, missing_ids, newest_landed_attempt
 from seqexport_dagster.delivery.planner import waiting_for_backoff
 from seqexport_dagster.delivery.runner import Runner, WindowReport
-from seqexport_dagster.delivery.table import table_carry
+from seqexport_dagster.delivery.table_moves import table_carry
 from seqexport_dagster.errors import ExportError, RunInterrupted
 from seqexport_dagster.source.reader import WINDOWS_PER_STATEMENT
 from seqexport_dagster.store import ACTIVE, PRUNE_AFTER_MS, DatasetState, ExportRecord, PartRecord
@@ -150,7 +150,7 @@ def reconcile(
             owed.add(state.last_error_window)  # a late-row window that failed: retried, whatever its age
         # With a table, windows whose part landed at a place the export left and never reached a
         # table there, or whose replace there did not finish, are looked at whatever their age
-        # (`table.table_carry` then decides). An export whose destination never changed has no
+        # (`table_moves.table_carry` then decides). An export whose destination never changed has no
         # other place: no statement for it.
         elsewhere = (
             runner.store.windows_landed_elsewhere_unsettled(
@@ -182,7 +182,7 @@ def reconcile(
                 pending = any(not p.landed for p in here) or window in owed or settle
                 if not (late or pending) and window in strands:
                     # Rows no table at a place the export left holds go into this table
-                    # (`table.table_carry`): the window's attempt here writes them.
+                    # (`table_moves.table_carry`): the window's attempt here writes them.
                     pending = bool(
                         table_carry(runner.store, export, state.dataset, window, export.location, ledgers[window])
                     )
@@ -318,7 +318,7 @@ def _maybe_stranded(
     ledgers: dict[Window, dict[str, list[PartRecord]]],
 ) -> set[Window]:
     """Windows of ``chunk`` with a part landed at another place under an attempt that no commit
-    there followed: the few `table.table_carry` then looks at closely (one statement per other
+    there followed: the few `table_moves.table_carry` then looks at closely (one statement per other
     place for the chunk, and only for an export that keeps a table)."""
     if export.table is None:
         return set()

@@ -19,7 +19,7 @@ operations for one window, and why:
    under a name of its own for each set of parts (late parts get a new one).
 6. With ``--table delta``, commit what the dataset's Delta table lacks of the window (`table`), after
    the manifest, through the same create-only write; with it, rows of the window in no table at a
-   place the export left, as table-only files here (`table.table_carry`).
+   place the export left, as table-only files here (`table_moves.table_carry`).
 7. Commit: ledger row and position in one transaction. Nothing before this point is visible as
    progress, so a crash anywhere above is repaired by the next attempt resuming from the ledger.
 
@@ -52,7 +52,8 @@ from seqexport_dagster.delivery.attempt import Attempt, Sent, Tally
 from seqexport_dagster.delivery.delivered import late_ids, newest_landed_attempt
 from seqexport_dagster.delivery.delta_log import CHECKPOINT_INTERVAL
 from seqexport_dagster.delivery.manifest import write_manifest
-from seqexport_dagster.delivery.table import Carry, commit_window_parts, remove_window_files, table_carry
+from seqexport_dagster.delivery.table import commit_window_parts, remove_window_files
+from seqexport_dagster.delivery.table_moves import Carry, table_carry
 from seqexport_dagster.delivery.writer import PART_LIMIT, Part
 from seqexport_dagster.destination import Destination, DestinationConfig, OperatorPolicy, open_destination
 from seqexport_dagster.errors import DestinationChanged, ExportError, RunInterrupted, UntypeableValue, internal_error
@@ -542,7 +543,7 @@ class Runner:
         """The dataset's Delta table (``--table delta``) takes what it lacks of the window, after
         the manifest and before the commit, through the attempt's own create-only write (`table`).
 
-        With it (``carry``), the rows no table at a place the export left holds (`table.table_carry`):
+        With it (``carry``), the rows no table at a place the export left holds (`table_moves.table_carry`):
         parts stranded there, each cut again from the source, or the window whole where a replace
         there did not finish, cut by id; written here as table-only files, create-only, and added
         by the same commit (a retry writes the same bytes under the same name, and the commit's

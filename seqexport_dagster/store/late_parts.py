@@ -3,6 +3,10 @@
 Late rows (`seqexport_dagster.delivery.reconcile`) are found by id against the parts that *landed*, at every
 location the window was ever delivered to (after a destination change the window's first parts
 stay at the old place and its late rows go to the current one, `attempt.Attempt.deliver`).
+
+Size: just over 400 lines. Every statement of reconciliation's scan stays beside the others (the same
+range over open attempts, `open_attempts_in_range`, serves three of them), so that one reading shows
+which index each uses (test_hot_path_indexes).
 """
 
 from __future__ import annotations
@@ -132,7 +136,7 @@ class LatePartsStore(LedgerStore):
     @translate_errors
     def places_replace_unfinished(self, export_id: str, dataset: str, window: Window) -> set[str]:
         """The places where `replace_unfinished` holds for the window, in one statement (what
-        `delivery.table.table_carry` asks of every place a moved window was committed at)."""
+        `delivery.table_moves.table_carry` asks of every place a moved window was committed at)."""
         with self.engine.connect() as conn:
             rows = conn.execute(
                 _PLACES_REPLACE_UNFINISHED,

@@ -124,7 +124,7 @@ class TableLogStore:
         self, export_id: str, dataset: str, from_ms: int, to_ms: int
     ) -> dict[str, list[TableFileRecord]]:
         """The table files of one window at every place, by location, and each place's versions
-        whose commit has not landed (`table.stranded_parts` reads both in one go)."""
+        whose commit has not landed (`table_moves.stranded_parts` reads both in one go)."""
         t = table_files
         with self.engine.connect() as conn:
             rows = conn.execute(
@@ -167,7 +167,7 @@ class TableLogStore:
         """Windows ending in ``(after_ms, until_ms]`` with a part that landed, with rows, at a place
         other than ``location`` under an attempt no commit there followed, or whose replace there
         no commit followed (it took the window out of that table first): the windows whose rows a
-        place the export left may hold in no table (`delivery.table.table_carry` decides). A
+        place the export left may hold in no table (`delivery.table_moves.table_carry` decides). A
         reconciliation pass of an export that keeps a table checks them whatever their recheck age:
         the move may come after the window's last one."""
         with self.engine.connect() as conn:

@@ -87,7 +87,7 @@ def hot_paths(world: World, template: str, now: int) -> dict[str, Callable[[], A
             deep, "email_events", Window.whole_day(day_of(now - 30 * DAY_MS)).date_key
         ),
         # A pass of a table-keeping export after a move: every attempt of the deep export is at a
-        # place other than this one (`reconcile`, `delivery.table.stranded_parts`).
+        # place other than this one (`reconcile`, `delivery.table_moves.stranded_parts`).
         "stranded parts after a move": lambda: store.windows_landed_elsewhere_unsettled(
             deep, "email_events", "moved-here", now, after_ms=now - PRUNE_AFTER_MS
         ),

@@ -368,7 +368,7 @@ def _replace_left(
     run to its end, `_reconciled_since`), so no run ever finishes it (files stay).
     None: no such replace, or at the end one a run could still have finished. ``moved``: ``place``
     is one the export left, where nothing finishes the replace; a reconciliation pass at a later
-    place that ran to its end since takes the window into its table (`delivery.table.replaced_rows`),
+    place that ran to its end since takes the window into its table (`delivery.table_moves.replaced_rows`),
     so only a delete or a removal before any such pass leaves it out of every table."""
     t = windows
     with world.engine.connect() as conn:

@@ -8,10 +8,10 @@ since the last copy) and read with ``deltalake``, as a customer's reader would:
   and DuckDB's ``delta`` extension reads as many rows from every table as delta-rs.
 Exactly once holds per place, as for the loaders: a move starts a new table at the new place. A row
 whose part landed at a place the export left before that place's table took it is owed too: the
-table at a later place takes it as a table-only file (`delivery.table.stranded_parts`; long run #12
+table at a later place takes it as a table-only file (`delivery.table_moves.stranded_parts`; long run #12
 seed 40000120 had it in no table, then a documented limit), and so are the rows of a window whose
 replace at a place the export left did not finish (it took the window out of that table first): the
-later place's table takes the window whole (`delivery.table.replaced_rows`; long run #13 seeds
+later place's table takes the window whole (`delivery.table_moves.replaced_rows`; long run #13 seeds
 53000044 and 53000047 had such rows in no table, then a documented limit). Only a delete or the
 dataset's removal before any run went on keeps such rows out of every table.
 
@@ -54,10 +54,10 @@ class TableOracle:
     counts: dict[str, int] = field(default_factory=dict)
     duckdb_tables: int = 0
     #: Table-only files (``<dataset>/_delta_rows/``) in the buckets at the end: how often the stranded
-    #: parts of a move went into a later place's table (`delivery.table.stranded_parts`).
+    #: parts of a move went into a later place's table (`delivery.table_moves.stranded_parts`).
     table_only_files: int = 0
     #: Of those, the files of windows whose replace at an earlier place did not finish
-    #: (`delivery.table.replaced_rows`).
+    #: (`delivery.table_moves.replaced_rows`).
     replaced_files: int = 0
 
     def check(self, world: Any, e: SimExport, *, final: bool) -> list[tuple[str, str, str | None]]:
@@ -165,7 +165,7 @@ def _left_in_a_replace(world: Any, e: SimExport, dataset: str, recorded_ms: int)
     deleted or the dataset removed before any run finished the replace (files stay as the replace
     left them: `oracles._replace_left`; long run #12 seed 44000056) or, at a place the export left,
     before any reconciliation pass at a later place ran to its end (which takes the window into its
-    table: `delivery.table.replaced_rows`)."""
+    table: `delivery.table_moves.replaced_rows`)."""
     from seqexport_dagster_tests.support.sim.oracles import _replace_left  # oracles imports this module
 
     current = e.places[-1].location
