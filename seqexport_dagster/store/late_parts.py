@@ -322,13 +322,12 @@ def _range_params(export_id: str, dataset: str, location: str, after_ms: int, un
     }
 
 
-def open_attempts_in_range(*where: Any) -> sa.Select[Any]:
-    """Windows ending in ``(after, until]`` (`_range_params`) of attempts not committed that no
-    commit at their own place followed since, and that meet ``where``: read from the partial index
-    of attempts not committed (``ix_windows_open``), a small part of the ledger."""
+def _committed_since() -> sa.Exists:
+    """A commit of the same window at the same place after this attempt (`windows` as ``w``): a
+    later ``replacing`` or plain attempt that committed finished what this one left open."""
     w = windows
     later = windows.alias("later")
-    committed_since = sa.exists().where(
+    return sa.exists().where(
         later.c.export_id == w.c.export_id,
         later.c.dataset == w.c.dataset,
         later.c.from_ms == w.c.from_ms,
@@ -337,6 +336,14 @@ def open_attempts_in_range(*where: Any) -> sa.Select[Any]:
         later.c.status == COMMITTED,
         later.c.id > w.c.id,
     )
+
+
+def open_attempts_in_range(*where: Any) -> sa.Select[Any]:
+    """Windows ending in ``(after, until]`` (`_range_params`) of attempts not committed that no
+    commit at their own place followed since, and that meet ``where``: read from the partial index
+    of attempts not committed (``ix_windows_open``), a small part of the ledger."""
+    w = windows
+    committed_since = _committed_since()
     return (
         sa.select(w.c.from_ms, w.c.to_ms)
         .where(
@@ -357,16 +364,7 @@ def _places_replace_unfinished() -> sa.Select[Any]:
     """An attempt of the window that is not committed and overwrote as a replace, with no commit
     at its place since (the later ``replacing`` attempt committed is a finished replace)."""
     w = windows
-    later = windows.alias("later")
-    committed_since = sa.exists().where(
-        later.c.export_id == w.c.export_id,
-        later.c.dataset == w.c.dataset,
-        later.c.from_ms == w.c.from_ms,
-        later.c.to_ms == w.c.to_ms,
-        later.c.location == w.c.location,
-        later.c.status == COMMITTED,
-        later.c.id > w.c.id,
-    )
+    committed_since = _committed_since()
     return (
         sa.select(w.c.location)
         .where(
