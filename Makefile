@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-fast lint bench sim sim-long dev clean
 
-$(STAMP): pyproject.toml seqexport_dagster_tests/support/duckdb_httpfs.txt
+$(STAMP): pyproject.toml setup.py seqexport_dagster/source/_sqlite_columns.c seqexport_dagster_tests/support/duckdb_httpfs.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,bench]'

@@ -467,9 +467,10 @@ def test_column_builders_give_arrows_own_arrays() -> None:
 
 #: What a worker writing Parquet from SQLite never loads (issue 46, peak memory): pandas (``pa.array``
 #: and ``pyarrow.parquet`` look for it, +55 MB), ``pyarrow.parquet`` with ``pyarrow.fs`` and its bucket
-#: filesystems (+13 MB), ``pyarrow.compute`` (+12 MB: only the Arrow read path from PostgreSQL checks
-#: with it), the ADBC driver, and psycopg2 with its libpq and OpenSSL (+4 MB: a SQLite source never
-#: uses it; `source.reader._source_errors`).
+#: filesystems (+13 MB), ``pyarrow.compute`` (+12 MB: the Arrow checks use NumPy), the ADBC driver, and
+#: psycopg2 with its libpq and OpenSSL (+4 MB: a SQLite source never uses it;
+#: `source.reader._source_errors`). Since SQLite windows are read into Arrow (`source.sqlite_read`),
+#: `delivery.arrow_check` is on this path: it loads nothing of the above.
 NEVER_IN_A_SQLITE_PARQUET_WORKER = (
     "pandas",
     "pyarrow.parquet",
@@ -478,7 +479,6 @@ NEVER_IN_A_SQLITE_PARQUET_WORKER = (
     "pyarrow.dataset",
     "adbc_driver_manager",
     "adbc_driver_postgresql",
-    "seqexport_dagster.delivery.arrow_check",
     "psycopg2",
     "dagster",
     "alembic",

@@ -56,7 +56,11 @@ class ArrowChecker:
         self._rows_to_batch = rows_to_batch
         self._check = RowChecker(ds)
 
-    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+    def __call__(self, batch: pa.RecordBatch | Sequence[Row]) -> pa.RecordBatch:
+        """``batch`` checked, in the Parquet schema; rows (a source that went on as rows after Arrow
+        batches: `sqlite_read._NotPlain`) go through `RowChecker` as on the row path."""
+        if not isinstance(batch, pa.RecordBatch):
+            return self._rows_to_batch(self._check(batch))
         checked = self._columns(batch)
         if checked is not None:
             return pa.RecordBatch.from_arrays(checked, schema=self.schema)

@@ -272,7 +272,7 @@ class ParquetPartWriter:
         self._id_at = names.index("id")
         self._key_at = key_at = [names.index(name) for name in ds.order_by]
         self._key: Callable[[Sequence[Any]], SortKey] = lambda row: tuple(row[i] for i in key_at)
-        self._arrow_check: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None
+        self._arrow_check: Callable[[Any], pa.RecordBatch] | None = None
 
     def _batch(self, rows: Sequence[Sequence[Any]]) -> pa.RecordBatch:
         columns = list(zip(*rows, strict=True))
@@ -295,7 +295,8 @@ class ParquetPartWriter:
 
     def _arrow_parts(self, batches: Iterable[Any], first: int, empty: bool) -> Iterator[Part]:
         """`parts` from Arrow batches: checked per column (`arrow_check`), sliced into the same row
-        groups as rows are (a fixed count from the start of each part), never as Python rows."""
+        groups as rows are (a fixed count from the start of each part), never as Python rows. Row
+        batches after them (a source that went on as rows) are checked and built as on the row path."""
         if self._arrow_check is None:
             # Imported here: pyarrow.compute costs ~9 MB resident, and rows from SQLite never need it.
             from seqexport_dagster.delivery.arrow_check import ArrowChecker
@@ -317,7 +318,10 @@ class ParquetPartWriter:
                 group.append(piece)
                 ids.extend(piece.column(self._id_at).to_pylist())
                 # The key from the source's text (the checked batch holds parsed timestamps).
-                last = tuple(raw.column(i)[start + take - 1].as_py() for i in self._key_at)
+                if isinstance(raw, pa.RecordBatch):
+                    last = tuple(raw.column(i)[start + take - 1].as_py() for i in self._key_at)
+                else:  # rows after Arrow batches (`SourceReader.window_record_batches`)
+                    last = self._key(raw[start + take - 1])
                 in_group += take
                 rows_in_part += take
                 start += take

@@ -88,14 +88,44 @@ class SourceReader:
         self, dataset: str, account_id: str, window: Window, *, after: tuple[str, ...] | None = None
     ) -> Iterator[Any]:
         """`window_batches`, as ``pyarrow.RecordBatch`` es where the source reads into Arrow natively
-        (PostgreSQL: its CSV COPY parsed by Arrow, `csv_read`), else as row batches; the Parquet writer
-        takes both."""
-        if self.dialect != "postgresql":
-            return self.window_batches(dataset, account_id, window, after=after)
+        (PostgreSQL: its CSV COPY parsed by Arrow, `csv_read`; SQLite: values copied into Arrow's
+        layout in C, `sqlite_read`), else as row batches; the Parquet writer takes both, and a stream
+        that goes on as rows after Arrow batches."""
         ds = DATASETS[dataset]
         if ds.is_snapshot:
             raise ValueError(f"{dataset} is a snapshot, not a windowed dataset")
-        return self._postgres_record_batches(ds, account_id, window, after)
+        if self.dialect == "postgresql":
+            return self._postgres_record_batches(ds, account_id, window, after)
+        from seqexport_dagster.source import sqlite_read
+
+        if sqlite_read.usable(self.engine):
+            return self._sqlite_record_batches(ds, account_id, window, after)
+        return self.window_batches(dataset, account_id, window, after=after)
+
+    def _sqlite_record_batches(
+        self, ds: Dataset, account_id: str, window: Window, after: tuple[str, ...] | None
+    ) -> Iterator[Any]:
+        """Through `sqlite_read`; from a value it does not take as it is (`sqlite_read._NotPlain`: a REAL,
+        a BLOB, text not UTF-8), the rest of the window as rows after the last row handed over, whose
+        checks name the value or accept it (``(recorded_at, id)`` is unique and ordered: no row is
+        repeated or skipped)."""
+        from seqexport_dagster.source import sqlite_read
+
+        where, params = self._range("(recorded_at, id)", after, None)
+        sql = (
+            f"SELECT {select_list(ds, self.dialect)} FROM {ds.name} "
+            f"WHERE account_id = ? AND recorded_at > ? AND recorded_at <= ?{where} ORDER BY recorded_at, id"
+        )
+        last = after
+        try:
+            for batch in sqlite_read.record_batches(self.engine, sql, (account_id, *_bounds(window), *params), ds):
+                last = tuple(batch.column(name)[-1].as_py() for name in ds.order_by)
+                yield batch
+        except sqlite_read._NotPlain:
+            pass
+        else:
+            return
+        yield from self.window_batches(ds.name, account_id, window, after=last)
 
     def _postgres_record_batches(
         self, ds: Dataset, account_id: str, window: Window, after: tuple[str, ...] | None
