@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml setup.py seqexport_dagster/source/_sqlite_columns.c seqexport_dagster_tests/support/duckdb_httpfs.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	./.ci/prepare-build $(BIN)/python
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	# DuckDB's httpfs extension is on PyPI only for DuckDB 1.5.5, the suite runs 2.0: a folder of its own

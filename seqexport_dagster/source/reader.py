@@ -33,7 +33,7 @@ import sqlalchemy as sa
 
 from seqexport_dagster.contract.schema import DATASETS, SUBSCRIBERS, Dataset
 from seqexport_dagster.contract.window import Window, iso_ms
-from seqexport_dagster.errors import RetryableError
+from seqexport_dagster.errors import RetryableError, UntypeableValue
 
 Row = tuple[Any, ...]
 #: Rows per fetch. Small on purpose: a batch's Python objects (~1.1 kB a row) should stay in the
@@ -82,7 +82,7 @@ class SourceReader:
             f"WHERE account_id = {m} AND recorded_at > {m} AND recorded_at <= {m}{where} "
             f"ORDER BY recorded_at, id"
         )
-        return self._stream(sql, (account_id, *_bounds(window), *params), snapshot=False)
+        return self._stream(sql, (account_id, *_bounds(window), *params), snapshot=False, dataset=ds.name)
 
     def window_record_batches(
         self, dataset: str, account_id: str, window: Window, *, after: tuple[str, ...] | None = None
@@ -176,7 +176,7 @@ class SourceReader:
         sql = (
             f"SELECT {select_list(ds, self.dialect)} FROM {ds.name} WHERE account_id = {self._mark}{where} ORDER BY id"
         )
-        return self._stream(sql, (account_id, *params), snapshot=True)
+        return self._stream(sql, (account_id, *params), snapshot=True, dataset=ds.name)
 
     def ids(self, dataset: str, account_id: str, window: Window | None) -> Iterator[list[str]]:
         """The ids of a window's rows (or of every subscriber), in batches: what late-row detection
@@ -188,7 +188,7 @@ class SourceReader:
         else:
             sql = f"SELECT id FROM {dataset} WHERE account_id = {m} AND recorded_at > {m} AND recorded_at <= {m}"
             params = (account_id, *_bounds(window))
-        for batch in self._stream(sql, params, snapshot=window is None):
+        for batch in self._stream(sql, params, snapshot=window is None, dataset=dataset):
             yield [row[0] for row in batch]
 
     def ids_of_windows(self, dataset: str, account_id: str, windows: Sequence[Window]) -> dict[Window, list[str]]:
@@ -205,7 +205,7 @@ class SourceReader:
             chunk = ordered[start : start + WINDOWS_PER_STATEMENT]
             sql = " UNION ALL ".join(branch.format(i) for i in range(len(chunk)))
             params = tuple(v for w in chunk for v in (account_id, *_bounds(w)))
-            for batch in self._stream(sql, params, snapshot=False):
+            for batch in self._stream(sql, params, snapshot=False, dataset=dataset):
                 for i, rid in batch:
                     found[chunk[i]].append(rid)
         return found
@@ -235,7 +235,7 @@ class SourceReader:
         except sa.exc.OperationalError as exc:
             raise RetryableError(f"source database unavailable: {_first_line(exc)}") from exc
 
-    def _stream(self, sql: str, params: tuple[Any, ...], *, snapshot: bool) -> Iterator[list[Row]]:
+    def _stream(self, sql: str, params: tuple[Any, ...], *, snapshot: bool, dataset: str) -> Iterator[list[Row]]:
         try:
             with self._connection() as conn:
                 if self.dialect == "postgresql":
@@ -246,8 +246,36 @@ class SourceReader:
                         while batch := cur.fetchmany(self.batch_size):
                             yield batch
                 conn.rollback()
+        except sqlite3.OperationalError as exc:
+            if str(exc).startswith(_UNDECODABLE):
+                raise self._undecodable(sql, params, dataset) from None
+            raise RetryableError(f"source database error: {_first_line(exc)}") from exc
         except _source_errors() as exc:
             raise RetryableError(f"source database error: {_first_line(exc)}") from exc
+
+    def _undecodable(self, sql: str, params: tuple[Any, ...], dataset: str) -> Exception:
+        """The row and field of the first text that is not UTF-8 in ``sql``'s result, as
+        `UntypeableValue` (the `sqlite3` module's own error names the column and quotes the value,
+        which may be personal data, and not the row). Read again as bytes; only on this error path."""
+        with self._connection() as conn:
+            sqlite = conn.driver_connection
+            sqlite.text_factory = bytes
+            try:
+                with closing(sqlite.execute(sql, params)) as cur:
+                    names = [d[0] for d in cur.description]
+                    while batch := cur.fetchmany(self.batch_size):
+                        for row in batch:
+                            for name, value in zip(names, row, strict=True):
+                                if isinstance(value, bytes) and not _is_utf8(value):
+                                    shown = (
+                                        row[0].decode("utf-8", "backslashreplace")
+                                        if isinstance(row[0], bytes)
+                                        else str(row[0])
+                                    )
+                                    return UntypeableValue(dataset, shown, name, "text in UTF-8")
+            finally:
+                sqlite.text_factory = str
+        return RetryableError("source database error: a text value was not UTF-8 and is no longer found; read again")
 
     def _stream_postgres(self, conn: Any, sql: str, params: tuple[Any, ...], *, snapshot: bool) -> Iterator[list[Row]]:
         with closing(conn.cursor()) as plain:
@@ -284,5 +312,20 @@ def _source_errors() -> tuple[type[Exception], ...]:
     return errors
 
 
+#: The start of the `sqlite3` module's error for text that is not UTF-8; the rest quotes the value.
+_UNDECODABLE: Final = "Could not decode to UTF-8"
+
+
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _first_line(exc: BaseException) -> str:
-    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or ["unknown error"])[0]
+    line = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or ["unknown error"])[0]
+    if line.startswith(_UNDECODABLE):  # "... column 'email' with text '<the value>'": never the value
+        line = line.split(" with text ", 1)[0]
+    return line

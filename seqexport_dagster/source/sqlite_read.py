@@ -97,7 +97,9 @@ def usable(engine: sa.Engine) -> bool:
     return database_path(engine) is not None and _bound() is not None
 
 
-def record_batches(engine: sa.Engine, sql: str, params: Sequence[str], ds: Dataset) -> Iterator[pa.RecordBatch]:
+def record_batches(
+    engine: sa.Engine, sql: str, params: Sequence[str], ds: Dataset, *, timeout_ms: int = BUSY_TIMEOUT_MS
+) -> Iterator[pa.RecordBatch]:
     """``sql``'s rows (the dataset's fields, in order) as record batches of text and int64 columns,
     read on a read-only connection of its own; `_NotPlain` after the last batch it could read as is.
     A SQLite error is a `RetryableError`, as from the row read."""
@@ -108,7 +110,7 @@ def record_batches(engine: sa.Engine, sql: str, params: Sequence[str], ds: Datas
     kinds = "".join("i" if f.type == "integer" else "s" for f in ds.fields)
     schema = pa.schema([pa.field(f.name, pa.int64() if f.type == "integer" else pa.string()) for f in ds.fields])
     try:
-        reader = module.Reader(path, sql, tuple(params), kinds, BUSY_TIMEOUT_MS)
+        reader = module.Reader(path, sql, tuple(params), kinds, timeout_ms)
     except module.SourceError as exc:
         raise RetryableError(f"source database error: {_message(exc)}") from None
     try:
