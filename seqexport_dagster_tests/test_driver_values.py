@@ -67,6 +67,7 @@ GOOD: dict[str, dict[str, Any]] = {
         "created_at": STAMP, "updated_at": STAMP, "unsubscribed_at": STAMP,
     },
     "sms_events": {"event_type": "sent", "occurred_at": STAMP, "recorded_at": STAMP, "segments": 2},
+    "custom_events": {"name": "signup", "occurred_at": STAMP, "recorded_at": STAMP, "properties": "{}"},
 }  # fmt: skip
 
 
@@ -139,12 +140,7 @@ def test_a_driver_column_read_as_arrow_is_refused_naming_its_row_and_field(
     checker Arrow columns of the driver's types: each is refused as the row path refuses psycopg2's."""
     from seqexport_dagster.delivery.arrow_check import ArrowChecker
 
-    custom = {"name": "signup", "occurred_at": STAMP, "recorded_at": STAMP, "properties": "{}"}
-    GOOD["custom_events"] = custom
-    try:
-        rows = [row("custom_events", f"cev_{i}") for i in range(3)]
-    finally:
-        del GOOD["custom_events"]
+    rows = [row("custom_events", f"cev_{i}") for i in range(3)]
     writer = ParquetPartWriter(DATASETS["custom_events"])
     checker = ArrowChecker(writer.dataset, writer.schema, writer._columns, writer._batch)
     batch = _arrow("custom_events", rows, {field: column})
