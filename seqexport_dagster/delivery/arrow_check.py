@@ -16,11 +16,14 @@ A batch that fails any of these is handed, as rows, to `RowChecker` itself: eith
 and raises the same `UntypeableValue` (export, dataset, row id, field) as every other path, or it
 accepts the rows, and they are written exactly as the row path writes them. So a value the row path
 would refuse is never written, and anything written is written as the row path would write it
-(test_arrow_parquet.py compares the bytes).
+(test_arrow_parquet.py compares the bytes). The rows hold what psycopg2 would hand the row path
+(`_python_values`: a ``numeric`` as ``Decimal``, not ADBC's text), and a value Python cannot hold
+(a ``timestamptz`` of ``infinity``) as one `RowChecker` refuses in any field: never a bare error.
 """
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -64,7 +67,7 @@ class ArrowChecker:
         checked = self._columns(batch)
         if checked is not None:
             return pa.RecordBatch.from_arrays(checked, schema=self.schema)
-        rows: list[Row] = list(zip(*(column.to_pylist() for column in batch.columns), strict=True))
+        rows: list[Row] = list(zip(*map(_python_values, batch.columns), strict=True))
         return self._rows_to_batch(self._check(rows))
 
     def _columns(self, batch: pa.RecordBatch) -> list[pa.Array] | None:
@@ -161,3 +164,42 @@ def _int64(column: pa.Array) -> pa.Array | None:
     validity, data = column.buffers()
     wide = np.frombuffer(data, dtype=narrow, count=len(column)).astype(np.int64)
     return pa.Array.from_buffers(pa.int64(), len(column), [validity if column.null_count else None, pa.py_buffer(wide)])
+
+
+class _Unreadable:
+    """A value Python cannot hold (ADBC's ``timestamptz`` ``infinity``: ``to_pylist`` raised a bare
+    ``OverflowError``); `RowChecker` refuses it in every field type, so the row is named."""
+
+    __slots__ = ()
+
+
+_UNREADABLE: Final = _Unreadable()
+
+
+def _python_values(column: pa.Array) -> list[Any]:
+    """The column's values as the row path's driver (psycopg2) hands them over, for `RowChecker`: its
+    ``numeric`` as ``Decimal`` (ADBC's opaque extension holds the text, which a ``string`` field would
+    otherwise take, where the JSONL path refuses it), and a value Python cannot hold as `_UNREADABLE`
+    (searched value by value only when the column's conversion failed)."""
+    kind = column.type
+    if isinstance(kind, pa.OpaqueType) and kind.type_name == "numeric":
+        return [None if v is None else _decimal(v) for v in column.storage.to_pylist()]
+    try:
+        values: list[Any] = column.to_pylist()
+    except (OverflowError, ValueError, pa.ArrowException):
+        values = [_scalar(column, i) for i in range(len(column))]
+    return values
+
+
+def _decimal(text: str) -> Any:
+    try:
+        return decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        return _UNREADABLE
+
+
+def _scalar(column: pa.Array, i: int) -> Any:
+    try:
+        return column[i].as_py()
+    except (OverflowError, ValueError, pa.ArrowException):
+        return _UNREADABLE

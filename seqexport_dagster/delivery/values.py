@@ -12,7 +12,9 @@ specific error instead of an ``internal error`` on every retry:
   is refused: it can no longer forge a row or an id.
 - ``timestamp`` fields must be the contract's text form, RFC 3339 in UTC with milliseconds
   (``2026-09-30T12:34:56.789Z``, years 0001-9999); ``integer`` fields 64-bit integers; ``string``
-  fields strings; non-nullable fields present.
+  fields strings; non-nullable fields present. A driver's own types (an operator's view with a
+  ``timestamptz``, ``numeric``, ``bytea``, ``uuid``, ``json`` column: ``datetime``, ``Decimal``,
+  ``bytes``, ``UUID``, ``dict``…) are refused in every field type like any other value.
 
 The policy for a value that breaks this (documented in docs/operators.md and docs/customers.md): the
 window fails with `UntypeableValue`, a permanent error naming the export, dataset, window, row id and
@@ -69,15 +71,27 @@ def _row_type(ds: Dataset) -> Any:
 def _bad_form(values: list[Any], nullable: bool) -> int | None:
     """The index of the first timestamp (already valid RFC 3339 with a zone) not in the contract's
     exact form ``YYYY-MM-DDTHH:MM:SS.sssZ``: the fixed characters are compared over the whole column
-    at once, and a column that fails is searched value by value."""
+    at once, and a column that fails is searched value by value.
+
+    A timezone-aware ``datetime`` passes ``convert`` as well (a driver's ``timestamptz``: an operator's
+    view that does not cast to text): the join then refuses it with ``TypeError``, and the search
+    names it, as it is not text (it failed with a bare ``TypeError`` here before: issue 39)."""
     present = [v for v in values if v is not None] if nullable else values
-    joined = "".join(present)
     n, step = len(present), _TIMESTAMP_LENGTH
-    if len(joined) == n * step and joined[10::step] == "T" * n and joined[19::step] == "." * n:
-        if joined[23::step] == "Z" * n:
-            return None
+    try:
+        joined = "".join(present)
+    except TypeError:  # not all text: found below
+        pass
+    else:
+        if len(joined) == n * step and joined[10::step] == "T" * n and joined[19::step] == "." * n:
+            if joined[23::step] == "Z" * n:
+                return None
     shape = ("T", ".", "Z")
-    return next(i for i, v in enumerate(values) if v is not None and (len(v) != step or (v[10], v[19], v[23]) != shape))
+    return next(
+        i
+        for i, v in enumerate(values)
+        if v is not None and (not isinstance(v, str) or len(v) != step or (v[10], v[19], v[23]) != shape)
+    )
 
 
 _raws = msgspec.json.Decoder(list[msgspec.Raw]).decode
@@ -193,6 +207,10 @@ class RowChecker:
             if column is None:  # name the first bad value
                 for row in batch:
                     if row[i] is not None:
+                        # Text only, as `json_column` takes it: a driver's ``bytes``, ``dict`` or ``list``
+                        # (bytea, json without ``::text``) is this row's fault, not the batch's first.
+                        if not isinstance(row[i], str):
+                            raise self._error(row, f)
                         try:
                             json_value(row[i], f.type)
                         except (ValueError, TypeError):
