@@ -21,8 +21,9 @@ outcome is re-sent with the same content). Memory is bounded by one row group's 
 for email events), at most ``PIECE`` + one fetch of source tuples (~2 MB), the part's ids and its
 compressed body.
 
-From PostgreSQL the rows arrive as Arrow record batches instead (`source/csv_read.py`, ADBC's
-`source/arrow_read.py` after what that cannot read): they are
+From PostgreSQL and SQLite the rows arrive as Arrow record batches instead (`source/csv_read.py`,
+ADBC's `source/arrow_read.py` after what that cannot read; `source/sqlite_read.py`, with row batches
+after a value it does not take as it is): they are
 checked per column (`arrow_check.py`) and sliced into the same row groups, with no Python object per
 value, and the file's bytes are the same as from rows (test_arrow_parquet.py).
 """

@@ -14,8 +14,9 @@ The values are the account id, two timestamps and a part boundary (a row's ``rec
 ``id``); each is dollar-quoted with a tag that does not occur in it, which PostgreSQL reads verbatim
 whatever ``standard_conforming_strings`` says.
 
-SQLite gets no Arrow read: ``adbc-driver-sqlite`` embeds its own copy of SQLite, and two copies in one
-process on one file do not see each other's locks (reader.py tells what that did with APSW).
+SQLite windows are not read here: ``adbc-driver-sqlite`` embeds its own copy of SQLite, and two copies
+in one process on one file do not see each other's locks (reader.py tells what that did with APSW).
+`sqlite_read.py` reads them into Arrow through the process's own SQLite instead.
 """
 
 from __future__ import annotations

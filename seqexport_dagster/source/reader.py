@@ -5,9 +5,11 @@ and by ``id`` for subscribers, in batches, so memory is bounded by the batch siz
 window. Timestamps are stored in the contract's text form and JSON fields arrive as text, so the writer
 does no per-field work in Python.
 
-Parquet exports from PostgreSQL read windows as Arrow record batches instead
-(`window_record_batches`: PostgreSQL's CSV COPY parsed by Arrow, `csv_read.py`, with ADBC's binary
-COPY, `arrow_read.py`, after the last row for what Arrow's CSV refuses); everything else reads tuples here.
+Parquet exports read windows as Arrow record batches instead (`window_record_batches`): from
+PostgreSQL its CSV COPY parsed by Arrow (`csv_read.py`, with ADBC's binary COPY, `arrow_read.py`, after
+the last row for what Arrow's CSV refuses); from SQLite values copied into Arrow's layout in C through
+the process's own SQLite (`sqlite_read.py`, with tuples from here after the last row for a value it
+does not take as it is). Everything else reads tuples here.
 
 We go below SQLAlchemy's ORM/Core row layer to the DBAPI cursor on purpose: it is the hot path and
 Row objects cost more than the whole serialization (DESIGN §9).
