@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from seqexport_dagster.store.database import create_engine
-from seqexport_dagster.store.prepared import Prepared, PreparedIn, change, fetch, first, one, scalar
+from seqexport_dagster.store.prepared import Prepared, PreparedIn, _dialect_key, change, fetch, first, one, scalar
 from seqexport_dagster_tests.support.world import postgres_database
 
 meta = sa.MetaData()
@@ -162,3 +162,34 @@ def test_engines_alike_share_a_plan_and_others_do_not(tmp_path: Path) -> None:
         engine.dispose()
     assert plans[0] is plans[1] and plans[2] is not plans[0]
     assert plans[0].positional and not plans[2].positional
+
+
+def test_sqlite_and_postgresql_dialects_have_settings_to_compare(engine: sa.Engine) -> None:
+    """Every setting of the dialects we run has a value (hashable), so engines alike share plans."""
+    with engine.connect() as conn:
+        fetch(conn, Prepared(_COUNT))
+        assert _dialect_key(conn.dialect) is not None
+
+
+def test_a_dialect_with_a_setting_without_a_value_shares_no_plan(tmp_path: Path) -> None:
+    """A setting that has no value to compare (unhashable) keeps the dialect's plans to itself. Such
+    settings were once compared by ``id()``: the second engine's setting here is made at the
+    address of the first's, collected just before, and was taken for the same setting."""
+    prepared = Prepared(_BY_NAME)
+    engines = [create_engine(f"sqlite:///{tmp_path / f'{n}.db'}") for n in range(2)]
+    for engine in engines:
+        meta.create_all(engine)
+    plans, addresses = [], []
+    for n, engine in enumerate(engines):
+        engine.dialect.made_for = [n]  # type: ignore[attr-defined]
+        addresses.append(id(engine.dialect.made_for))  # type: ignore[attr-defined]
+        with engine.connect() as conn:
+            assert fetch(conn, prepared, {"b_name": "a"}) == []
+            plans.append(prepared.plan(conn.dialect, {"b_name": "a"}))
+        del engine.dialect.made_for  # type: ignore[attr-defined]
+    assert addresses[0] == addresses[1]  # the case this test is about: one address, two settings
+    assert plans[0] is not plans[1] and _dialect_key(engines[0].dialect) is None
+    with engines[1].connect() as conn:  # its own plan, and still its own
+        assert prepared.plan(conn.dialect, {"b_name": "a"}) is plans[1]
+    for engine in engines:
+        engine.dispose()

@@ -113,28 +113,34 @@ class _Plan:
 #: Helpers a dialect makes for itself from its settings, and its cache of type implementations:
 #: not settings of their own.
 _DERIVED: Final = frozenset({"identifier_preparer", "type_compiler", "type_compiler_instance", "_type_memos"})
-_DIALECT_KEYS: weakref.WeakKeyDictionary[Dialect, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+_DIALECT_KEYS: weakref.WeakKeyDictionary[Dialect, tuple[Any, ...] | None] = weakref.WeakKeyDictionary()
 
 
-def _dialect_key(dialect: Dialect) -> tuple[Any, ...]:
-    """Dialects that compile alike: same class and same settings (the values of its attributes, by
-    identity where they have no value: a function, a dict). Every engine has a dialect of its own;
-    the simulator and the tests make one engine per world, and compiling every statement again for
-    each cost a few per cent of a seed. Taken once the dialect met its database (a plan is made on
-    a connection), when its server version and the like are known."""
-    key = _DIALECT_KEYS.get(dialect)
-    if key is None:
-        settings = []
-        for name, value in sorted(vars(dialect).items()):
-            if name in _DERIVED:
-                continue
-            try:
-                hash(value)
-            except TypeError:
-                value = ("id", id(value))
-            settings.append((name, value))
-        key = _DIALECT_KEYS[dialect] = (type(dialect), tuple(settings))
+def _dialect_key(dialect: Dialect) -> tuple[Any, ...] | None:
+    """Dialects that compile alike: same class and same settings (the values of its attributes;
+    a function or a module is its own value, held by the key). Every engine has a dialect of its
+    own; the simulator and the tests make one engine per world, and compiling every statement again
+    for each cost a few per cent of a seed. Taken once the dialect met its database (a plan is made
+    on a connection), when its server version and the like are known.
+
+    None when a setting has no value to compare (an unhashable attribute: a dict, a list): that
+    dialect shares no plan. It was once keyed by the attribute's ``id()``, which says nothing of
+    its value (the same dict changed since, another settings' dict at the address of a collected
+    one) and could have handed one dialect's plan to another. SQLite's and PostgreSQL's dialects
+    have no such attribute (`test_prepared`)."""
+    if dialect in _DIALECT_KEYS:
+        return _DIALECT_KEYS[dialect]
+    settings = [(name, value) for name, value in sorted(vars(dialect).items()) if name not in _DERIVED]
+    key = _DIALECT_KEYS[dialect] = (type(dialect), tuple(settings)) if all(map(_comparable, settings)) else None
     return key
+
+
+def _comparable(setting: tuple[str, Any]) -> bool:
+    try:
+        hash(setting[1])
+    except TypeError:
+        return False
+    return True
 
 
 class Prepared:
@@ -146,7 +152,10 @@ class Prepared:
     def __init__(self, statement: sa.Executable) -> None:
         self.statement = statement
         self.sets_named_columns = isinstance(statement, sa.Update)
+        #: Plans by `_dialect_key`, shared by the dialects alike.
         self._plans: dict[tuple[Any, ...], dict[frozenset[str], _Plan]] = {}
+        #: Plans of the dialects that share none, kept as long as their dialect.
+        self._own: weakref.WeakKeyDictionary[Dialect, dict[frozenset[str], _Plan]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._last: tuple[Dialect, frozenset[str], _Plan] | None = None
 
@@ -156,10 +165,11 @@ class Prepared:
         if last is not None and last[0] is dialect and last[1] == names:
             return last[2]
         key = _dialect_key(dialect)
-        plan = self._plans.get(key, {}).get(names)
+        found = self._plans.get(key) if key is not None else self._own.get(dialect)
+        plan = found.get(names) if found is not None else None
         if plan is None:
             with self._lock:
-                plans = self._plans.setdefault(key, {})
+                plans = self._plans.setdefault(key, {}) if key is not None else self._own.setdefault(dialect, {})
                 plan = plans.get(names)
                 if plan is None:
                     plan = plans[names] = _Plan(self.statement, dialect, sorted(names) if names else None)
