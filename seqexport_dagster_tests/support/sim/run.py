@@ -89,6 +89,8 @@ class SimResult:
             return head + "ok"
         kinds = Counter(v.invariant for v in self.violations)
         lines = [head + ", ".join(f"{n} {k}" for k, n in kinds.items()), f"  reproduce: {self.command}"]
+        # A run of the command ran the same history if it prints the same digest (a fork under load).
+        lines += [f"  history: {self.history[:16]}"] if self.history else []
         lines += [f"  {v.line()}" for v in self.violations[:8]]
         lines += self.traces
         return "\n".join(lines)
