@@ -42,6 +42,7 @@ from seqexport_dagster.contract.keys import MANIFEST_FORMAT, manifest_key
 from seqexport_dagster.contract.window import Window, iso_ms
 from seqexport_dagster.destination import PutOutcome
 from seqexport_dagster.store import COMMITTED, PART_LANDED, SUCCESS_MARK, ControlPlane, PartRecord
+from seqexport_dagster.store.prepared import Prepared, scalar
 from seqexport_dagster.store.tables import parts as part_rows
 from seqexport_dagster.store.tables import windows
 
@@ -127,7 +128,7 @@ def _chain_start() -> sa.Select[Any]:
     )
 
 
-_CHAIN_START: Final = _chain_start()
+_CHAIN_START: Final = Prepared(_chain_start())
 
 
 def chain_start(store: ControlPlane, export_id: str, dataset: str, location: str, window: Window, *, own: bool) -> int:
@@ -142,7 +143,7 @@ def chain_start(store: ControlPlane, export_id: str, dataset: str, location: str
     own chain can start (the position had passed it at the move)."""
     with store.engine.connect() as conn:
         params = {"b_export_id": export_id, "b_dataset": dataset, "b_location": location}
-        first = conn.execute(_CHAIN_START, params).scalar()
+        first = scalar(conn, _CHAIN_START, params)
     if own:
         return window.from_ms if first is None else min(int(first), window.from_ms)
     return window.to_ms if first is None else int(first)

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from seqexport_dagster.contract.file_format import parse_format
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import DAY_MS, Window, day_start_ms
+from seqexport_dagster.store.prepared import Prepared, fetch
 from seqexport_dagster.store.records import COMMITTED, DELETED, DatasetState, ExportRecord
 from seqexport_dagster.store.tables import WINDOW_OPEN, export_datasets, exports, windows
 
@@ -39,7 +40,7 @@ def unfinished_attempts(engine: sa.Engine) -> dict[tuple[str, str], Window]:
     would not request a retry whose bounds end off the grid (an "export now" that failed).
     """
     with engine.connect() as conn:
-        return {(r.export_id, r.dataset): Window(r.from_ms, r.to_ms) for r in conn.execute(_UNFINISHED)}
+        return {(r.export_id, r.dataset): Window(r.from_ms, r.to_ms) for r in fetch(conn, _UNFINISHED)}
 
 
 def _unfinished_query() -> sa.Select[Any]:
@@ -74,7 +75,7 @@ def _unfinished_query() -> sa.Select[Any]:
 
 #: Built once: the sensor asks every tick, and building a statement (and its cache key) costs more
 #: Python than running it on a small fleet (the simulator's profile: about half of this call).
-_UNFINISHED = _unfinished_query()
+_UNFINISHED = Prepared(_unfinished_query())
 
 
 def _latest_committed(dataset: str, from_ms: int, to_ms: int, only: list[str] | None = None) -> sa.Subquery:

@@ -20,6 +20,7 @@ from seqexport_dagster.contract.window import DAY_MS, Window
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.ledger import _WINDOW_BY_ID, LedgerStore
 from seqexport_dagster.store.ledger import _part_params as _place_params  # the same b_ parameters as `_at_place`
+from seqexport_dagster.store.prepared import Prepared, PreparedIn, change, fetch, one, scalar
 from seqexport_dagster.store.records import COMMITTED, PART_INTENT, PartRecord, part_record_of
 from seqexport_dagster.store.tables import WINDOW_OPEN, export_datasets, part_record_columns, parts, windows
 from seqexport_dagster.store.window_days import read_window_days
@@ -34,10 +35,11 @@ class LatePartsStore(LedgerStore):
         reconciliation checks for late rows. Attempts are looked up from a day before ``since_ms``,
         since a window that ends after it may have been started that long before."""
         with self.engine.connect() as conn:
-            rows = conn.execute(
+            rows = fetch(
+                conn,
                 _COMMITTED_SINCE,
                 {"e": export_id, "d": dataset, "started": since_ms - DAY_MS, "since": since_ms, "until": until_ms},
-            ).all()
+            )
         return sorted(Window(r.from_ms, r.to_ms) for r in rows)
 
     def committed_windows(self, export_id: str, dataset: str, day: str) -> list[Window]:
@@ -55,10 +57,7 @@ class LatePartsStore(LedgerStore):
         that never landed: an appended late-row part whose every try failed. Reconciliation comes
         back to them. ``after_ms`` bounds the index range read (older ids are pruned anyway)."""
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                _AWAITING_PARTS,
-                _range_params(export_id, dataset, location, after_ms, until_ms),
-            ).all()
+            rows = fetch(conn, _AWAITING_PARTS, _range_params(export_id, dataset, location, after_ms, until_ms))
         return sorted(Window(r.from_ms, r.to_ms) for r in rows)
 
     @translate_errors
@@ -74,31 +73,28 @@ class LatePartsStore(LedgerStore):
         part 0001 it had not yet blanked held them too). Reads the partial index of attempts that
         are not committed (``ix_windows_open``), a small part of the ledger."""
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                _REPLACE_UNFINISHED,
-                _range_params(export_id, dataset, location, after_ms, until_ms),
-            ).all()
+            rows = fetch(conn, _REPLACE_UNFINISHED, _range_params(export_id, dataset, location, after_ms, until_ms))
         return sorted(Window(r.from_ms, r.to_ms) for r in rows)
 
     @translate_errors
     def last_commit_id(self, export_id: str, dataset: str, window: Window, location: str) -> int | None:
         """The id of the window's latest attempt committed at ``location`` (None: never committed there)."""
         with self.engine.connect() as conn:
-            found = conn.execute(_LAST_COMMIT_ID, _place_params(export_id, dataset, window, location)).scalar()
+            found = scalar(conn, _LAST_COMMIT_ID, _place_params(export_id, dataset, window, location))
         return None if found is None else int(found)
 
     @translate_errors
     def mark_replacing(self, window_id: int) -> None:
         """This attempt overwrites the window's parts (an operator's replace), before its first PUT."""
         with self.engine.begin() as conn:
-            conn.execute(_UPDATE_ATTEMPT, {"b_window_id": window_id, "replacing": True})
+            change(conn, _UPDATE_ATTEMPT, {"b_window_id": window_id, "replacing": True})
 
     @translate_errors
     def pending_body(self, window_id: int, number: int) -> bytes | None:
         """The bytes part ``number`` of the attempt's window, at its place, was sent with while it
         is at intent, if they were kept (`ledger.record_part_intent`)."""
         with self.engine.connect() as conn:
-            body = conn.execute(_PENDING_BODY, {**_attempts_place(conn, window_id), "b_part": number}).scalar()
+            body = scalar(conn, _PENDING_BODY, {**_attempts_place(conn, window_id), "b_part": number})
         return None if body is None else bytes(body)
 
     @translate_errors
@@ -106,14 +102,15 @@ class LatePartsStore(LedgerStore):
         """The chain start that the window's manifest ``through`` was first sent with at the
         attempt's place, by this attempt or an earlier one (None: never recorded)."""
         with self.engine.connect() as conn:
-            found = conn.execute(_MANIFEST_CHAIN, {**_attempts_place(conn, window_id), "b_through": through}).scalar()
+            found = scalar(conn, _MANIFEST_CHAIN, {**_attempts_place(conn, window_id), "b_through": through})
         return None if found is None else int(found)
 
     @translate_errors
     def record_manifest_chain(self, window_id: int, through: int, chain_from_ms: int) -> None:
         """This attempt sends the window's manifest ``through`` with this chain start (before the PUT)."""
         with self.engine.begin() as conn:
-            conn.execute(
+            change(
+                conn,
                 _UPDATE_ATTEMPT,
                 {"b_window_id": window_id, "manifest_through": through, "manifest_chain_from_ms": chain_from_ms},
             )
@@ -122,7 +119,7 @@ class LatePartsStore(LedgerStore):
     def clear_replacing(self, window_id: int) -> None:
         """The replace was refused before anything was overwritten: this attempt replaced nothing."""
         with self.engine.begin() as conn:
-            conn.execute(_UPDATE_ATTEMPT, {"b_window_id": window_id, "replacing": False})
+            change(conn, _UPDATE_ATTEMPT, {"b_window_id": window_id, "replacing": False})
 
     @translate_errors
     def replace_unfinished(self, export_id: str, dataset: str, window: Window, location: str) -> bool:
@@ -130,10 +127,10 @@ class LatePartsStore(LedgerStore):
         commit (no attempt committed there since): its manifest was not written."""
         here = _place_params(export_id, dataset, window, location)
         with self.engine.connect() as conn:
-            replaced = conn.execute(_LAST_REPLACING_ID, here).scalar()
+            replaced = scalar(conn, _LAST_REPLACING_ID, here)
             if replaced is None:
                 return False
-            committed = conn.execute(_LAST_COMMIT_ID, here).scalar()
+            committed = scalar(conn, _LAST_COMMIT_ID, here)
         return committed is None or int(committed) < int(replaced)
 
     @translate_errors
@@ -152,7 +149,7 @@ class LatePartsStore(LedgerStore):
         """A scheduled reconciliation pass that started at ``at_ms`` checked every window of the
         dataset it had to: the next pass reaches back from there (`reconcile.since_for`)."""
         with self.engine.begin() as conn:
-            conn.execute(_MARK_RECONCILED, {"b_export_id": export_id, "b_dataset": dataset, "reconciled_at": at_ms})
+            change(conn, _MARK_RECONCILED, {"b_export_id": export_id, "b_dataset": dataset, "reconciled_at": at_ms})
 
     @translate_errors
     def parts_of_windows(
@@ -165,8 +162,8 @@ class LatePartsStore(LedgerStore):
         if not starts:
             return found
         with self.engine.connect() as conn:
-            committed = conn.execute(_COMMITTED_PLACES, {"e": export_id, "d": dataset, "starts": starts}).all()
-            rows = conn.execute(_PARTS_OF_WINDOWS, {"e": export_id, "d": dataset, "starts": starts}).all()
+            committed = fetch(conn, *_COMMITTED_PLACES.bind(starts, {"e": export_id, "d": dataset}))
+            rows = fetch(conn, *_PARTS_OF_WINDOWS.bind(starts, {"e": export_id, "d": dataset}))
         places: dict[Window, set[str]] = {}
         for r in committed:
             places.setdefault(Window(r.from_ms, r.to_ms), set()).add(r.location)
@@ -188,9 +185,7 @@ class LatePartsStore(LedgerStore):
         if not starts:
             return {}
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                _LAST_COMMITS_OF_WINDOWS, {"e": export_id, "d": dataset, "starts": starts, "here": here}
-            ).all()
+            rows = fetch(conn, *_LAST_COMMITS_OF_WINDOWS.bind(starts, {"e": export_id, "d": dataset, "here": here}))
         return {Window(r.from_ms, r.to_ms): int(r.last) for r in rows}
 
     @translate_errors
@@ -200,10 +195,11 @@ class LatePartsStore(LedgerStore):
         """The part ledger of one window at every location it was committed at, by location, and
         at ``here`` whether committed there or not (one query for what reconciliation reads)."""
         with self.engine.connect() as conn:
-            rows = conn.execute(
+            rows = fetch(
+                conn,
                 _PARTS_EVERYWHERE,
                 {"e": export_id, "d": dataset, "f": window.from_ms, "t": window.to_ms, "here": here or ""},
-            ).all()
+            )
         found: dict[str, list[PartRecord]] = {}
         for r in rows:
             found.setdefault(r.location, []).append(part_record_of(r))
@@ -223,7 +219,7 @@ def _at_place(table: sa.Table) -> sa.ColumnElement[bool]:
 
 def _attempts_place(conn: sa.Connection, window_id: int) -> dict[str, Any]:
     """The parameters of `_at_place` for the window of attempt ``window_id``, at the place it wrote to."""
-    w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
+    w = one(conn, _WINDOW_BY_ID, {"b_window_id": window_id})
     return _place_params(w.export_id, w.dataset, Window(w.from_ms, w.to_ms), w.location)
 
 
@@ -231,14 +227,18 @@ def _attempts_place(conn: sa.Connection, window_id: int) -> dict[str, Any]:
 # parameters: building a statement and its cache key costs more Python than SQLite takes to run it
 # (the simulator's profile). ``b_`` parameters fill the WHERE clause; the other keys of an UPDATE's
 # parameters name the columns it sets.
-_LAST_COMMIT_ID: Final = sa.select(sa.func.max(windows.c.id)).where(_at_place(windows), windows.c.status == COMMITTED)
-_LAST_REPLACING_ID: Final = sa.select(sa.func.max(windows.c.id)).where(
-    _at_place(windows), windows.c.replacing.is_(True)
+_LAST_COMMIT_ID: Final = Prepared(
+    sa.select(sa.func.max(windows.c.id)).where(_at_place(windows), windows.c.status == COMMITTED)
+)
+_LAST_REPLACING_ID: Final = Prepared(
+    sa.select(sa.func.max(windows.c.id)).where(_at_place(windows), windows.c.replacing.is_(True))
 )
 #: Sets the columns its parameters name on attempt ``b_window_id``.
-_UPDATE_ATTEMPT: Final = windows.update().where(windows.c.id == sa.bindparam("b_window_id"))
-_PENDING_BODY: Final = sa.select(parts.c.pending_body).where(_at_place(parts), parts.c.part == sa.bindparam("b_part"))
-_MANIFEST_CHAIN: Final = (
+_UPDATE_ATTEMPT: Final = Prepared(windows.update().where(windows.c.id == sa.bindparam("b_window_id")))
+_PENDING_BODY: Final = Prepared(
+    sa.select(parts.c.pending_body).where(_at_place(parts), parts.c.part == sa.bindparam("b_part"))
+)
+_MANIFEST_CHAIN: Final = Prepared(
     sa.select(windows.c.manifest_chain_from_ms)
     .where(
         _at_place(windows),
@@ -248,10 +248,12 @@ _MANIFEST_CHAIN: Final = (
     .order_by(windows.c.id.desc())
     .limit(1)
 )
-_MARK_RECONCILED: Final = export_datasets.update().where(
-    export_datasets.c.export_id == sa.bindparam("b_export_id"),
-    export_datasets.c.dataset == sa.bindparam("b_dataset"),
-    export_datasets.c.removed_at.is_(None),
+_MARK_RECONCILED: Final = Prepared(
+    export_datasets.update().where(
+        export_datasets.c.export_id == sa.bindparam("b_export_id"),
+        export_datasets.c.dataset == sa.bindparam("b_dataset"),
+        export_datasets.c.removed_at.is_(None),
+    )
 )
 
 
@@ -278,11 +280,11 @@ def _parts_everywhere() -> sa.Select[Any]:
     )
 
 
-_PARTS_EVERYWHERE: Final = _parts_everywhere()
+_PARTS_EVERYWHERE: Final = Prepared(_parts_everywhere())
 
 # Reconciliation's per-dataset reads, built once with bind parameters: building a statement (and
 # its cache key) anew on every pass cost more than running it (issue 29).
-_COMMITTED_SINCE: Final = (
+_COMMITTED_SINCE: Final = Prepared(
     sa.select(windows.c.from_ms, windows.c.to_ms)
     .where(
         windows.c.export_id == sa.bindparam("e"),
@@ -294,7 +296,7 @@ _COMMITTED_SINCE: Final = (
     )
     .distinct()
 )
-_AWAITING_PARTS: Final = (
+_AWAITING_PARTS: Final = Prepared(
     sa.select(parts.c.from_ms, parts.c.to_ms)
     .where(
         parts.c.export_id == sa.bindparam("e"),
@@ -381,36 +383,46 @@ def _places_replace_unfinished() -> sa.Select[Any]:
 
 
 _PLACES_REPLACE_UNFINISHED: Final = _places_replace_unfinished()
-_REPLACE_UNFINISHED: Final = open_attempts_in_range(
-    windows.c.location == sa.bindparam("here"), windows.c.replacing.is_(True)
+_REPLACE_UNFINISHED: Final = Prepared(
+    open_attempts_in_range(windows.c.location == sa.bindparam("here"), windows.c.replacing.is_(True))
 )
-_COMMITTED_PLACES: Final = (
-    sa.select(windows.c.from_ms, windows.c.to_ms, windows.c.location)
-    .where(
-        windows.c.export_id == sa.bindparam("e"),
-        windows.c.dataset == sa.bindparam("d"),
-        windows.c.from_ms.in_(sa.bindparam("starts", expanding=True)),
-        windows.c.status == COMMITTED,
-    )
-    .distinct()
+# The windows' starts are an IN list, prepared for each number of windows (`PreparedIn`).
+_COMMITTED_PLACES: Final = PreparedIn(
+    "start",
+    lambda starts: (
+        sa.select(windows.c.from_ms, windows.c.to_ms, windows.c.location)
+        .where(
+            windows.c.export_id == sa.bindparam("e"),
+            windows.c.dataset == sa.bindparam("d"),
+            windows.c.from_ms.in_(starts),
+            windows.c.status == COMMITTED,
+        )
+        .distinct()
+    ),
 )
-_LAST_COMMITS_OF_WINDOWS: Final = (
-    sa.select(windows.c.from_ms, windows.c.to_ms, sa.func.max(windows.c.id).label("last"))
-    .where(
-        windows.c.export_id == sa.bindparam("e"),
-        windows.c.dataset == sa.bindparam("d"),
-        windows.c.from_ms.in_(sa.bindparam("starts", expanding=True)),
-        windows.c.location == sa.bindparam("here"),
-        windows.c.status == COMMITTED,
-    )
-    .group_by(windows.c.from_ms, windows.c.to_ms)
+_LAST_COMMITS_OF_WINDOWS: Final = PreparedIn(
+    "start",
+    lambda starts: (
+        sa.select(windows.c.from_ms, windows.c.to_ms, sa.func.max(windows.c.id).label("last"))
+        .where(
+            windows.c.export_id == sa.bindparam("e"),
+            windows.c.dataset == sa.bindparam("d"),
+            windows.c.from_ms.in_(starts),
+            windows.c.location == sa.bindparam("here"),
+            windows.c.status == COMMITTED,
+        )
+        .group_by(windows.c.from_ms, windows.c.to_ms)
+    ),
 )
-_PARTS_OF_WINDOWS: Final = (
-    sa.select(*part_record_columns)
-    .where(
-        parts.c.export_id == sa.bindparam("e"),
-        parts.c.dataset == sa.bindparam("d"),
-        parts.c.from_ms.in_(sa.bindparam("starts", expanding=True)),
-    )
-    .order_by(parts.c.location, parts.c.part)
+_PARTS_OF_WINDOWS: Final = PreparedIn(
+    "start",
+    lambda starts: (
+        sa.select(*part_record_columns)
+        .where(
+            parts.c.export_id == sa.bindparam("e"),
+            parts.c.dataset == sa.bindparam("d"),
+            parts.c.from_ms.in_(starts),
+        )
+        .order_by(parts.c.location, parts.c.part)
+    ),
 )

@@ -19,6 +19,7 @@ from typing import Final
 import sqlalchemy as sa
 
 from seqexport_dagster.errors import RetryableError
+from seqexport_dagster.store.prepared import Prepared, change, fetch
 from seqexport_dagster.store.tables import export_leases
 
 LEASE_TTL_MS: Final = 5 * 60_000
@@ -34,8 +35,8 @@ class Leases:
         lease = {"holder": holder, "claimed_at": now_ms, "expires_at": now_ms + self.ttl_ms}
         try:
             with self.engine.begin() as conn:
-                taken = conn.execute(_CLAIM, {"b_export_id": export_id, "b_holder": holder, "b_now": now_ms, **lease})
-                if taken.rowcount == 1:
+                taken = change(conn, _CLAIM, {"b_export_id": export_id, "b_holder": holder, "b_now": now_ms, **lease})
+                if taken == 1:
                     return True
                 try:
                     with conn.begin_nested():
@@ -72,39 +73,45 @@ class Leases:
     def renew(self, export_id: str, holder: str, now_ms: int) -> bool:
         """Extend the holder's lease; False if it lapsed and someone else took it (stop writing)."""
         with self.engine.begin() as conn:
-            kept = conn.execute(
-                _RENEW, {"b_export_id": export_id, "b_holder": holder, "b_expires_at": now_ms + self.ttl_ms}
-            ).rowcount
+            kept = change(
+                conn, _RENEW, {"b_export_id": export_id, "b_holder": holder, "b_expires_at": now_ms + self.ttl_ms}
+            )
         return kept == 1
 
     def release(self, export_id: str, holder: str) -> None:
         with self.engine.begin() as conn:
-            conn.execute(_RELEASE, {"b_export_id": export_id, "b_holder": holder})
+            change(conn, _RELEASE, {"b_export_id": export_id, "b_holder": holder})
 
     def held(self, now_ms: int) -> dict[str, str]:
         """Unexpired leases: export id → holder (one query, for the sensor)."""
         with self.engine.connect() as conn:
-            rows = conn.execute(_HELD, {"b_now": now_ms}).all()
+            rows = fetch(conn, _HELD, {"b_now": now_ms})
         return {r.export_id: r.holder for r in rows}
 
 
-# Built once (a run claims and releases for every export, renews before every file, the sensor
+# Built once and `Prepared` (a run claims and releases for every export, renews before every file, the sensor
 # reads leases every tick): building a statement and its cache key costs more Python than SQLite
 # takes to run it. ``b_`` parameters fill the WHERE clause; an UPDATE's other parameters name the
 # columns it sets.
-_CLAIM = export_leases.update().where(
-    export_leases.c.export_id == sa.bindparam("b_export_id"),
-    sa.or_(export_leases.c.expires_at <= sa.bindparam("b_now"), export_leases.c.holder == sa.bindparam("b_holder")),
+_CLAIM = Prepared(
+    export_leases.update().where(
+        export_leases.c.export_id == sa.bindparam("b_export_id"),
+        sa.or_(export_leases.c.expires_at <= sa.bindparam("b_now"), export_leases.c.holder == sa.bindparam("b_holder")),
+    )
 )
 _INSERT = export_leases.insert()
-_RELEASE = export_leases.delete().where(
-    export_leases.c.export_id == sa.bindparam("b_export_id"), export_leases.c.holder == sa.bindparam("b_holder")
+_RELEASE = Prepared(
+    export_leases.delete().where(
+        export_leases.c.export_id == sa.bindparam("b_export_id"), export_leases.c.holder == sa.bindparam("b_holder")
+    )
 )
-_RENEW = (
+_RENEW = Prepared(
     export_leases.update()
     .where(export_leases.c.export_id == sa.bindparam("b_export_id"), export_leases.c.holder == sa.bindparam("b_holder"))
     .values(expires_at=sa.bindparam("b_expires_at"))
 )
-_HELD = sa.select(export_leases.c.export_id, export_leases.c.holder).where(
-    export_leases.c.expires_at > sa.bindparam("b_now")
+_HELD = Prepared(
+    sa.select(export_leases.c.export_id, export_leases.c.holder).where(
+        export_leases.c.expires_at > sa.bindparam("b_now")
+    )
 )

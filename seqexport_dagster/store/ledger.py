@@ -20,6 +20,7 @@ from seqexport_dagster.contract.window import Window, backoff_ms
 from seqexport_dagster.errors import sanitize_error
 from seqexport_dagster.store.database import translate_errors
 from seqexport_dagster.store.lifecycle_events import on_commit, on_failure, on_recovered
+from seqexport_dagster.store.prepared import Prepared, change, fetch, first, one, scalar
 from seqexport_dagster.store.records import (
     CANCELED,
     COMMITTED,
@@ -52,7 +53,7 @@ class LedgerStore:
         a worker that died (SIGKILL, lost node): only one run per export writes at a time. They are
         closed as failed here, so history never shows a run as running forever."""
         with self.engine.begin() as conn:
-            conn.execute(_CLOSE_RUNNING, {"b_export_id": export_id, "b_dataset": dataset, "b_finished_at": now_ms})
+            change(conn, _CLOSE_RUNNING, {"b_export_id": export_id, "b_dataset": dataset, "b_finished_at": now_ms})
             result = conn.execute(
                 _START,
                 {
@@ -80,7 +81,7 @@ class LedgerStore:
         manifest loaded them all at the end of every window (issue 46: the peak RSS grew with it)."""
         query = _WINDOW_PARTS if ids else _WINDOW_PARTS_NO_IDS
         with self.engine.connect() as conn:
-            rows = conn.execute(query, _part_params(export_id, dataset, window, location)).all()
+            rows = fetch(conn, query, _part_params(export_id, dataset, window, location))
         return [part_record_of(r) for r in rows]
 
     @translate_errors
@@ -107,7 +108,7 @@ class LedgerStore:
         again (`LatePartsStore.pending_body`).
         """
         with self.engine.begin() as conn:
-            w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
+            w = one(conn, _WINDOW_BY_ID, {"b_window_id": window_id})
             values: dict[str, Any] = {
                 "window_id": window_id,
                 "key": key,
@@ -124,7 +125,7 @@ class LedgerStore:
                 "pending_body": body,
             }
             number_params = {**_window_row_params(w), "b_part": number}
-            if conn.execute(_REWRITE_PART, {**number_params, **values}).rowcount == 0:
+            if change(conn, _REWRITE_PART, {**number_params, **values}) == 0:
                 conn.execute(
                     _NEW_PART,
                     {
@@ -141,24 +142,22 @@ class LedgerStore:
     @translate_errors
     def mark_part_landed(self, window_id: int, number: int, now_ms: int) -> None:
         with self.engine.begin() as conn:
-            w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
-            conn.execute(_MARK_LANDED, {**_window_row_params(w), "b_part": number, "b_landed_at": now_ms})
+            w = one(conn, _WINDOW_BY_ID, {"b_window_id": window_id})
+            change(conn, _MARK_LANDED, {**_window_row_params(w), "b_part": number, "b_landed_at": now_ms})
 
     @translate_errors
     def forget_part_intent(self, window_id: int, number: int) -> None:
         """Drop an intent whose PUT the store definitely refused: nothing landed under its name."""
         with self.engine.begin() as conn:
-            w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
-            conn.execute(_FORGET_INTENT, {**_window_row_params(w), "b_part": number})
+            w = one(conn, _WINDOW_BY_ID, {"b_window_id": window_id})
+            change(conn, _FORGET_INTENT, {**_window_row_params(w), "b_part": number})
 
     @translate_errors
     def prune_part_ids(self, export_id: str, dataset: str, *, before_ms: int) -> int:
         """Drop the ids of committed windows ending before ``before_ms``: late-row detection never
         looks that far back, and the ids are the ledger's only per-row cost. Returns parts pruned."""
         with self.engine.begin() as conn:
-            return conn.execute(
-                _PRUNE_IDS, {"b_export_id": export_id, "b_dataset": dataset, "b_before_ms": before_ms}
-            ).rowcount
+            return change(conn, _PRUNE_IDS, {"b_export_id": export_id, "b_dataset": dataset, "b_before_ms": before_ms})
 
     @translate_errors
     def commit_window(
@@ -177,8 +176,9 @@ class LedgerStore:
         ahead of the ledger, and the ledger never claims a window the position has skipped.
         """
         with self.engine.begin() as conn:
-            w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
-            conn.execute(
+            w = one(conn, _WINDOW_BY_ID, {"b_window_id": window_id})
+            change(
+                conn,
                 _COMMIT,
                 {
                     "b_window_id": window_id,
@@ -190,9 +190,9 @@ class LedgerStore:
                 },
             )
             params = {"b_export_id": w.export_id, "b_dataset": w.dataset, "b_from_ms": w.from_ms, "b_to_ms": w.to_ms}
-            advanced = conn.execute(_ADVANCE, params).rowcount
-            before = conn.execute(_FAILURES, params).scalar()
-            cleared = conn.execute(_CLEAR_FAILURES, params).rowcount
+            advanced = change(conn, _ADVANCE, params)
+            before = scalar(conn, _FAILURES, params)
+            cleared = change(conn, _CLEAR_FAILURES, params)
             # Webhooks (issue 26): the day's completion and the recovery, in this same transaction.
             on_commit(
                 conn, w, advanced=bool(advanced), failures_before=int(before or 0), cleared=bool(cleared), now_ms=now_ms
@@ -211,7 +211,7 @@ class LedgerStore:
         still retries a transient error, so one failing run counts once).
         """
         with self.engine.begin() as conn:
-            w = conn.execute(_WINDOW_BY_ID, {"b_window_id": window_id}).one()
+            w = one(conn, _WINDOW_BY_ID, {"b_window_id": window_id})
             if w.status == COMMITTED:
                 # The commit went through and only its answer was lost (sim seed 4): the window is
                 # delivered. Marked failed, reconciliation (committed windows only) would never
@@ -279,7 +279,7 @@ class LedgerStore:
             params["b_date"] = date
         query = _ledger_query("b_dataset" in params, "b_since_ms" in params, "b_date" in params)
         with self.engine.connect() as conn:
-            rows = conn.execute(query, params).all()
+            rows = fetch(conn, query, params)
         return [
             LedgerWindow(
                 id=r.id,
@@ -302,21 +302,23 @@ class LedgerStore:
     def committed_at(self, export_id: str, dataset: str, window: Window, location: str) -> bool:
         """Whether the window was ever committed at ``location``."""
         with self.engine.connect() as conn:
-            found = conn.execute(_COMMITTED_AT, {**_window_params(export_id, dataset, window), "b_location": location})
-            return found.first() is not None
+            return (
+                first(conn, _COMMITTED_AT, {**_window_params(export_id, dataset, window), "b_location": location})
+                is not None
+            )
 
     @translate_errors
     def committed_places(self, export_id: str, dataset: str, window: Window) -> set[str]:
         """The locations at which the window was ever committed (while its rows are not compacted)."""
         with self.engine.connect() as conn:
-            found = conn.execute(_COMMITTED_PLACES, _window_params(export_id, dataset, window)).all()
+            found = fetch(conn, _COMMITTED_PLACES, _window_params(export_id, dataset, window))
         return {r.location for r in found}
 
     @translate_errors
     def last_attempt_place(self, export_id: str, dataset: str, window: Window) -> str | None:
         """The location of the window's latest attempt, whatever its outcome (None: never attempted)."""
         with self.engine.connect() as conn:
-            return conn.execute(_LAST_ATTEMPT_PLACE, _window_params(export_id, dataset, window)).scalar()
+            return scalar(conn, _LAST_ATTEMPT_PLACE, _window_params(export_id, dataset, window))  # type: ignore[no-any-return]
 
     @translate_errors
     def settle_error(self, export_id: str, dataset: str, window: Window, now_ms: int) -> bool:
@@ -370,10 +372,11 @@ class LedgerStore:
 # The statements of every part and window, built once: building a statement and its cache key
 # costs more Python than SQLite takes to run it (issue 40: building statements and their cache keys
 # took a quarter of the simulator's CPU, most of it in the calls below). A statement built once
-# keeps its cache key, so each call is a lookup in SQLAlchemy's compiled cache. Parameters are prefixed (``b_``) so they never clash
+# keeps its cache key, so each call is a lookup in SQLAlchemy's compiled cache; `Prepared` also
+# compiles it once per database and runs it on the driver's cursor. Parameters are prefixed (``b_``) so they never clash
 # with a column name: an INSERT or UPDATE executed with a dict takes its column values from the
 # keys that name columns, and the ``b_`` ones fill the WHERE clause.
-_WINDOW_BY_ID = sa.select(windows).where(windows.c.id == sa.bindparam("b_window_id"))
+_WINDOW_BY_ID = Prepared(sa.select(windows).where(windows.c.id == sa.bindparam("b_window_id")))
 _PART_OF_WINDOW = sa.and_(
     parts.c.export_id == sa.bindparam("b_export_id"),
     parts.c.dataset == sa.bindparam("b_dataset"),
@@ -381,24 +384,24 @@ _PART_OF_WINDOW = sa.and_(
     parts.c.to_ms == sa.bindparam("b_to_ms"),
     parts.c.location == sa.bindparam("b_location"),
 )
-_WINDOW_PARTS = sa.select(*part_record_columns).where(_PART_OF_WINDOW).order_by(parts.c.part)
-_WINDOW_PARTS_NO_IDS = (
+_WINDOW_PARTS = Prepared(sa.select(*part_record_columns).where(_PART_OF_WINDOW).order_by(parts.c.part))
+_WINDOW_PARTS_NO_IDS = Prepared(
     sa.select(*(sa.null().label("ids") if c.name == "ids" else c for c in part_record_columns))
     .where(_PART_OF_WINDOW)
     .order_by(parts.c.part)
 )
-_MARK_LANDED = (
+_MARK_LANDED = Prepared(
     parts.update()
     .where(_PART_OF_WINDOW, parts.c.part == sa.bindparam("b_part"))
     .values(status=PART_LANDED, landed_at=sa.bindparam("b_landed_at"), pending_body=None)
 )
 #: `record_part_intent`: the part's columns come with the call's parameters.
-_REWRITE_PART = parts.update().where(_PART_OF_WINDOW, parts.c.part == sa.bindparam("b_part"))
+_REWRITE_PART = Prepared(parts.update().where(_PART_OF_WINDOW, parts.c.part == sa.bindparam("b_part")))
 _NEW_PART = parts.insert()
-_FORGET_INTENT = parts.delete().where(
-    _PART_OF_WINDOW, parts.c.part == sa.bindparam("b_part"), parts.c.status == PART_INTENT
+_FORGET_INTENT = Prepared(
+    parts.delete().where(_PART_OF_WINDOW, parts.c.part == sa.bindparam("b_part"), parts.c.status == PART_INTENT)
 )
-_CLOSE_RUNNING = (
+_CLOSE_RUNNING = Prepared(
     windows.update()
     .where(
         windows.c.export_id == sa.bindparam("b_export_id"),
@@ -409,7 +412,7 @@ _CLOSE_RUNNING = (
 )
 #: `start_window`: the attempt's columns come with the call's parameters.
 _START = windows.insert()
-_PRUNE_IDS = (
+_PRUNE_IDS = Prepared(
     parts.update()
     .where(
         parts.c.export_id == sa.bindparam("b_export_id"),
@@ -429,7 +432,7 @@ _PRUNE_IDS = (
     )
     .values(ids=None)
 )
-_COMMIT = (
+_COMMIT = Prepared(
     windows.update()
     .where(windows.c.id == sa.bindparam("b_window_id"))
     .values(
@@ -464,12 +467,12 @@ _ACTIVE_DATASET = sa.and_(
     export_datasets.c.dataset == sa.bindparam("b_dataset"),
     export_datasets.c.removed_at.is_(None),
 )
-_ADVANCE = (
+_ADVANCE = Prepared(
     export_datasets.update()
     .where(_ACTIVE_DATASET, export_datasets.c.position_ms == sa.bindparam("b_from_ms"))
     .values(position_ms=sa.bindparam("b_to_ms"))
 )
-_FAILURES = sa.select(export_datasets.c.failures).where(_ACTIVE_DATASET)
+_FAILURES = Prepared(sa.select(export_datasets.c.failures).where(_ACTIVE_DATASET))
 #: A dataset's failure columns as a success or a settled error leaves them.
 _NO_FAILURE: Final[dict[str, Any]] = {
     "failures": 0,
@@ -479,7 +482,9 @@ _NO_FAILURE: Final[dict[str, Any]] = {
     "last_error_from_ms": None,
     "last_error_to_ms": None,
 }
-_CLEAR_FAILURES = export_datasets.update().where(_ACTIVE_DATASET, sa.not_(_failing_elsewhere())).values(**_NO_FAILURE)
+_CLEAR_FAILURES = Prepared(
+    export_datasets.update().where(_ACTIVE_DATASET, sa.not_(_failing_elsewhere())).values(**_NO_FAILURE)
+)
 #: Attempts (`windows` rows) of one window, at any place.
 _OF_WINDOW = sa.and_(
     windows.c.export_id == sa.bindparam("b_export_id"),
@@ -487,17 +492,17 @@ _OF_WINDOW = sa.and_(
     windows.c.from_ms == sa.bindparam("b_from_ms"),
     windows.c.to_ms == sa.bindparam("b_to_ms"),
 )
-_COMMITTED_AT = (
+_COMMITTED_AT = Prepared(
     sa.select(windows.c.id)
     .where(_OF_WINDOW, windows.c.location == sa.bindparam("b_location"), windows.c.status == COMMITTED)
     .limit(1)
 )
-_COMMITTED_PLACES = sa.select(windows.c.location).where(_OF_WINDOW, windows.c.status == COMMITTED).distinct()
-_LAST_ATTEMPT_PLACE = sa.select(windows.c.location).where(_OF_WINDOW).order_by(windows.c.id.desc()).limit(1)
+_COMMITTED_PLACES = Prepared(sa.select(windows.c.location).where(_OF_WINDOW, windows.c.status == COMMITTED).distinct())
+_LAST_ATTEMPT_PLACE = Prepared(sa.select(windows.c.location).where(_OF_WINDOW).order_by(windows.c.id.desc()).limit(1))
 
 
 @functools.cache
-def _ledger_query(by_dataset: bool, by_since: bool, by_date: bool) -> sa.Select[Any]:
+def _ledger_query(by_dataset: bool, by_since: bool, by_date: bool) -> Prepared:
     """`LedgerStore.ledger`'s statement for one combination of filters, built once."""
     query = sa.select(windows).where(windows.c.export_id == sa.bindparam("b_export_id"))
     if by_dataset:
@@ -506,7 +511,7 @@ def _ledger_query(by_dataset: bool, by_since: bool, by_date: bool) -> sa.Select[
         query = query.where(windows.c.started_at >= sa.bindparam("b_since_ms"))
     if by_date:
         query = query.where(windows.c.date == sa.bindparam("b_date"))
-    return query.order_by(windows.c.id)
+    return Prepared(query.order_by(windows.c.id))
 
 
 def _window_params(export_id: str, dataset: str, window: Window) -> dict[str, Any]:

@@ -88,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         say(result.summary())
         say(f"  operations: {dict(result.ops)}\n  faults: {dict(result.faults)}")
         say(f"  formats: {dict(result.formats)}, parts verify read: {dict(result.verified_parts)}")
+        if result.ok:  # a failing seed's summary has it: the same digest, the same history
+            say(f"  history: {result.history[:16]}")
         say(
             f"  late rows timed against the bound: {result.late_timed} (largest delay after visibility "
             f"{result.late_worst_ms / 60_000:.0f} min); not timed: {dict(result.late_untimed)}"

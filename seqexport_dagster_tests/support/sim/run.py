@@ -5,6 +5,8 @@ it and a trace of what happened to the row or object that broke the invariant.""
 
 from __future__ import annotations
 
+import hashlib
+import re
 import tempfile
 import time
 from collections import Counter
@@ -67,6 +69,9 @@ class SimResult:
     table_replaced_files: int = 0
     #: Rows the table oracle let pass as a documented limit (docs/customers.md, "Delta tables"), by case.
     table_known: Counter[str] = field(default_factory=Counter)
+    #: A digest of the history the seed ran (`history_digest`): two runs of a seed ran the same
+    #: history when these are equal.
+    history: str = ""
 
     @property
     def ok(self) -> bool:
@@ -84,6 +89,8 @@ class SimResult:
             return head + "ok"
         kinds = Counter(v.invariant for v in self.violations)
         lines = [head + ", ".join(f"{n} {k}" for k, n in kinds.items()), f"  reproduce: {self.command}"]
+        # A run of the command ran the same history if it prints the same digest (a fork under load).
+        lines += [f"  history: {self.history[:16]}"] if self.history else []
         lines += [f"  {v.line()}" for v in self.violations[:8]]
         lines += self.traces
         return "\n".join(lines)
@@ -176,9 +183,36 @@ def simulate(
         result.violations = _unique(result.violations)
         firsts = {v.invariant: v for v in reversed(result.violations)}
         result.traces = [trace(world, v) for v in list(firsts.values())[:4]]
+        result.history = history_digest(world)
         world.dispose()
         result.cpu_s = time.process_time() - began
     return result
+
+
+#: The random token in the name (and body) of a connection test's or a probe's object
+#: (`connection_test`, `attempt.Attempt.create`, `check_may_overwrite`).
+_TEST_TOKEN = re.compile(r"(connection-test-(?:probe-|overwrite-probe-)?)[0-9a-f]{16}")
+
+
+def history_lines(world: World) -> list[str]:
+    """The world's history as the stores and the operator saw it: every send that reached a store
+    (in order, with its answer and the body now there), every operation with its outcome, and the
+    runs and crashes. What a seed does is drawn from the seed alone, so these are the same in every
+    run of it, in any process (`test_sim_one_process`); the random token of a connection test's
+    object is left out."""
+    lines = [f"runs {world.runs}, crashes {world.crashes}, faults {sorted(world.faults.injected.items())}"]
+    sends = sorted((w.seq, name, w) for name, b in world.buckets.by_name.items() for w in b.writes)
+    for _, name, w in sends:
+        key = _TEST_TOKEN.sub(r"\1*", w.key)
+        body = world.buckets.by_name[name].objects.get(w.key) if key == w.key else None
+        digest = hashlib.sha256(body).hexdigest()[:16] if body is not None else "-"
+        lines.append(f"{w.at_ms} {name}/{key} {w.answer} {w.conditional} {w.plain_intended} {w.same_body} {digest}")
+    lines += [_TEST_TOKEN.sub(r"\1*", op.line()) for op in world.ops]
+    return lines
+
+
+def history_digest(world: World) -> str:
+    return hashlib.sha256("\n".join(history_lines(world)).encode()).hexdigest()
 
 
 def _unique(violations: list[Violation]) -> list[Violation]:
@@ -197,6 +231,8 @@ def _command(seed: int, days: float, world_kw: dict[str, Any]) -> str:
         for k, v in world_kw.items()
         if isinstance(v, int | float | str) and not isinstance(v, bool)
     )
+    if "wide" not in world_kw:  # the command line's default is the widened world, `World`'s the first
+        extra += " --wide 0"
     if world_kw.get("azure") is False:
         extra += " --no-azure"
     if world_kw.get("frequencies"):
