@@ -16,6 +16,8 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,6 +29,7 @@ from seqexport_dagster.contract.file_format import FORMATS, extension, format_of
 from seqexport_dagster.contract.keys import parse_key
 from seqexport_dagster.contract.schema import DATASETS
 from seqexport_dagster.contract.window import HOUR_MS, MINUTE_MS
+from seqexport_dagster.delivery import batch
 from seqexport_dagster.delivery import reconcile as reconciliation
 from seqexport_dagster.delivery.part_writers import empty_body
 from seqexport_dagster.delivery.writer import EMPTY_GZIP
@@ -517,8 +520,13 @@ def test_ci_seeds_keep_delta_tables_and_the_table_oracle_reads_them() -> None:
     assert sum(r.tables_read for r in results) > 0 and sum(r.table_rows_read for r in results) > 0
 
 
+@functools.cache
+def seed_3_day_1() -> SimResult:
+    return simulate(3, days=1)
+
+
 def test_a_seed_is_reproducible() -> None:
-    first, second = simulate(3, days=1), simulate(3, days=1)
+    first, second = seed_3_day_1(), simulate(3, days=1)
     assert (first.rows, first.runs, first.ops, first.faults, first.export_days, first.formats) == (
         second.rows,
         second.runs,
@@ -527,6 +535,38 @@ def test_a_seed_is_reproducible() -> None:
         second.export_days,
         second.formats,
     )
+    assert first.history == second.history
+
+
+class _StalledHost:
+    """`time` for the batch runner on a host that stalls 1,000 s between two reads of the clock
+    (by any thread: the run's and its workers')."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+        self._lock = threading.Lock()
+
+    def monotonic(self) -> float:
+        with self._lock:
+            self.now += 1000.0
+            return self.now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def test_a_seed_replays_on_a_stalled_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch runner's per-export deadline is real time (`BatchRunner._watch`), the one real
+    clock on the simulator's paths that decides anything. On a host stalled past it (900 s, a
+    backfill's), seed 3's backfill at run 63 was given up and its worker left running beside the
+    world's loop: another history, from thread timing (249 runs and 4 crashes instead of 5). Every
+    runner of the world has a deadline it never reaches (`world.NO_REAL_DEADLINE_S`): the seed
+    replays."""
+    expected = seed_3_day_1()  # before the stall
+    monkeypatch.setattr(batch, "time", _StalledHost())
+    stalled = simulate(3, days=1)
+    assert (stalled.runs, stalled.crashes) == (expected.runs, expected.crashes)
+    assert stalled.history == expected.history
 
 
 def test_a_seed_on_postgresql(tmp_path: Path) -> None:

@@ -108,6 +108,10 @@ TABLE_SHARE = 0.5
 PARQUET_SHARE = 0.4
 #: Of the exports whose first bucket has an Azure twin, the share that are Azure exports.
 AZURE_SHARE = 0.4
+#: The batch runners' per-export deadline, which the product measures in real time
+#: (`BatchRunner._watch`): never reached, so no export is given up, and no worker thread left
+#: running beside the world's loop, however slow the host.
+NO_REAL_DEADLINE_S = 1e9
 #: The Azure container that answers as each S3 kind does (`bucket`'s docstring).
 AZURE_TWINS = {ORDINARY: AZURE_WRITE, CREATE_ONLY_403: AZURE_CREATE}
 
@@ -248,7 +252,7 @@ class World:
             holder=holder,
             clock=self.clock,
             workers=1,
-            deadline_s=1e9,
+            deadline_s=NO_REAL_DEADLINE_S,
             sleep=lambda s: self.clock.advance(int(s * 1000)),
             holder_ended=lambda h: h in self.ended_holders,
         )
@@ -263,7 +267,15 @@ class World:
         """`backfill()`'s own batch runner, whose in-run retry waits (2 s, 4 s) were real sleeps: a
         CI seed spent a sixth of its wall time in them. Like reconciliation's (`_no_wait`), they
         take no simulated time either (a real sleep never moved the world's clock), so every seed
-        runs the history it ran with them."""
+        runs the history it ran with them.
+
+        Its per-export deadline was the product's default, 900 s of real time (`time.monotonic`):
+        an export past it is given up and its worker thread left running beside the world's loop,
+        so the order of the world's draws, and the history, came from thread timing: CI seed 3's
+        backfill at run 63, on a host stalled past it, ran another history each time
+        (`test_a_seed_replays_on_a_stalled_host`). The deadline is now the world's runner's
+        (`batch_runner`): never reached, whatever the host."""
+        kwargs["deadline_s"] = NO_REAL_DEADLINE_S
         return BatchRunner(*args, sleep=self._no_backfill_wait, **kwargs)
 
     def _no_backfill_wait(self, seconds: float) -> None:
