@@ -33,7 +33,7 @@ from seqexport_dagster_tests.support.world import DAY0, World
 WINDOW = Window(DAY0, DAY0 + HOUR_MS)
 #: Text the C reader copies as bytes: NUL, astral and combining characters, a lone-looking escape, an
 #: empty string (not NULL), JSON spanning lines, long text (past a batch's byte budget when it is small).
-TEXTS = ["", "a\x00b", "🎉 \U0010fffd e\u0301", "\\u0000", "x" * 3_000, "line\nbreak\r\n", "it's \"q\"", "ümlaut"]
+TEXTS = ["", "a\x00b", "🎉 \U0010fffd e\u0301", "\\u0000", "x" * 3_000, "line\nbreak\r\n", 'it\'s "q"', "ümlaut"]
 PROPERTIES = ['{"a":[1,2.5,null,true]}', '{"note":\n{"id":"evt_FORGED"}\n}', '{"é":"🎉"}', "{}", None]
 
 
@@ -108,7 +108,9 @@ def test_arrow_batches_from_sqlite_give_the_row_paths_bytes(
     assert [v for b in after for v in b.column("id").to_pylist()] == [r[0] for r in rows[50:]]
 
 
-def test_a_stream_that_goes_on_as_rows_after_arrow_batches_gives_the_same_bytes(world: World, small_batches: None) -> None:
+def test_a_stream_that_goes_on_as_rows_after_arrow_batches_gives_the_same_bytes(
+    world: World, small_batches: None
+) -> None:
     rows = custom_rows(60)
     insert_rows(world.source_engine, "custom_events", [("acme", *r) for r in rows])
     arrow = list(world.source.window_record_batches("custom_events", "acme", WINDOW))
@@ -282,5 +284,7 @@ def test_a_sqlite_parquet_window_runs_through_the_runner_and_duckdb_reads_it(wor
     )
     assert [p.body for p in from_rows] == [written[0].read_bytes()]
     with duckdb.connect() as con:
-        got = con.execute(f"SELECT id, name, email FROM read_parquet('{written[0]}') ORDER BY recorded_at, id").fetchall()
+        got = con.execute(
+            f"SELECT id, name, email FROM read_parquet('{written[0]}') ORDER BY recorded_at, id"
+        ).fetchall()
     assert got == [(r[0], r[1], r[5]) for r in rows]
