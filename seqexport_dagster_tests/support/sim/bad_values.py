@@ -190,8 +190,8 @@ def bad_value_violations(world: Any, bad: BadValues, check: BadCheck) -> list[tu
     landed: dict[tuple[str, str], list[tuple[int, str]]] = {}  # (bucket, part name stem) -> (at, key)
     for bucket in world.buckets.by_name.values():
         for key, body in bucket.objects.items():
-            if not key.endswith((".jsonl.gz", ".parquet")):
-                continue
+            if not key.endswith((".jsonl.gz", ".parquet")) or "/_delta_log/" in key:
+                continue  # not rows (a manifest, _SUCCESS, a Delta log's checkpoint)
             at = bucket.body_at.get(key, 0)
             stem = key.rsplit("/", 1)[-1].rsplit("-", 1)[0]
             landed.setdefault((bucket.name, stem), []).append((at, key))
