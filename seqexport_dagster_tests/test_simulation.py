@@ -66,6 +66,12 @@ MOVES_WORLD: tuple[str, ...] = (
 )
 
 REGRESSION_SEEDS: dict[int, dict[str, object]] = {
+    # Bad-values run seed 56000277 (wide=2, a store without preconditions), the bad-value oracle's: a
+    # row delivered, then spoiled by another export's draw; a backfill committed its window while it
+    # was bad, rightly (the row was delivered, nothing read it again), but a later re-send of the same
+    # bytes had overwritten the part, and the oracle dated the row's delivery from that. It now dates
+    # a part from the write that first landed it (a body from the write that changed it).
+    56000277: {"days": 3, "wide": 2, "parquet_share": 0.7},
     # Bad-values run seed 56000035 (wide=2, tables on), the product's: an operator's replace of a
     # window met a row another export's draw had spoiled (text not UTF-8) before its first part;
     # `UntypeableValue` cleared the attempt's `replacing` mark as if the store had refused the

@@ -189,10 +189,18 @@ def bad_value_violations(world: Any, bad: BadValues, check: BadCheck) -> list[tu
     holding: dict[tuple[str, str], int] = {}  # (bucket, row id) -> first landing
     landed: dict[tuple[str, str], list[tuple[int, str]]] = {}  # (bucket, part name stem) -> (at, key)
     for bucket in world.buckets.by_name.values():
+        # When each key's body landed: a re-send of the same bytes (a store without preconditions
+        # overwrites) is not a new body (seed 56000277); and when the key first landed at all.
+        body_at: dict[str, int] = {}
+        first_at: dict[str, int] = {}
+        for write in bucket.writes:
+            if write.answer == "created" or (write.answer == "overwritten" and not write.same_body):
+                body_at[write.key] = write.at_ms
+                first_at.setdefault(write.key, write.at_ms)
         for key, body in bucket.objects.items():
             if not key.endswith((".jsonl.gz", ".parquet")) or "/_delta_log/" in key:
                 continue  # not rows (a manifest, _SUCCESS, a Delta log's checkpoint)
-            at = bucket.body_at.get(key, 0)
+            at = body_at.get(key, bucket.body_at.get(key, 0))
             stem = key.rsplit("/", 1)[-1].rsplit("-", 1)[0]
             landed.setdefault((bucket.name, stem), []).append((at, key))
             try:
@@ -202,7 +210,8 @@ def bad_value_violations(world: Any, bad: BadValues, check: BadCheck) -> list[tu
                 continue
             for rid in spoils.keys() & set(ids):
                 first = holding.get((bucket.name, rid))
-                holding[(bucket.name, rid)] = at if first is None else min(first, at)
+                since = first_at.get(key, at)
+                holding[(bucket.name, rid)] = since if first is None else min(first, since)
                 for s in spoils[rid]:
                     if s.bad_at(at):
                         found.append((bucket.name, f"{key} landed holding row {rid} while its {s.field} was bad", rid))
