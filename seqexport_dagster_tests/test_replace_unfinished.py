@@ -24,11 +24,12 @@ from typing import Any
 from unittest import mock
 
 import pytest
+import sqlalchemy as sa
 
 from seqexport_dagster.contract.window import DAY_MS, HOUR_MS, MINUTE_MS
 from seqexport_dagster.delivery.reconcile import reconcile
 from seqexport_dagster.demo.generator import Scale, generate_account, insert_rows
-from seqexport_dagster.errors import ExportError, RetryableError
+from seqexport_dagster.errors import ExportError, RetryableError, UntypeableValue
 from seqexport_dagster.store.tables import export_datasets
 from seqexport_dagster_tests.support.bucket_audit import read_objects, source_ids
 from seqexport_dagster_tests.support.faults import proxy as fp
@@ -205,3 +206,38 @@ def test_a_replace_whose_failure_was_never_recorded_is_finished_by_reconciliatio
         0,
     ]
     assert store.bucket.violations == []
+
+
+def test_a_replace_stopped_by_a_bad_source_value_is_finished_once_the_row_is_fixed(world: World) -> None:
+    """Sim seed 56000035. An operator's replace reads a row whose value the contract cannot type
+    before its first part: `UntypeableValue`, nothing overwritten. With a Delta table the replace has
+    already taken the window out of the table, so the replace stays owed (it was cleared as if the
+    store had refused it, and the window then stayed in no table). Once the row is fixed, the next
+    reconciliation pass finishes it as a replace."""
+    export = world.local_export(datasets=("email_events",))
+    generate_account(world.source_engine, "acme", DAY0 - HOUR_MS, DAY0 + 4 * HOUR_MS, scale=Scale(30, 20, 0, 0))
+    store = Store(ORDINARY)
+    runner = world.runner(part_limit=500, destination_factory=lambda config, policy: store)
+    world.clock.now_ms = DAY0 + HOUR_MS + 3 * MINUTE_MS
+    runner.run_day(export.id, "email_events", DAY)
+    (first,) = world.store.ledger(export.id)
+    w = first.window
+    row = min(source_ids(world.source_engine, "email_events", "acme", (w.from_ms, w.to_ms)))
+    with world.source_engine.begin() as conn:
+        email = conn.execute(sa.text("SELECT email FROM email_events WHERE id = :i"), {"i": row}).scalar()
+        conn.execute(
+            sa.text("UPDATE email_events SET email = CAST(:v AS TEXT) WHERE id = :i"), {"v": b"\xff", "i": row}
+        )
+
+    world.clock.now_ms += HOUR_MS
+    with pytest.raises(UntypeableValue, match=f"row '{row}': field email"):
+        runner.run_day(export.id, "email_events", DAY, rewrite=True, replace=True)
+    assert world.store.replace_unfinished(export.id, "email_events", w, export.location), "the replace is owed"
+
+    with world.source_engine.begin() as conn:
+        conn.execute(sa.text("UPDATE email_events SET email = :v WHERE id = :i"), {"v": email, "i": row})
+    world.clock.now_ms += HOUR_MS
+    reconcile(runner, export.id)  # the scheduled pass finds the unfinished replace
+    assert not world.store.replace_unfinished(export.id, "email_events", w, export.location)
+    latest = max((a for a in world.store.ledger(export.id) if a.window == w), key=lambda a: a.id)
+    assert (latest.status, latest.rows) == ("committed", first.rows)

@@ -42,6 +42,7 @@ from seqexport_dagster.errors import (
     PermanentError,
     ResponseTooLarge,
     RunInterrupted,
+    UntypeableValue,
 )
 from seqexport_dagster.source.reader import Row, SourceReader
 from seqexport_dagster.store import (
@@ -527,9 +528,13 @@ class Attempt:
                 if number not in sent:
                     send(blank(number))
         except PermanentError as exc:
-            if not sent and not _outcome_unknown(exc):
+            if not sent and not _outcome_unknown(exc) and not isinstance(exc, UntypeableValue):
                 # Refused at its first overwrite (a key that may only create): nothing here was
                 # replaced, so there is no replace to finish (`runner.run_day` would redo it forever).
+                # Not a bad source value before the first part: with a Delta table the replace has
+                # taken the window out of the table already (`Runner._unlist_before_replace`), and
+                # it is finished once the row is fixed; cleared, nothing named it, and the window
+                # stayed in no table (sim seed 56000035).
                 self.store.clear_replacing(window_id)
             raise
         finally:

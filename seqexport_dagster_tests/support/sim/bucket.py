@@ -101,7 +101,11 @@ class MemoryBucket:
         old = self.objects.get(key)
         same = old == body
         if old is None:
-            self._check_success_last(key)
+            if not plain:
+                # An operator's replace of a snapshot day rewrites its parts under the day's
+                # `_SUCCESS` and writes the marker again last; one of a day that grew past the parts
+                # it had creates the parts it lacks there too (seed 56000012, small parts).
+                self._check_success_last(key)
             self.objects[key] = body
             self.body_at[key] = now_ms
             answer = "created"

@@ -211,5 +211,16 @@ def totals(results: list[SimResult], wall_s: float | None = None, cpu_all_s: flo
             f"with fault storms ({sum(r.storms for r in wide)} storms), {sum(r.skipped_ticks for r in wide)} ticks "
             f"not made, {sum(r.hostile_rows for r in wide)} hostile values read back equal to their source",
         )
+    bad = [r for r in results if r.part_limit]
+    if bad:  # wide=2: bad source values (`bad_values`)
+        refused = sum((r.bad_refused for r in bad), Counter())
+        after = sum((r.bad_after_part for r in bad), Counter())
+        lines.insert(
+            -1,
+            f"bad values (wide=2): {sum(r.bad_values for r in bad)} written, {sum(r.bad_fixed for r in bad)} fixed; "
+            f"windows refused with UntypeableValue by format {dict(refused)}, of them after landed parts "
+            f"{dict(after)}; {sum(r.export_days for r in bad if r.part_limit < 50_000):.0f} export-days with "
+            "small parts",
+        )
     lines += [f"failing seed {r.seed}: {r.command}" for r in failing]
     return "\n".join(lines)

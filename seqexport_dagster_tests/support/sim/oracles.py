@@ -32,6 +32,11 @@
    delete (rule 1), as docs/cli.md and docs/customers.md promise ("files stay"); a window whose
    operator's replace failed part-way before the delete keeps its half-rewritten files, which
    `verify` reports (docs/operators.md; long run #11 seed 30001365).
+12. Bad source values (``wide=2``, `bad_values`): while a row holds a value the contract cannot type,
+   no part holding it lands, no window holding it is committed, no later window of its dataset is
+   committed (the chain waits at it), every `UntypeableValue` names a row and field bad then and no
+   error, status or outcome quotes the value; every value is fixed before the end, and rule 1 holds
+   after (everything exactly once).
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from seqexport_dagster.management.verify.checks import PartMemo, verify_bucket
 from seqexport_dagster.management.verify.report import Problem
 from seqexport_dagster.store import snapshot_window
 from seqexport_dagster.store.tables import export_datasets, parts, windows
+from seqexport_dagster_tests.support.sim.bad_values import BadCheck, bad_value_violations
 from seqexport_dagster_tests.support.sim.bucket import MemoryBucket
 from seqexport_dagster_tests.support.sim.delay_oracle import DelayCheck, late_delays
 from seqexport_dagster_tests.support.sim.loaders import Loaded, SnowpipeLoader, WindowLoader, ids_of, relative
@@ -86,6 +92,7 @@ class Violation:
 class Oracles:
     snowpipe: SnowpipeLoader = field(default_factory=SnowpipeLoader)
     values: ValueCheck = field(default_factory=ValueCheck)
+    bad: BadCheck = field(default_factory=BadCheck)
     windows: WindowLoader = field(default_factory=WindowLoader)
     rows_checked: int = 0
     verified: int = 0
@@ -123,6 +130,11 @@ class Oracles:
                 found += self.verify(world, e, final=final)
         found += backoff(world)
         found += self.webhooks.check(world, Violation)
+        if world.bad is not None:  # a row holding a bad value stops its window, delivered nowhere (wide=2)
+            found += [
+                Violation("bad value", where, detail, row or None)
+                for where, detail, row in bad_value_violations(world, world.bad, self.bad)
+            ]
         return found
 
     def check_end(self, world: World) -> list[Violation]:
@@ -145,6 +157,12 @@ class Oracles:
                 found += [Violation(k, e.name, d, r) for k, d, r in self.tables.missing(world, e, owed)]
         found += [Violation(k, "-", d, r) for k, d, r in self.tables.duckdb_agrees()]
         found += errors_after_quiet(world)
+        if world.bad is not None:
+            found += [
+                Violation("bad value", s.export, f"row {s.row_id}'s bad {s.field} never fixed", s.row_id)
+                for s in world.bad.spoils
+                if s.fixed_ms is None
+            ]
         if world.wide:  # every row a customer loads equals its source row; none forged (issue 39)
             found += [
                 Violation("values", where, detail, row or None)

@@ -51,6 +51,14 @@ class SimResult:
     storms: int = 0
     skipped_ticks: int = 0
     hostile_rows: int = 0
+    #: ``wide=2``: bad source values written and fixed (`bad_values`), the part limit drawn, and the
+    #: windows the oracle saw refused with `UntypeableValue`, by file format (of them, after parts
+    #: of the window had landed).
+    bad_values: int = 0
+    bad_fixed: int = 0
+    part_limit: int = 0
+    bad_refused: Counter[str] = field(default_factory=Counter)
+    bad_after_part: Counter[str] = field(default_factory=Counter)
     #: Late rows whose delivery time the delay oracle checked, the largest delay after visibility
     #: (ms), and the rows it did not time, by reason (`delay_oracle`).
     late_timed: int = 0
@@ -136,6 +144,7 @@ def simulate(
                 quieted = True
                 world.quiet()
             world.source.feed(world.accounts, world.clock(), before) if not quiet else None
+            world.spoil(quiet=quiet)  # its own stream; fixes go on through the quiet end
             if not quiet:  # before the main stream's operation: a backfill then writes in the new format
                 world.operate_more()
             if not quiet and world.rng.random() < 0.06:
@@ -180,6 +189,11 @@ def simulate(
             result.schedule, result.outages = world.schedule.regime, world.schedule.outages
             result.skipped_ticks, result.storms = world.schedule.skipped, world.storms.count
             result.hostile_rows = oracles.values.hostile
+        if world.bad is not None:
+            result.bad_values, result.bad_fixed = len(world.bad.spoils), world.bad.fixed
+            result.part_limit = world.part_limit
+            result.bad_refused = Counter(oracles.bad.refused)
+            result.bad_after_part = Counter(oracles.bad.after_part)
         result.violations = _unique(result.violations)
         firsts = {v.invariant: v for v in reversed(result.violations)}
         result.traces = [trace(world, v) for v in list(firsts.values())[:4]]

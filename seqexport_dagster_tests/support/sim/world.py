@@ -28,6 +28,9 @@ answer every send as their twin does; it is created, moved and given a new SAS t
 as ``provider="azure"``, so the control plane, the ledger's locations and the runner see an Azure
 export, while the main stream draws exactly what it drew before. ``azure=False`` leaves them out.
 
+Bad source values (``wide=2``, `bad_values`) are drawn from ``Random(f"{seed}/badvalues")``, with the
+world's part limit; ``wide=1`` leaves both out, so its seeds keep their histories.
+
 Size: the world's state and every operation on it stay together, so the order of draws from each
 stream reads in one place.
 """
@@ -51,6 +54,7 @@ from seqexport_dagster.delivery.backfill import backfill
 from seqexport_dagster.delivery.batch import BatchRunner, ExportOutcome
 from seqexport_dagster.delivery.day_run import SCHEDULED, TRIGGER_TAG, DayRun, deliver_day
 from seqexport_dagster.delivery.runner import Runner
+from seqexport_dagster.delivery.writer import PART_LIMIT
 from seqexport_dagster.destination.azure_sas import account_endpoint
 from seqexport_dagster.destination.policy import OperatorPolicy
 from seqexport_dagster.errors import ExportError
@@ -62,6 +66,7 @@ from seqexport_dagster.store.crypto import SecretBox, new_key_spec
 from seqexport_dagster.store.database import create_engine
 from seqexport_dagster.store.fleet import unfinished_attempts
 from seqexport_dagster.store.lease import Leases
+from seqexport_dagster_tests.support.sim.bad_values import BadValues
 from seqexport_dagster_tests.support.sim.bucket import (
     AZURE_CREATE,
     AZURE_WRITE,
@@ -192,6 +197,10 @@ class World:
         self.storms = Storms(random.Random(f"{seed}/storms")) if wide else None
         if wide:
             self.source.values_rng = random.Random(f"{seed}/values")
+        # 2: also bad source values, fixed later, and the part limit they are drawn with
+        # (`bad_values`); 1 keeps the widened world its seeds were found in.
+        self.bad = BadValues(random.Random(f"{seed}/badvalues"), self.source_engine) if wide >= 2 else None
+        self.part_limit = self.bad.part_limit if self.bad is not None else PART_LIMIT
         self.only = set(only)  # restrict operations (regression seeds name theirs)
         self.ops: list[Op] = []
         self.exports: dict[str, SimExport] = {}
@@ -240,6 +249,7 @@ class World:
             yield
 
     def make_runner(self, **kwargs: Any) -> Runner:
+        kwargs.setdefault("part_limit", self.part_limit)
         return Runner(
             self.run_store, self.reader, self.policy, clock=self.clock, destination_factory=self.factory, **kwargs
         )
@@ -545,7 +555,7 @@ class World:
                 e.replaced_days.add(day.isoformat())
         else:
             with (
-                mock.patch("seqexport_dagster.delivery.backfill.Runner", _runner_with(self.factory)),
+                mock.patch("seqexport_dagster.delivery.backfill.Runner", _runner_with(self.factory, self.part_limit)),
                 mock.patch("seqexport_dagster.delivery.backfill.BatchRunner", self._backfill_batch_runner),
             ):
                 backfill(self.run_store, self.reader, self.policy, [e.export_id], first.isoformat(),
@@ -565,6 +575,11 @@ class World:
                 self.api.resume(e.export_id)
                 self.log(e.name, "resume (quiet end)")
 
+    def spoil(self, *, quiet: bool) -> None:
+        """Bad source values (``wide=2``, `bad_values`): fix those due, perhaps spoil a row."""
+        if self.bad is not None:
+            self.bad.step(self, self.clock(), quiet=quiet)
+
     def statuses(self) -> dict[str, str]:
         return {e.name: self.store.get_export(e.export_id).status for e in self.exports.values()}
 
@@ -577,11 +592,12 @@ def _days(first: dt.date, last: dt.date) -> list[dt.date]:
     return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
 
 
-def _runner_with(factory: Any) -> Any:
+def _runner_with(factory: Any, part_limit: int) -> Any:
     """`backfill.backfill` builds its runners itself; this one writes through the simulated store."""
 
     def make(*args: Any, **kwargs: Any) -> Runner:
         kwargs.setdefault("destination_factory", factory)
+        kwargs.setdefault("part_limit", part_limit)
         return Runner(*args, **kwargs)
 
     return make
