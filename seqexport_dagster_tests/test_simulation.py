@@ -69,6 +69,10 @@ MOVES_WORLD: tuple[str, ...] = (
 )
 
 REGRESSION_SEEDS: dict[int, dict[str, object]] = {
+    # Bad-values run seed 56000391 (wide=2), open (`OPEN_FINDINGS`), not investigated yet: `verify`
+    # (with and without the ledger) finds 4 custom_events ids twice at s3://ord-b2/sim/e2-7; the
+    # loaders' row oracles did not fire first.
+    56000391: {"days": 3, "wide": 2, "parquet_share": 0.7},
     # Bad-values run seed 56000277 (wide=2, a store without preconditions), the bad-value oracle's: a
     # row delivered, then spoiled by another export's draw; a backfill committed its window while it
     # was bad, rightly (the row was delivered, nothing read it again), but a later re-send of the same
@@ -384,7 +388,7 @@ REGRESSION_SEEDS: dict[int, dict[str, object]] = {
 #: The long run of 2026-12-02 (135 seeds from 10000100, 1,579 export-days, on a9890d2) failed 11
 #: seeds; 7 held on the merged fixes of fix28, fix40, fix8011 and fix118, and the other 4 (10000107,
 #: 10000142, 10000163, 10000194) hold since 2026-12-03 (see REGRESSION_SEEDS).
-OPEN_FINDINGS: set[int] = set()
+OPEN_FINDINGS: set[int] = {56000391}
 
 
 def _seeds(seeds: object) -> list[object]:
