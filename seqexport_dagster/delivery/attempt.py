@@ -267,6 +267,13 @@ class Attempt:
         ledger = [
             p for p in self.store.window_parts(self.export.id, dataset, window, self.location) if p.kind != SUCCESS_MARK
         ]
+        if ledger and not (replace or committed or finish_replace):
+            # A replace here that stopped before the window was ever committed here (at a new place
+            # that held only its late parts): its part 0000 at intent carries the late parts' rows
+            # too, and re-sent create-only beside them it delivered those rows twice (sim seed
+            # 56000391). It is finished as a replace, as one where the window was committed is
+            # (`Runner.write_window`). Asked only of a resumed window: a new one has no ledger here.
+            finish_replace = self.store.replace_unfinished(self.export.id, dataset, window, self.location)
         if replace or any(p.kind == LEGACY_PART for p in ledger) or (finish_replace and _carried_twice(ledger)):
             # An operator's replace, or a window the runner before the part ledger left unfinished
             # (no boundaries to resume from): rewrite from part 0000. Needs overwrite rights. Also a

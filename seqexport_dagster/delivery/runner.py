@@ -348,11 +348,12 @@ class Runner:
 
             # A replace that overwrote parts here and ended before its commit (sim seed 1): the
             # parts it left at intent and the manifest under the window's name may be the old objects;
-            # finish them as the replace would have. Also where the window was never committed (a
-            # replace at a new place that holds only late parts, like a snapshot day's): its part
-            # 0000 at intent carries the late parts' rows too, and re-sent create-only beside them
-            # it delivered those rows twice there (sim seed 56000391).
-            half_replaced = not replace and self.store.replace_unfinished(export_id, dataset, window, attempt.location)
+            # finish them as the replace would have.
+            half_replaced = (
+                committed
+                and not replace
+                and self.store.replace_unfinished(export_id, dataset, window, attempt.location)
+            )
             if replace:
                 self._unlist_before_replace(attempt, dataset, window, window_id)
             tally = attempt.deliver(
