@@ -149,3 +149,47 @@ def test_a_backfill_at_the_new_place_counts_a_late_part_it_re_sends(world: World
     assert max(counted.values()) == 1, "every row once at the new place"
     assert set(counted) >= set(ids_in([old])), "the window whole at the new place"
     assert old.bucket.violations == new.bucket.violations == []
+
+
+@pytest.mark.parametrize("part_limit", [4, 1000])
+def test_a_replace_at_the_new_place_that_stopped_at_its_first_part_keeps_the_late_part_once(
+    world: World, part_limit: int
+) -> None:
+    """Sim seed 56000391. A window delivered at the old place gets its late rows at the new one as
+    a late part whose answer is lost (at intent). An operator's replace of the day there records its
+    part 0000 (cut from the whole window) and its PUT fails before anything lands. The next pass
+    delivers the window there (nothing is committed at that place): it re-sends 0000 and the late
+    part under their names, then cut the window on after 0000's boundary without leaving out the
+    late part's rows (only a window with no range part of its own here left them out): the late
+    rows went out a second time in a new part."""
+    generate_account(world.source_engine, "acme", DAY0, DAY0 + 2 * HOUR_MS, scale=SCALE)
+    export = world.local_export(datasets=("email_events",), frequency="1h", prefix="old")
+    old, new = ScriptedStore(ORDINARY), ScriptedStore(ORDINARY)
+    stores = {"old": old, "new": new}
+    runner = world.runner(part_limit=part_limit, destination_factory=lambda config, policy: stores[config.prefix])
+    scheduled(world, runner, export, 1)
+    old_parts = [p.number for p in world.store.window_parts(export.id, "email_events", W01, export.location)]
+    moved = DestinationConfig("local", str(world.root / "bucket"), prefix="new")
+    export = world.store.update_destination(export.id, moved, world.clock())
+    insert_rows(world.source_engine, "email_events", late_rows(W01, 2, "moved"))
+    late_number = max(old_parts) + 1
+    new.faults[f"email_events-{W01.from_ms}-{W01.to_ms}-{late_number:04d}.jsonl.gz"] = "lost"
+    world.clock.now_ms = DAY0 + 2 * HOUR_MS + 3 * MINUTE_MS
+    with pytest.raises(RetryableError):
+        reconcile(runner, export.id, retry_delays_s=(), sleep=lambda _s: None)
+    (late,) = world.store.window_parts(export.id, "email_events", W01, export.location)
+    assert late.number == late_number and not late.landed
+
+    world.clock.now_ms += 10 * MINUTE_MS
+    new.faults[f"email_events-{W01.from_ms}-{W01.to_ms}-0000.jsonl.gz"] = "reset"  # refused before it landed
+    with pytest.raises(RetryableError):
+        runner.run_day(export.id, "email_events", DAY, rewrite=True, replace=True)
+    here = world.store.window_parts(export.id, "email_events", W01, export.location)
+    assert [(p.number, p.landed) for p in here] == [(0, False), (late_number, False)]
+
+    world.clock.now_ms = DAY0 + 3 * HOUR_MS + 3 * MINUTE_MS
+    scheduled(world, runner, export, 3)
+    counted = ids_in([new])
+    assert max(counted.values()) == 1, f"every row once at the new place: {[i for i, n in counted.items() if n > 1]}"
+    assert set(counted) >= set(ids_in([old])), "the window whole at the new place"
+    assert old.bucket.violations == new.bucket.violations == []

@@ -267,6 +267,13 @@ class Attempt:
         ledger = [
             p for p in self.store.window_parts(self.export.id, dataset, window, self.location) if p.kind != SUCCESS_MARK
         ]
+        if ledger and not (replace or committed or finish_replace):
+            # A replace here that stopped before the window was ever committed here (at a new place
+            # that held only its late parts): its part 0000 at intent carries the late parts' rows
+            # too, and re-sent create-only beside them it delivered those rows twice (sim seed
+            # 56000391). It is finished as a replace, as one where the window was committed is
+            # (`Runner.write_window`). Asked only of a resumed window: a new one has no ledger here.
+            finish_replace = self.store.replace_unfinished(self.export.id, dataset, window, self.location)
         if replace or any(p.kind == LEGACY_PART for p in ledger) or (finish_replace and _carried_twice(ledger)):
             # An operator's replace, or a window the runner before the part ledger left unfinished
             # (no boundaries to resume from): rewrite from part 0000. Needs overwrite rights. Also a
@@ -315,19 +322,23 @@ class Attempt:
             committed = True
             tally.next_number = max([tally.next_number, *(p.number + 1 for p in elsewhere if p.kind != SUCCESS_MARK)])
         if not committed:
+            # Late-row parts already here (a moved window's): their rows are never cut twice. Every
+            # part of ``ledger`` has landed by now, those re-sent above too (sim seed 10002190: a
+            # late part of unknown outcome, re-sent by a backfill at the new place, was left out of
+            # this set). Range parts here do not make them redundant: a replace at the new place
+            # that stopped after recording its part 0000 left one (sim seed 56000391), and rows
+            # after 0000's boundary held the late part's rows too.
+            late_here = {i for p in ledger if p.kind == LATE_PART for i in unpack_ids(p.ids or b"")}
             if snapshot:
                 batches = self.source.snapshot_batches(account, after=boundary)
-            elif fmt == PARQUET and (own or not ledger):
+            elif fmt == PARQUET and not late_here:
                 # Arrow batches where the source reads them natively (PostgreSQL): the same bytes as
                 # from rows (test_arrow_parquet.py), at a fraction of the CPU (docs/performance.md).
                 batches = self.source.window_record_batches(dataset, account, window, after=boundary)
             else:
                 batches = self.source.window_batches(dataset, account, window, after=boundary)
-            if not own and ledger:  # late-row parts of a moved window already here: never twice
-                # Every part of ``ledger`` has landed by now, those re-sent above too (sim seed
-                # 10002190: a late part of unknown outcome, re-sent by a backfill at the new place,
-                # was left out of this set, and its rows went out again in the window's new part).
-                batches = without_ids(batches, {i for p in ledger for i in unpack_ids(p.ids or b"")})
+            if late_here:
+                batches = without_ids(batches, late_here)
             self._send(window_id, writer, batches, keys, tally, kind=RANGE_PART, empty=not ledger, keep=keep)
         if ledger or committed:
             late = late_ids(
